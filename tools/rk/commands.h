@@ -1,0 +1,27 @@
+/*
+ * commands.h - the rk subcommand table.
+ *
+ * Each subcommand lives in its own cmd_NAME.c and exports one entry point with
+ * the signature below.  main.c only dispatches; it knows no subcommand's
+ * options.
+ */
+#ifndef RK_COMMANDS_H
+#define RK_COMMANDS_H
+
+struct rk_command {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+};
+
+/* Exit codes shared by all subcommands (documented in rk help). */
+enum {
+	RK_EXIT_OK = 0,
+	RK_EXIT_FAILURE = 1, /* the operation failed; the message says why */
+	RK_EXIT_USAGE = 2,   /* bad command line */
+};
+
+/* The table, terminated by an entry with name == NULL. */
+extern const struct rk_command rk_commands[];
+
+#endif

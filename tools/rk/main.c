@@ -1,0 +1,86 @@
+/*
+ * rk - the rdmakit command line.
+ *
+ *   rk help            list subcommands
+ *   rk --version       print the version
+ *   rk SUBCOMMAND ...  run a subcommand; "rk SUBCOMMAND --help" explains it
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <rdmakit/version.h>
+
+#include "commands.h"
+
+static int cmd_help(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+
+const struct rk_command rk_commands[] = {
+    {"help", "list subcommands, or explain one: rk help SUBCOMMAND", cmd_help},
+    {"version", "print the rdmakit version", cmd_version},
+    {NULL, NULL, NULL},
+};
+
+static const struct rk_command *find_command(const char *name)
+{
+	for (const struct rk_command *c = rk_commands; c->name; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: rk [--version] [--help] SUBCOMMAND [ARGS...]\n\nsubcommands:\n");
+	for (const struct rk_command *c = rk_commands; c->name; c++)
+		fprintf(out, "  %-10s %s\n", c->name, c->summary);
+	fprintf(out, "\nexit codes: 0 success, 1 the operation failed, 2 bad command line\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 1) {
+		const struct rk_command *c = find_command(argv[1]);
+		char help[] = "--help";
+		char *sub_argv[] = {argv[1], help, NULL};
+
+		if (!c) {
+			fprintf(stderr, "rk: unknown subcommand '%s'\n", argv[1]);
+			return RK_EXIT_USAGE;
+		}
+		if (c->run == cmd_help) {
+			usage(stdout);
+			return RK_EXIT_OK;
+		}
+		return c->run(2, sub_argv);
+	}
+	usage(stdout);
+	return RK_EXIT_OK;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	printf("rk %s\n", rk_version());
+	return RK_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	const struct rk_command *c;
+
+	if (argc < 2) {
+		usage(stderr);
+		return RK_EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
+		return cmd_version(argc - 1, argv + 1);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+		return cmd_help(1, argv + 1);
+
+	c = find_command(argv[1]);
+	if (!c) {
+		fprintf(stderr, "rk: unknown subcommand '%s' (see 'rk help')\n", argv[1]);
+		return RK_EXIT_USAGE;
+	}
+	return c->run(argc - 1, argv + 1);
+}
