@@ -1,0 +1,157 @@
+/* ex_common.c - see ex_common.h. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/resource.h>
+
+#include "ex_common.h"
+
+const char *ex_prog = "example";
+
+void ex_set_prog(const char *argv0)
+{
+	const char *slash = strrchr(argv0, '/');
+
+	ex_prog = slash ? slash + 1 : argv0;
+}
+
+void ex_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", ex_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+void ex_die_errno(const char *what)
+{
+	ex_die("%s: %s", what, strerror(errno));
+}
+
+void ex_report_reg_mr_failure(size_t len)
+{
+	int err = errno;
+	struct rlimit rl;
+	char cur[32] = "unknown";
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+		if (rl.rlim_cur == RLIM_INFINITY)
+			snprintf(cur, sizeof(cur), "unlimited");
+		else
+			snprintf(cur, sizeof(cur), "%llu KiB",
+				 (unsigned long long)rl.rlim_cur / 1024);
+	}
+	fprintf(stderr, "%s: ibv_reg_mr(%zu bytes): %s\n", ex_prog, len, strerror(err));
+	if (err == ENOMEM || err == EPERM)
+		fprintf(stderr,
+			"%s: registration pins memory, limited by RLIMIT_MEMLOCK (now %s), not by "
+			"RAM.\n"
+			"%s: raise it: 'ulimit -l unlimited' in this shell, 'memlock' in\n"
+			"%s: /etc/security/limits.conf for good, '--ulimit memlock=-1' for a "
+			"container.\n",
+			ex_prog, cur, ex_prog, ex_prog);
+}
+
+static const char *wc_hint(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_REM_ACCESS_ERR:
+		return "the peer refused the access: wrong rkey, an address outside its MR, or the "
+		       "MR lacks REMOTE_WRITE/REMOTE_READ";
+	case IBV_WC_RETRY_EXC_ERR:
+		return "no ACK from the peer: it is gone, the path is broken, or the ACK timeout "
+		       "is too short for this link";
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return "the receiver had no receive posted (receiver not ready)";
+	case IBV_WC_WR_FLUSH_ERR:
+		return "the QP was already in error; look at the first failed completion";
+	case IBV_WC_LOC_PROT_ERR:
+		return "local protection: wrong lkey, or the MR belongs to another PD";
+	case IBV_WC_LOC_LEN_ERR:
+		return "the message is longer than the posted receive buffer";
+	case IBV_WC_REM_INV_REQ_ERR:
+		return "the peer found the request invalid: length, opcode or QP capabilities";
+	default:
+		return NULL;
+	}
+}
+
+void ex_report_wc(const char *what, const struct ibv_wc *wc)
+{
+	const char *hint = wc_hint(wc->status);
+
+	fprintf(stderr,
+		"%s: %s: completion failed: %s (status %d, vendor_err 0x%x, opcode %d, qp 0x%x)\n",
+		ex_prog, what, ibv_wc_status_str(wc->status), wc->status, wc->vendor_err,
+		wc->opcode, wc->qp_num);
+	if (hint)
+		fprintf(stderr, "%s: hint: %s\n", ex_prog, hint);
+}
+
+long long ex_parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end || v > (unsigned long long)(INT64_MAX >> shift))
+		return -1;
+	return (long long)(v << shift);
+}
+
+int ex_parse_int(const char *s, long min, long max, long *out)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+uint64_t ex_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
