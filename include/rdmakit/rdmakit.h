@@ -6,5 +6,15 @@
 
 #include <rdmakit/common.h>
 #include <rdmakit/version.h>
+#include <rdmakit/error.h>
+#include <rdmakit/log.h>
+#include <rdmakit/device.h>
+#include <rdmakit/mr.h>
+#include <rdmakit/pool.h>
+#include <rdmakit/cq.h>
+#include <rdmakit/oob.h>
+#include <rdmakit/conn.h>
+#include <rdmakit/cm.h>
+#include <rdmakit/post.h>
 
 #endif
