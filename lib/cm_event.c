@@ -1,0 +1,271 @@
+/*
+ * cm_event.c - rdma_cm events for a connection, each wait with a deadline.
+ *
+ * Every event type is handled here, in one place, so the client, the
+ * server and rk_conn_progress agree on what an event means: the state it
+ * leads to and the error it records. Events are always acked by the caller
+ * right after handling (rdma_destroy_id waits for unacked events).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rk_internal.h"
+
+#define IB_CM_REJ_INVALID_SERVICE_ID 8
+#define IB_CM_REJ_CONSUMER_DEFINED   28
+
+int rk_cm_new_channel(struct rk_error *err, struct rdma_event_channel **out)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+
+	*out = NULL;
+	if (!ch)
+		return rk_err_sys(err, "rdma_create_event_channel", NULL);
+	if (rk_set_nonblock(ch->fd)) {
+		int r = rk_err_sys(err, "fcntl", "CM channel");
+
+		rdma_destroy_event_channel(ch);
+		return r;
+	}
+	*out = ch;
+	return 0;
+}
+
+const char *rk_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(s->sin_port));
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(s->sin6_port));
+	} else {
+		snprintf(buf, len, "?");
+	}
+	return buf;
+}
+
+int rk_cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct rk_error *err,
+		    struct rdma_cm_event **ev)
+{
+	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+
+	for (;;) {
+		int r;
+
+		if (rdma_get_cm_event(ch, ev) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return rk_err_sys(err, "rdma_get_cm_event", NULL);
+		r = poll(&p, 1, rk_ms_left(deadline_ms));
+		if (r < 0 && errno != EINTR)
+			return rk_err_sys(err, "poll", "CM channel");
+		if (r == 0)
+			return -ETIMEDOUT;
+	}
+}
+
+int rk_cm_conn_param(struct rk_conn *c, struct rdma_conn_param *p, uint8_t peer_initiator,
+		     uint8_t peer_responder)
+{
+	const struct rk_device_info *di = &c->dev->info;
+	unsigned resp = c->opts.max_rd_atomic, init = c->opts.max_rd_atomic;
+
+	/* Never 0 when the peer may READ: a 0 here makes every READ fail. */
+	if (resp > di->max_qp_rd_atom)
+		resp = di->max_qp_rd_atom;
+	if (init > di->max_qp_init_rd_atom)
+		init = di->max_qp_init_rd_atom;
+	if (peer_initiator && resp > peer_initiator)
+		resp = peer_initiator;
+	if (peer_responder && init > peer_responder)
+		init = peer_responder;
+	memset(p, 0, sizeof(*p));
+	p->responder_resources = (uint8_t)resp;
+	p->initiator_depth = (uint8_t)init;
+	p->flow_control = 1;
+	p->retry_count = c->opts.retry_cnt;
+	p->rnr_retry_count = c->opts.rnr_retry;
+	return 0;
+}
+
+void rk_cm_set_ack_timeout(struct rk_conn *c)
+{
+	uint8_t t = c->opts.ack_timeout;
+
+	/* Old kernels lack the option: the CM's default then applies. */
+	if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+		rk_dbg("rdma_set_option ACK_TIMEOUT %u: %s", t, strerror(errno));
+}
+
+static void query_path_mtu(struct rk_conn *c)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	if (ibv_query_qp(c->qp, &a, IBV_QP_PATH_MTU | IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &ia) == 0) {
+		c->path_mtu = a.path_mtu;
+		c->psn = a.sq_psn;
+		rk_dbg("qp 0x%x established via rdma_cm: sq psn 0x%x, rq psn 0x%x, mtu %u",
+		       c->qp->qp_num, a.sq_psn, a.rq_psn, rk_mtu_bytes(a.path_mtu));
+	} else {
+		c->path_mtu = c->local_mtu;
+	}
+}
+
+/* The server's accept reply: "RP", u16 length, then the application's bytes. */
+static void keep_reply(struct rk_conn *c, const struct rdma_conn_param *p)
+{
+	const uint8_t *d = p->private_data;
+	size_t n;
+
+	c->peer_data_len = 0;
+	if (!d || p->private_data_len < 4 || d[0] != 'R' || d[1] != 'P')
+		return;
+	n = (size_t)d[2] << 8 | d[3];
+	if (n > RK_CM_REPLY_MAX || n + 4 > p->private_data_len) {
+		rk_warn("ignoring a malformed accept reply (%zu bytes claimed)", n);
+		return;
+	}
+	memcpy(c->peer_data, d + 4, n);
+	c->peer_data_len = n;
+}
+
+static int rejected(struct rk_conn *c, const struct rdma_cm_event *ev, struct rk_error *err)
+{
+	char text[RK_REJECT_TEXT_MAX + 1];
+	uint16_t reason = 0;
+
+	if (ev->status == IB_CM_REJ_INVALID_SERVICE_ID)
+		return rk_err_set(err, ECONNREFUSED, "rdma_connect", "nobody listens there");
+	if (ev->status == IB_CM_REJ_CONSUMER_DEFINED &&
+	    rk_reject_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &reason,
+			     text, sizeof(text)) == 0)
+		return rk_err_set(err, ECONNREFUSED, "rdma_connect",
+				  "rejected by peer: %s%s%s (reason %u)",
+				  rk_reject_reason_str(reason), text[0] ? ": " : "", text, reason);
+	return rk_err_set(err, ECONNREFUSED, "rdma_connect", "rejected (CM reason %d)", ev->status);
+}
+
+int rk_cm_conn_event(struct rk_conn *c, struct rdma_cm_event *ev, struct rk_error *err)
+{
+	struct rk_error e;
+	int r = 0;
+
+	rk_dbg("qp 0x%x: CM event %s (status %d)", rk_conn_qp_num(c), rdma_event_str(ev->event),
+	       ev->status);
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ESTABLISHED:
+		keep_reply(c, &ev->param.conn);
+		query_path_mtu(c);
+		c->state = RK_CONN_CONNECTED;
+		return 0;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		rk_err_set(&e, ECONNRESET, "rdma_cm",
+			   "DISCONNECTED: the peer closed the connection");
+		rk_conn_fail(c, RK_CONN_DISCONNECTED, &e);
+		return 0;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		r = rk_err_set(&e, ENODEV, "rdma_cm", "DEVICE_REMOVAL: the RDMA device went away");
+		break;
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		return 0; /* the QP may be reused; nothing to do for us */
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+		rk_warn("qp 0x%x: ADDR_CHANGE: the local address moved; the connection may break",
+			rk_conn_qp_num(c));
+		return 0;
+	case RDMA_CM_EVENT_REJECTED:
+		r = rejected(c, ev, &e);
+		break;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		r = rk_err_set(&e, EHOSTUNREACH, "rdma_connect",
+			       "UNREACHABLE: no answer (status %d)", ev->status);
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		r = rk_err_set(&e, ECONNABORTED, "rdma_cm", "CONNECT_ERROR (status %d)",
+			       ev->status);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+		r = rk_err_set(&e, EHOSTUNREACH, "rdma_resolve_addr", "ADDR_ERROR (status %d)",
+			       ev->status);
+		break;
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		r = rk_err_set(&e, EHOSTUNREACH, "rdma_resolve_route", "ROUTE_ERROR (status %d)",
+			       ev->status);
+		break;
+	default:
+		rk_dbg("unexpected CM event %s ignored", rdma_event_str(ev->event));
+		return 0;
+	}
+	rk_err_set_qp(&e, rk_conn_qp_num(c));
+	rk_conn_fail(c, RK_CONN_ERROR, &e);
+	if (err)
+		*err = e;
+	return r;
+}
+
+int rk_conn_progress(struct rk_conn *c, int timeout_ms, struct rk_error *err)
+{
+	int64_t deadline = rk_deadline(timeout_ms);
+	struct rdma_cm_event *ev;
+	int r;
+
+	if (!c->ch)
+		return (int)c->state;
+	for (;;) {
+		r = rk_cm_get_event(c->ch, deadline, err, &ev);
+		if (r == -ETIMEDOUT)
+			break;
+		if (r)
+			return r;
+		rk_cm_conn_event(c, ev, err);
+		if (rdma_ack_cm_event(ev))
+			rk_warn("rdma_ack_cm_event: %s", strerror(errno));
+		deadline = 0; /* drain what is pending, but wait only for the first */
+	}
+	return (int)c->state;
+}
+
+int rk_conn_disconnect(struct rk_conn *c, int timeout_ms, struct rk_error *err)
+{
+	int64_t deadline = rk_deadline(timeout_ms);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	struct rk_error e;
+	int r;
+
+	if (c->state == RK_CONN_CONNECTED || c->state == RK_CONN_CONNECTING) {
+		rk_err_set(&e, ESHUTDOWN, "rk_conn_disconnect", "connection closed locally");
+		if (c->id) {
+			if (rdma_disconnect(c->id))
+				rk_dbg("rdma_disconnect: %s", strerror(errno));
+			/* Wait for the peer's answer, so it learns we are gone. */
+			while (c->state == RK_CONN_CONNECTED || c->state == RK_CONN_CONNECTING) {
+				struct rdma_cm_event *ev;
+
+				r = rk_cm_get_event(c->ch, deadline, err, &ev);
+				if (r)
+					break;
+				rk_cm_conn_event(c, ev, NULL);
+				if (rdma_ack_cm_event(ev))
+					rk_warn("rdma_ack_cm_event: %s", strerror(errno));
+			}
+		}
+		rk_conn_fail(c, RK_CONN_DISCONNECTED, &e);
+		c->state = RK_CONN_DISCONNECTED;
+	}
+	if (c->qp) {
+		r = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
+		if (r)
+			return rk_err_ret(err, r, "ibv_modify_qp ERR", NULL);
+	}
+	return 0;
+}

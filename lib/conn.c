@@ -1,0 +1,357 @@
+/*
+ * conn.c - a connection's life: options checked against the device, QP and
+ * CQ creation, teardown in reverse order with flushed work drained.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/random.h>
+
+#include "rk_internal.h"
+
+#define DRAIN_MS 2000
+
+static int check_range(struct rk_error *err, const char *what, unsigned v, unsigned lo, unsigned hi)
+{
+	if (v < lo || v > hi)
+		return rk_err_set(err, EINVAL, "rk_conn_opts", "%s %u outside %u..%u", what, v, lo,
+				  hi);
+	return 0;
+}
+
+/* Fill defaults and check everything against the device before creating anything. */
+static int resolve_opts(struct rk_device *dev, const struct rk_conn_opts *in,
+			struct rk_conn_opts *o, struct rk_error *err)
+{
+	const struct rk_device_info *di = &dev->info;
+	uint32_t rd_cap = di->max_qp_rd_atom < di->max_qp_init_rd_atom ? di->max_qp_rd_atom
+								       : di->max_qp_init_rd_atom;
+	int r = 0;
+
+	*o = *in;
+	o->sq_depth = o->sq_depth ? o->sq_depth : RK_DEF_DEPTH;
+	o->rq_depth = o->rq_depth ? o->rq_depth : RK_DEF_DEPTH;
+	o->max_send_sge = o->max_send_sge ? o->max_send_sge : 1;
+	o->max_recv_sge = o->max_recv_sge ? o->max_recv_sge : 1;
+	o->ack_timeout = o->ack_timeout ? o->ack_timeout : RK_DEF_ACK_TIMEOUT;
+	o->retry_cnt = o->retry_cnt ? o->retry_cnt : RK_DEF_RETRY_CNT;
+	o->rnr_retry = o->rnr_retry ? o->rnr_retry : RK_DEF_RNR_RETRY;
+	o->min_rnr_timer = o->min_rnr_timer ? o->min_rnr_timer : RK_DEF_MIN_RNR_TIMER;
+	if (!o->max_rd_atomic)
+		o->max_rd_atomic = (uint8_t)(rd_cap < RK_DEF_RD_ATOMIC ? rd_cap : RK_DEF_RD_ATOMIC);
+	if (!o->max_mtu || o->max_mtu > di->active_mtu)
+		o->max_mtu = di->active_mtu;
+
+	r = r ?: check_range(err, "sq_depth", o->sq_depth, 1, di->max_qp_wr);
+	r = r ?: check_range(err, "rq_depth", o->rq_depth, 1, di->max_qp_wr);
+	r = r ?: check_range(err, "max_send_sge", o->max_send_sge, 1, di->max_sge);
+	r = r ?: check_range(err, "max_recv_sge", o->max_recv_sge, 1, di->max_sge);
+	r = r ?: check_range(err, "ack_timeout", o->ack_timeout, 1, 31);
+	r = r ?: check_range(err, "retry_cnt", o->retry_cnt, 1, 7);
+	/* 7 means "retry forever": a receiver that never posts would hang us. */
+	r = r ?: check_range(err, "rnr_retry", o->rnr_retry, 1, 6);
+	r = r ?: check_range(err, "min_rnr_timer", o->min_rnr_timer, 1, 31);
+	r = r ?: check_range(err, "max_rd_atomic", o->max_rd_atomic, 1, rd_cap ? rd_cap : 1);
+	r = r ?: check_range(err, "max_mtu", o->max_mtu, IBV_MTU_256, IBV_MTU_4096);
+	r = r ?: check_range(err, "wait_mode", o->wait_mode, RK_WAIT_BUSY, RK_WAIT_ADAPTIVE);
+	if (r)
+		return r;
+	/* Leave room for the signaled WR that retires an unsignaled run. */
+	if (o->signal_every < 1)
+		o->signal_every = 1;
+	if (o->signal_every > o->sq_depth / 2 && o->sq_depth > 1) {
+		rk_dbg("signal_every %u lowered to %u (half the send queue)", o->signal_every,
+		       o->sq_depth / 2);
+		o->signal_every = o->sq_depth / 2;
+	}
+	return 0;
+}
+
+int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
+		  struct rk_conn **out)
+{
+	struct rk_conn_opts def = {0};
+	struct rk_conn *c;
+	int r;
+
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+	c->dev = dev;
+	r = resolve_opts(dev, opts ? opts : &def, &c->opts, err);
+	if (r) {
+		free(c);
+		return r;
+	}
+	c->sq_depth = c->opts.sq_depth;
+	c->rq_depth = c->opts.rq_depth;
+	c->signal_every = c->opts.signal_every;
+	c->local_mtu = c->opts.max_mtu;
+	c->sq_ids = calloc(c->sq_depth, sizeof(*c->sq_ids));
+	c->rq_ids = calloc(c->rq_depth, sizeof(*c->rq_ids));
+	c->wrs = calloc(c->sq_depth, sizeof(*c->wrs));
+	c->sges = calloc(c->sq_depth, sizeof(*c->sges));
+	if (!c->sq_ids || !c->rq_ids || !c->wrs || !c->sges) {
+		rk_conn_destroy(c);
+		return rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+	}
+	if (getrandom(&c->psn, sizeof(c->psn), 0) != sizeof(c->psn))
+		c->psn = (uint32_t)rk_now_us() ^ (uint32_t)getpid();
+	c->psn &= 0xffffff;
+	*out = c;
+	return 0;
+}
+
+/* Create the CQ (unless shared) and the QP: with rdma_cm when @id is given. */
+int rk_conn_build_qp(struct rk_conn *c, struct rdma_cm_id *id, struct rk_error *err)
+{
+	struct ibv_qp_init_attr qa = {0};
+	int r;
+
+	if (c->opts.cq) {
+		c->cq = c->opts.cq;
+	} else {
+		struct rk_cq_opts co = {
+		    .depth = c->opts.cq_depth ? c->opts.cq_depth : c->sq_depth + c->rq_depth,
+		    .mode = c->opts.wait_mode,
+		};
+
+		r = rk_cq_create(c->dev, &co, err, &c->cq);
+		if (r)
+			return r;
+		c->own_cq = 1;
+	}
+	qa.qp_context = c;
+	qa.send_cq = qa.recv_cq = c->cq->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = c->sq_depth;
+	qa.cap.max_recv_wr = c->rq_depth;
+	qa.cap.max_send_sge = c->opts.max_send_sge;
+	qa.cap.max_recv_sge = c->opts.max_recv_sge;
+	qa.cap.max_inline_data = c->opts.max_inline;
+	if (id) {
+		if (rdma_create_qp(id, c->dev->pd, &qa))
+			return rk_err_sys(err, "rdma_create_qp", "sq %u rq %u sge %u/%u inline %u",
+					  c->sq_depth, c->rq_depth, qa.cap.max_send_sge,
+					  qa.cap.max_recv_sge, c->opts.max_inline);
+		c->qp = id->qp;
+	} else {
+		c->qp = ibv_create_qp(c->dev->pd, &qa);
+		if (!c->qp)
+			return rk_err_sys(err, "ibv_create_qp", "sq %u rq %u sge %u/%u inline %u",
+					  c->sq_depth, c->rq_depth, qa.cap.max_send_sge,
+					  qa.cap.max_recv_sge, c->opts.max_inline);
+	}
+	/* The provider may round up; inline is what it granted. */
+	c->max_inline = qa.cap.max_inline_data;
+	if (c->max_inline < c->opts.max_inline)
+		return rk_err_set(err, EINVAL, "ibv_create_qp", "inline %u asked, %u granted",
+				  c->opts.max_inline, c->max_inline);
+	if (rk_cq_attach(c->cq, c))
+		return rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+	return 0;
+}
+
+void rk_conn_fail(struct rk_conn *c, enum rk_conn_state state, const struct rk_error *e)
+{
+	if (!c->first_errno && e) {
+		c->first_errno = e->err ? e->err : EIO;
+		c->first_err = *e;
+	}
+	if (c->state != RK_CONN_ERROR && c->state != RK_CONN_DISCONNECTED)
+		c->state = state;
+}
+
+int rk_conn_first_error(const struct rk_conn *c, struct rk_error *err)
+{
+	if (!c->first_errno) {
+		rk_error_clear(err);
+		return 0;
+	}
+	if (err)
+		*err = c->first_err;
+	return -c->first_errno;
+}
+
+/* Move the QP to ERROR and wait (bounded) for every posted WR to be flushed. */
+static void drain(struct rk_conn *c)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	struct ibv_wc wc[16];
+	int64_t deadline = rk_deadline(DRAIN_MS);
+	int r;
+
+	r = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
+	if (r) {
+		rk_warn("ibv_modify_qp ERR: %s [qp 0x%x]", strerror(r), c->qp->qp_num);
+		return;
+	}
+	/* With a shared CQ the flushes are dropped later by rk_cq_poll. */
+	if (!c->own_cq)
+		return;
+	while (c->sq_tail != c->sq_head || c->rq_tail != c->rq_head) {
+		r = rk_cq_poll(c->cq, wc, 16, NULL);
+		if (r < 0)
+			break;
+		if (r == 0) {
+			if (rk_ms_left(deadline) == 0) {
+				rk_warn(
+				    "qp 0x%x: %llu sends and %llu receives not flushed in %d ms",
+				    c->qp->qp_num, (unsigned long long)(c->sq_head - c->sq_tail),
+				    (unsigned long long)(c->rq_head - c->rq_tail), DRAIN_MS);
+				break;
+			}
+			usleep(1000);
+		}
+	}
+}
+
+void rk_conn_destroy(struct rk_conn *c)
+{
+	int r;
+
+	if (!c)
+		return;
+	if (c->id && c->state == RK_CONN_CONNECTED)
+		rk_conn_disconnect(c, 1000, NULL);
+	if (c->qp) {
+		drain(c);
+		rk_cq_detach(c->cq, c);
+		if (c->id) {
+			rdma_destroy_qp(c->id);
+		} else {
+			r = ibv_destroy_qp(c->qp);
+			if (r)
+				rk_warn("ibv_destroy_qp: %s", strerror(r));
+		}
+		c->qp = NULL;
+	}
+	if (c->own_cq)
+		rk_cq_destroy(c->cq);
+	if (c->id && rdma_destroy_id(c->id))
+		rk_warn("rdma_destroy_id: %s", strerror(errno));
+	if (c->ch)
+		rdma_destroy_event_channel(c->ch);
+	free(c->sq_ids);
+	free(c->rq_ids);
+	free(c->wrs);
+	free(c->sges);
+	free(c);
+}
+
+int rk_conn_create(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
+		   struct rk_conn **out)
+{
+	struct ibv_qp_attr a = {0};
+	struct rk_conn *c;
+	int r;
+
+	r = rk_conn_alloc(dev, opts, err, &c);
+	if (r)
+		return r;
+	r = rk_conn_build_qp(c, NULL, err);
+	if (r)
+		goto fail;
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = dev->info.port;
+	/* The QP allows everything; each MR grants only what its use needs. */
+	a.qp_access_flags =
+	    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	r = ibv_modify_qp(c->qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (r) {
+		r = rk_err_ret(err, r, "ibv_modify_qp INIT", "port %u pkey_index 0 access 0x%x",
+			       a.port_num, a.qp_access_flags);
+		rk_err_set_qp(err, c->qp->qp_num);
+		goto fail;
+	}
+	if (c->opts.prepare) {
+		r = c->opts.prepare(c, c->opts.prepare_arg);
+		if (r) {
+			r = rk_err_set(err, r, "rk_conn_create", "prepare callback failed");
+			goto fail;
+		}
+	}
+	*out = c;
+	return 0;
+fail:
+	rk_conn_destroy(c);
+	*out = NULL;
+	return r;
+}
+
+const char *rk_conn_state_str(enum rk_conn_state s)
+{
+	static const char *names[] = {"idle", "connecting", "connected", "disconnected", "error"};
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
+enum rk_conn_state rk_conn_state(const struct rk_conn *c)
+{
+	return c->state;
+}
+
+struct rk_cq *rk_conn_cq(const struct rk_conn *c)
+{
+	return c->cq;
+}
+
+uint32_t rk_conn_qp_num(const struct rk_conn *c)
+{
+	return c->qp ? c->qp->qp_num : 0;
+}
+
+enum ibv_mtu rk_conn_path_mtu(const struct rk_conn *c)
+{
+	return c->path_mtu;
+}
+
+uint32_t rk_conn_max_inline(const struct rk_conn *c)
+{
+	return c->max_inline;
+}
+
+uint32_t rk_conn_sq_depth(const struct rk_conn *c)
+{
+	return c->sq_depth;
+}
+
+uint32_t rk_conn_rq_depth(const struct rk_conn *c)
+{
+	return c->rq_depth;
+}
+
+struct ibv_qp *rk_conn_qp(const struct rk_conn *c)
+{
+	return c->qp;
+}
+
+struct rk_device *rk_conn_device(const struct rk_conn *c)
+{
+	return c->dev;
+}
+
+void rk_conn_set_user(struct rk_conn *c, void *user)
+{
+	c->user = user;
+}
+
+void *rk_conn_user(const struct rk_conn *c)
+{
+	return c->user;
+}
+
+int rk_conn_cm_fd(const struct rk_conn *c)
+{
+	return c->ch ? c->ch->fd : -1;
+}
+
+const void *rk_conn_peer_data(const struct rk_conn *c, size_t *len)
+{
+	*len = c->peer_data_len;
+	return c->peer_data_len ? c->peer_data : NULL;
+}

@@ -1,0 +1,282 @@
+/*
+ * cq.c - completion queues: batch polling, and busy / event / adaptive waits.
+ *
+ * Every completion passes through fix_wc(): the wr_id verbs returns is a
+ * sequence number the connection assigned when posting; it is translated
+ * back to the caller's wr_id, and the slots up to it are retired. Failed
+ * completions become their connection's first error.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rk_internal.h"
+
+#define ACK_BATCH 64 /* ibv_ack_cq_events takes a mutex: do it once per batch */
+
+int rk_cq_create(struct rk_device *dev, const struct rk_cq_opts *opts, struct rk_error *err,
+		 struct rk_cq **out)
+{
+	struct rk_cq_opts def = {0};
+	struct rk_cq *cq;
+	int r;
+
+	if (!opts)
+		opts = &def;
+	*out = NULL;
+	if (opts->mode > RK_WAIT_ADAPTIVE)
+		return rk_err_set(err, EINVAL, "rk_cq_create", "unknown wait mode %d", opts->mode);
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return rk_err_set(err, ENOMEM, "rk_cq_create", NULL);
+	cq->dev = dev;
+	cq->mode = opts->mode;
+	cq->spin_us = opts->spin_us ? opts->spin_us : 50;
+	cq->depth = opts->depth ? opts->depth : 512;
+	if (cq->depth > dev->info.max_cqe) {
+		r = rk_err_set(err, EINVAL, "rk_cq_create", "depth %u exceeds the device's %u",
+			       cq->depth, dev->info.max_cqe);
+		goto fail;
+	}
+	if (cq->mode != RK_WAIT_BUSY) {
+		cq->ch = ibv_create_comp_channel(dev->ctx);
+		if (!cq->ch) {
+			r = rk_err_sys(err, "ibv_create_comp_channel", NULL);
+			goto fail;
+		}
+		if (rk_set_nonblock(cq->ch->fd)) {
+			r = rk_err_sys(err, "fcntl", "completion channel");
+			goto fail;
+		}
+	}
+	cq->cq = ibv_create_cq(dev->ctx, (int)cq->depth, cq, cq->ch, 0);
+	if (!cq->cq) {
+		r = rk_err_sys(err, "ibv_create_cq", "depth %u", cq->depth);
+		goto fail;
+	}
+	*out = cq;
+	return 0;
+fail:
+	rk_cq_destroy(cq);
+	return r;
+}
+
+void rk_cq_destroy(struct rk_cq *cq)
+{
+	int r;
+
+	if (!cq)
+		return;
+	if (cq->nconns)
+		rk_warn("rk_cq_destroy: %u connections still use this CQ", cq->nconns);
+	if (cq->cq) {
+		if (cq->unacked)
+			ibv_ack_cq_events(cq->cq, cq->unacked);
+		r = ibv_destroy_cq(cq->cq);
+		if (r)
+			rk_warn("ibv_destroy_cq: %s", strerror(r));
+	}
+	if (cq->ch && ibv_destroy_comp_channel(cq->ch))
+		rk_warn("ibv_destroy_comp_channel: %s", strerror(errno));
+	free(cq->conns);
+	free(cq);
+}
+
+int rk_cq_attach(struct rk_cq *cq, struct rk_conn *conn)
+{
+	if (cq->nconns == cq->cap) {
+		unsigned cap = cq->cap ? cq->cap * 2 : 4;
+		struct rk_conn **n = realloc(cq->conns, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		cq->conns = n;
+		cq->cap = cap;
+	}
+	cq->conns[cq->nconns++] = conn;
+	return 0;
+}
+
+void rk_cq_detach(struct rk_cq *cq, struct rk_conn *conn)
+{
+	for (unsigned i = 0; i < cq->nconns; i++)
+		if (cq->conns[i] == conn) {
+			cq->conns[i] = cq->conns[--cq->nconns];
+			return;
+		}
+}
+
+static struct rk_conn *find_conn(struct rk_cq *cq, uint32_t qp_num)
+{
+	for (unsigned i = 0; i < cq->nconns; i++)
+		if (cq->conns[i]->qp && cq->conns[i]->qp->qp_num == qp_num)
+			return cq->conns[i];
+	return NULL;
+}
+
+/* Translate wc->wr_id back and retire slots. 0: keep the completion, -1: drop it. */
+static int fix_wc(struct rk_cq *cq, struct ibv_wc *wc)
+{
+	struct rk_conn *conn = find_conn(cq, wc->qp_num);
+	uint64_t seq = wc->wr_id & ~RK_RECV_TAG;
+	struct rk_error e;
+
+	if (!conn) {
+		rk_dbg("dropping a completion of qp 0x%x, which is gone", wc->qp_num);
+		return -1;
+	}
+	if (wc->wr_id & RK_RECV_TAG) {
+		if (seq < conn->rq_tail || seq >= conn->rq_head)
+			return -1;
+		wc->wr_id = conn->rq_ids[seq % conn->rq_depth];
+		conn->rq_tail = seq + 1;
+	} else {
+		if (seq < conn->sq_tail || seq >= conn->sq_head)
+			return -1;
+		wc->wr_id = conn->sq_ids[seq % conn->sq_depth];
+		conn->sq_tail = seq + 1;
+	}
+	if (wc->status != IBV_WC_SUCCESS && !conn->first_errno) {
+		rk_error_from_wc(&e, wc);
+		rk_conn_fail(conn, RK_CONN_ERROR, &e);
+	}
+	return 0;
+}
+
+int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err)
+{
+	int r, kept = 0;
+
+	r = ibv_poll_cq(cq->cq, n, wc);
+	if (r < 0)
+		return rk_err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
+	for (int i = 0; i < r; i++) {
+		if (fix_wc(cq, &wc[i]))
+			continue;
+		if (kept != i)
+			wc[kept] = wc[i];
+		kept++;
+	}
+	return kept;
+}
+
+/* Read every pending channel event; ack in batches. */
+static int consume_events(struct rk_cq *cq, struct rk_error *err)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+
+	while (ibv_get_cq_event(cq->ch, &ev_cq, &ev_ctx) == 0) {
+		cq->unacked++;
+		cq->events++;
+		cq->armed = 0;
+	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		return rk_err_sys(err, "ibv_get_cq_event", NULL);
+	if (cq->unacked >= ACK_BATCH) {
+		ibv_ack_cq_events(cq->cq, cq->unacked);
+		cq->unacked = 0;
+	}
+	return 0;
+}
+
+int rk_cq_arm(struct rk_cq *cq, struct rk_error *err)
+{
+	int r;
+
+	if (!cq->ch)
+		return rk_err_set(err, EINVAL, "rk_cq_arm", "busy-mode CQ has no channel");
+	r = consume_events(cq, err);
+	if (r)
+		return r;
+	if (!cq->armed) {
+		r = ibv_req_notify_cq(cq->cq, 0);
+		if (r)
+			return rk_err_ret(err, r, "ibv_req_notify_cq", NULL);
+		cq->armed = 1;
+	}
+	return 0;
+}
+
+static int wait_busy(struct rk_cq *cq, struct ibv_wc *wc, int n, int64_t until_us,
+		     struct rk_error *err)
+{
+	for (unsigned spins = 0;; spins++) {
+		int r = rk_cq_poll(cq, wc, n, err);
+
+		if (r)
+			return r;
+		if ((spins & 63) == 0 && until_us >= 0 && rk_now_us() >= until_us)
+			return -ETIMEDOUT;
+	}
+}
+
+/*
+ * Sleep on the channel. The CQ is polled again after arming, because a
+ * completion that arrived before ibv_req_notify_cq raises no event.
+ */
+static int wait_event(struct rk_cq *cq, struct ibv_wc *wc, int n, int64_t deadline_ms,
+		      struct rk_error *err)
+{
+	struct pollfd p = {.fd = cq->ch->fd, .events = POLLIN};
+
+	for (;;) {
+		int r = rk_cq_arm(cq, err);
+
+		if (r)
+			return r;
+		r = rk_cq_poll(cq, wc, n, err);
+		if (r)
+			return r;
+		r = poll(&p, 1, rk_ms_left(deadline_ms));
+		if (r < 0 && errno != EINTR)
+			return rk_err_sys(err, "poll", "completion channel");
+		if (r == 0)
+			return rk_cq_poll(cq, wc, n, err) ?: -ETIMEDOUT;
+	}
+}
+
+int rk_cq_wait(struct rk_cq *cq, struct ibv_wc *wc, int n, int timeout_ms, struct rk_error *err)
+{
+	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t spin_until;
+	int r;
+
+	if (cq->mode == RK_WAIT_BUSY) {
+		r = wait_busy(cq, wc, n, deadline < 0 ? -1 : deadline * 1000, err);
+	} else {
+		if (cq->mode == RK_WAIT_ADAPTIVE) {
+			spin_until = rk_now_us() + cq->spin_us;
+			if (deadline >= 0 && spin_until > deadline * 1000)
+				spin_until = deadline * 1000;
+			r = wait_busy(cq, wc, n, spin_until, err);
+			if (r != -ETIMEDOUT)
+				return r;
+		}
+		r = wait_event(cq, wc, n, deadline, err);
+	}
+	if (r == -ETIMEDOUT)
+		rk_err_set(err, ETIMEDOUT, "rk_cq_wait", "no completion within %d ms", timeout_ms);
+	return r;
+}
+
+int rk_cq_fd(const struct rk_cq *cq)
+{
+	return cq->ch ? cq->ch->fd : -1;
+}
+
+enum rk_wait_mode rk_cq_mode(const struct rk_cq *cq)
+{
+	return cq->mode;
+}
+
+struct ibv_cq *rk_cq_ibv(const struct rk_cq *cq)
+{
+	return cq->cq;
+}
+
+uint64_t rk_cq_events(const struct rk_cq *cq)
+{
+	return cq->events;
+}

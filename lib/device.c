@@ -1,0 +1,316 @@
+/*
+ * device.c - open a device by name or by local address, check the port,
+ * choose the GID, allocate the PD.
+ *
+ * The device comes from librdmacm's list (rdma_get_devices) rather than
+ * ibv_open_device, because rdma_cm ids are bound to librdmacm's contexts:
+ * a PD from another context could not be used with them.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rk_internal.h"
+
+uint32_t rk_mtu_bytes(enum ibv_mtu mtu)
+{
+	switch (mtu) {
+	case IBV_MTU_256:
+		return 256;
+	case IBV_MTU_512:
+		return 512;
+	case IBV_MTU_1024:
+		return 1024;
+	case IBV_MTU_2048:
+		return 2048;
+	case IBV_MTU_4096:
+		return 4096;
+	}
+	return 0;
+}
+
+enum ibv_mtu rk_mtu_from_bytes(uint32_t bytes)
+{
+	for (int m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
+		if (rk_mtu_bytes((enum ibv_mtu)m) == bytes)
+			return (enum ibv_mtu)m;
+	return (enum ibv_mtu)0;
+}
+
+/*
+ * The device (and port) whose netdev owns @addr: binding an rdma_cm id to
+ * the address makes the kernel answer exactly that question.
+ */
+static int context_for_addr(const char *addr, struct ibv_context **ctx, uint8_t *port,
+			    struct rk_error *err)
+{
+	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE}, *ai = NULL;
+	struct rdma_cm_id *id = NULL;
+	int r;
+
+	r = getaddrinfo(addr, NULL, &hints, &ai);
+	if (r)
+		return rk_err_set(err, EINVAL, "getaddrinfo", "'%s': %s", addr, gai_strerror(r));
+	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP)) {
+		r = rk_err_sys(err, "rdma_create_id", NULL);
+		freeaddrinfo(ai);
+		return r;
+	}
+	if (rdma_bind_addr(id, ai->ai_addr)) {
+		r = rk_err_sys(err, "rdma_bind_addr", "'%s'", addr);
+		goto out;
+	}
+	if (!id->verbs) {
+		r = rk_err_set(err, ENODEV, "rdma_bind_addr", "'%s' is on no RDMA device", addr);
+		goto out;
+	}
+	*ctx = id->verbs;
+	*port = id->port_num;
+	r = 0;
+out:
+	if (rdma_destroy_id(id))
+		rk_warn("rdma_destroy_id: %s", strerror(errno));
+	freeaddrinfo(ai);
+	return r;
+}
+
+static int is_ipv4_mapped(const uint8_t *g)
+{
+	static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	return memcmp(g, prefix, sizeof(prefix)) == 0;
+}
+
+static int is_zero(const uint8_t *g)
+{
+	static const uint8_t zero[16];
+
+	return memcmp(g, zero, 16) == 0;
+}
+
+/*
+ * RoCE v2 with an IPv4-mapped address routes over IPv4 like rdma_cm does;
+ * link-local GIDs only work on one segment. Prefer what matches @want.
+ */
+static int gid_score(const struct ibv_gid_entry *e, const struct addrinfo *want)
+{
+	const uint8_t *g = e->gid.raw;
+	int score = 1;
+
+	if (is_zero(g))
+		return -1;
+	if (e->gid_type == IBV_GID_TYPE_ROCE_V2)
+		score += 100;
+	if (is_ipv4_mapped(g))
+		score += 50;
+	if (!(g[0] == 0xfe && (g[1] & 0xc0) == 0x80))
+		score += 20;
+	if (want && want->ai_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)want->ai_addr;
+
+		if (is_ipv4_mapped(g) && memcmp(g + 12, &s->sin_addr, 4) == 0)
+			score += 1000;
+	} else if (want && want->ai_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)want->ai_addr;
+
+		if (memcmp(g, &s->sin6_addr, 16) == 0)
+			score += 1000;
+	}
+	return score;
+}
+
+static int choose_gid(struct rk_device *dev, int tbl_len, const char *addr, struct rk_error *err)
+{
+	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST}, *want = NULL;
+	struct rk_device_info *in = &dev->info;
+	int best = -1, best_score = -1;
+
+	if (in->link_layer != IBV_LINK_LAYER_ETHERNET) {
+		best = 0; /* InfiniBand: GID 0 is the port GID */
+	} else {
+		if (addr && getaddrinfo(addr, NULL, &hints, &want))
+			want = NULL;
+		for (int i = 0; i < tbl_len; i++) {
+			struct ibv_gid_entry e;
+			int s;
+
+			if (ibv_query_gid_ex(dev->ctx, in->port, (uint32_t)i, &e, 0))
+				continue; /* empty slot */
+			s = gid_score(&e, want);
+			if (s > best_score) {
+				best_score = s;
+				best = i;
+			}
+		}
+		if (want)
+			freeaddrinfo(want);
+		if (best < 0)
+			return rk_err_set(err, ENODEV, "ibv_query_gid_ex",
+					  "port %u of %s has no usable GID", in->port, in->name);
+	}
+	in->gid_index = best;
+	return 0;
+}
+
+static int fill_gid(struct rk_device *dev, struct rk_error *err)
+{
+	struct rk_device_info *in = &dev->info;
+	struct ibv_gid_entry e;
+	int r;
+
+	r = ibv_query_gid_ex(dev->ctx, in->port, (uint32_t)in->gid_index, &e, 0);
+	if (r)
+		return rk_err_ret(err, r, "ibv_query_gid_ex", "%s port %u index %d", in->name,
+				  in->port, in->gid_index);
+	in->gid = e.gid;
+	in->gid_roce_v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
+	return 0;
+}
+
+static int find_context(struct rk_device *dev, int n, const struct rk_device_opts *o, uint8_t *port,
+			struct rk_error *err)
+{
+	struct ibv_context *want = NULL;
+	int r;
+
+	if (!o->name && o->addr) {
+		r = context_for_addr(o->addr, &want, port, err);
+		if (r)
+			return r;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *name = ibv_get_device_name(dev->list[i]->device);
+
+		if ((o->name && strcmp(name, o->name) == 0) || (!o->name && want == dev->list[i]) ||
+		    (!o->name && !o->addr)) {
+			dev->ctx = dev->list[i];
+			return 0;
+		}
+	}
+	if (o->name)
+		return rk_err_set(err, ENODEV, "rk_device_open", "no RDMA device named '%s'",
+				  o->name);
+	return rk_err_set(err, ENODEV, "rk_device_open", "no RDMA device owns '%s'",
+			  o->addr ? o->addr : "?");
+}
+
+static int query_port(struct rk_device *dev, int gid_index, const char *addr, struct rk_error *err)
+{
+	struct rk_device_info *in = &dev->info;
+	struct ibv_port_attr pa;
+	int r;
+
+	r = ibv_query_device(dev->ctx, &dev->attr);
+	if (r)
+		return rk_err_ret(err, r, "ibv_query_device", "%s", in->name);
+	if (in->port < 1 || in->port > dev->attr.phys_port_cnt)
+		return rk_err_set(err, EINVAL, "rk_device_open", "%s has no port %u", in->name,
+				  in->port);
+	r = ibv_query_port(dev->ctx, in->port, &pa);
+	if (r)
+		return rk_err_ret(err, r, "ibv_query_port", "%s port %u", in->name, in->port);
+	if (pa.state != IBV_PORT_ACTIVE)
+		return rk_err_set(err, ENETDOWN, "ibv_query_port", "%s port %u is %s", in->name,
+				  in->port, ibv_port_state_str(pa.state));
+	in->link_layer = pa.link_layer;
+	in->lid = pa.lid;
+	in->active_mtu = pa.active_mtu;
+	in->active_mtu_bytes = rk_mtu_bytes(pa.active_mtu);
+	in->max_qp_wr = (uint32_t)dev->attr.max_qp_wr;
+	in->max_sge = (uint32_t)dev->attr.max_sge;
+	in->max_cqe = (uint32_t)dev->attr.max_cqe;
+	in->max_qp_rd_atom = (uint32_t)dev->attr.max_qp_rd_atom;
+	in->max_qp_init_rd_atom = (uint32_t)dev->attr.max_qp_init_rd_atom;
+	in->max_mr_size = dev->attr.max_mr_size;
+	if (gid_index >= 0) {
+		if (gid_index >= pa.gid_tbl_len)
+			return rk_err_set(err, EINVAL, "rk_device_open",
+					  "GID index %d out of range (table has %d)", gid_index,
+					  pa.gid_tbl_len);
+		in->gid_index = gid_index;
+	} else {
+		r = choose_gid(dev, pa.gid_tbl_len, addr, err);
+		if (r)
+			return r;
+	}
+	return fill_gid(dev, err);
+}
+
+int rk_device_open(const struct rk_device_opts *opts, struct rk_error *err, struct rk_device **out)
+{
+	struct rk_device_opts none = {.gid_index = -1};
+	const struct rk_device_opts *o = opts ? opts : &none;
+	struct rk_device *dev;
+	uint8_t port = 0;
+	int n = 0, r;
+
+	*out = NULL;
+	dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return rk_err_set(err, ENOMEM, "rk_device_open", NULL);
+	dev->list = rdma_get_devices(&n);
+	if (!dev->list || n == 0) {
+		r = rk_err_set(err, ENODEV, "rdma_get_devices", "no RDMA device");
+		goto fail;
+	}
+	r = find_context(dev, n, o, &port, err);
+	if (r)
+		goto fail;
+	snprintf(dev->info.name, sizeof(dev->info.name), "%s",
+		 ibv_get_device_name(dev->ctx->device));
+	dev->info.port = o->port ? o->port : (port ? port : 1);
+	r = query_port(dev, o->gid_index, o->addr, err);
+	if (r)
+		goto fail;
+	dev->pd = ibv_alloc_pd(dev->ctx);
+	if (!dev->pd) {
+		r = rk_err_sys(err, "ibv_alloc_pd", "%s", dev->info.name);
+		goto fail;
+	}
+	if (rk_set_nonblock(dev->ctx->async_fd)) {
+		r = rk_err_sys(err, "fcntl", "async fd of %s", dev->info.name);
+		goto fail;
+	}
+	rk_dbg("device %s port %u: mtu %u, gid index %d%s, lid %u", dev->info.name, dev->info.port,
+	       dev->info.active_mtu_bytes, dev->info.gid_index,
+	       dev->info.gid_roce_v2 ? " (RoCE v2)" : "", dev->info.lid);
+	*out = dev;
+	return 0;
+fail:
+	rk_device_close(dev);
+	return r;
+}
+
+void rk_device_close(struct rk_device *dev)
+{
+	struct rk_async_event ev;
+
+	if (!dev)
+		return;
+	if (dev->ctx)
+		while (rk_device_poll_async(dev, &ev, NULL) > 0)
+			;
+	if (dev->pd && ibv_dealloc_pd(dev->pd))
+		rk_warn("ibv_dealloc_pd: %s (something created on the device is still alive)",
+			strerror(errno));
+	if (dev->list)
+		rdma_free_devices(dev->list);
+	free(dev);
+}
+
+const struct rk_device_info *rk_device_get_info(const struct rk_device *dev)
+{
+	return &dev->info;
+}
+
+struct ibv_pd *rk_device_pd(const struct rk_device *dev)
+{
+	return dev->pd;
+}
+
+struct ibv_context *rk_device_context(const struct rk_device *dev)
+{
+	return dev->ctx;
+}

@@ -1,0 +1,127 @@
+/*
+ * rk_internal.h - the library's private structures and helpers.
+ *
+ * Not installed. Handles are opaque to users; their layouts live here so the
+ * small single-purpose files of lib/ can share them.
+ */
+#ifndef RK_INTERNAL_H
+#define RK_INTERNAL_H
+
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <rdmakit/rdmakit.h>
+
+struct rk_device {
+	struct ibv_context **list; /* rdma_get_devices(): keeps ctx alive */
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+	struct rk_device_info info;
+};
+
+struct rk_cq {
+	struct rk_device *dev;
+	struct ibv_cq *cq;
+	struct ibv_comp_channel *ch; /* NULL in busy mode */
+	enum rk_wait_mode mode;
+	uint32_t depth;
+	uint32_t spin_us;
+	int armed;	  /* a notification is requested and not yet consumed */
+	unsigned unacked; /* channel events read but not yet acked */
+	uint64_t events;
+	struct rk_conn **conns; /* connections whose QP reports here */
+	unsigned nconns, cap;
+};
+
+struct rk_conn {
+	struct rk_device *dev;
+	struct rk_cq *cq;
+	int own_cq;
+	struct ibv_qp *qp;
+	enum rk_conn_state state;
+	struct rk_conn_opts opts; /* with defaults resolved */
+	uint32_t sq_depth, rq_depth, max_inline, signal_every;
+	uint32_t psn;
+	enum ibv_mtu local_mtu, path_mtu;
+
+	/*
+	 * Send and receive slots. The wr_id handed to verbs is a sequence
+	 * number (bit 63 set for receives); the caller's wr_id is kept here.
+	 * A completion for sequence s retires every slot up to s, which is
+	 * what makes selective signaling and flushes add up.
+	 */
+	uint64_t *sq_ids, sq_head, sq_tail;
+	uint64_t *rq_ids, rq_head, rq_tail;
+	uint32_t unsignaled_run;
+	struct ibv_send_wr *wrs; /* scratch for rk_post_list, sq_depth long */
+	struct ibv_sge *sges;
+
+	int first_errno;
+	struct rk_error first_err;
+
+	/* rdma_cm only */
+	struct rdma_cm_id *id;
+	struct rdma_event_channel *ch;
+	uint8_t peer_data[RK_CM_REPLY_MAX];
+	size_t peer_data_len;
+
+	void *user;
+};
+
+#define RK_RECV_TAG (1ULL << 63)
+
+/* Defaults that survive TCG-emulated Soft-RoCE yet notice a dead peer in seconds. */
+#define RK_DEF_DEPTH	     128
+#define RK_DEF_ACK_TIMEOUT   17
+#define RK_DEF_RETRY_CNT     7
+#define RK_DEF_RNR_RETRY     6
+#define RK_DEF_MIN_RNR_TIMER 20
+#define RK_DEF_RD_ATOMIC     16
+
+/* error.c: fill @e (may be NULL) and return -@err. */
+int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Same, for a failed verbs call that set errno (falls back to EIO). */
+int rk_err_sys(struct rk_error *e, const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Same, for a verbs call returning a positive errno or -1 with errno. */
+int rk_err_ret(struct rk_error *e, int ret, const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void rk_err_set_qp(struct rk_error *e, uint32_t qp_num);
+
+#define rk_dbg(...)  rk_log(RK_LOG_DEBUG, __VA_ARGS__)
+#define rk_info(...) rk_log(RK_LOG_INFO, __VA_ARGS__)
+#define rk_warn(...) rk_log(RK_LOG_WARN, __VA_ARGS__)
+
+/* time.c: monotonic milliseconds, and the time left until a deadline. */
+int64_t rk_now_ms(void);
+int64_t rk_now_us(void);
+/* -1 deadline (forever) maps to -1, else max(0, deadline - now). */
+int rk_ms_left(int64_t deadline_ms);
+int64_t rk_deadline(int timeout_ms);
+int rk_set_nonblock(int fd);
+
+/* conn.c */
+int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
+		  struct rk_conn **out);
+int rk_conn_build_qp(struct rk_conn *conn, struct rdma_cm_id *id, struct rk_error *err);
+void rk_conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
+
+/* cq.c */
+int rk_cq_attach(struct rk_cq *cq, struct rk_conn *conn);
+void rk_cq_detach(struct rk_cq *cq, struct rk_conn *conn);
+
+/* cm_event.c: wait for one CM event on @ch within @deadline_ms. */
+int rk_cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct rk_error *err,
+		    struct rdma_cm_event **ev);
+int rk_cm_conn_event(struct rk_conn *conn, struct rdma_cm_event *ev, struct rk_error *err);
+int rk_cm_new_channel(struct rk_error *err, struct rdma_event_channel **out);
+const char *rk_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
+void rk_cm_set_ack_timeout(struct rk_conn *conn);
+int rk_cm_conn_param(struct rk_conn *conn, struct rdma_conn_param *p, uint8_t peer_initiator,
+		     uint8_t peer_responder);
+
+#endif
