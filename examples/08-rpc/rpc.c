@@ -360,7 +360,7 @@ static void run_phase(struct side *s, uint32_t depth, uint32_t iters, uint32_t *
 	enum { SENDING = 1, WAITING = 2 };
 	uint32_t first = *next_id, issued = 0, done = 0, outstanding = 0;
 	uint32_t state[MAX_DEPTH] = {0}, inflight[MAX_DEPTH] = {0};
-	uint64_t t_issue[MAX_DEPTH], t0 = ex_now_ns(), sum = 0;
+	uint64_t t_issue[MAX_DEPTH], t0 = ex_now_ns(), sum = 0, p50, p99;
 	double secs;
 	struct ibv_wc wc;
 
@@ -398,8 +398,10 @@ static void run_phase(struct side *s, uint32_t depth, uint32_t iters, uint32_t *
 	for (uint32_t i = 0; i < iters; i++)
 		sum += lat[i];
 	qsort(lat, iters, sizeof(*lat), cmp_u64);
+	p50 = lat[iters / 2];
+	p99 = lat[iters * 99ull / 100];
 	printf("%5u %9u %10.0f %9.1f %9.1f %9.1f\n", depth, iters, iters / secs, sum / 1e3 / iters,
-	       lat[iters / 2] / 1e3, lat[iters * 99ull / 100] / 1e3);
+	       p50 / 1e3, p99 / 1e3);
 }
 
 static void run_client(const char *addr, const char *port, uint32_t iters, uint32_t depth)
