@@ -21,6 +21,11 @@ enum {
 	RK_EXIT_USAGE = 2,   /* bad command line */
 };
 
+/* The subcommands, one file each. */
+int rk_cmd_bench(int argc, char **argv);
+int rk_cmd_copy(int argc, char **argv);
+int rk_cmd_serve(int argc, char **argv);
+
 /* The table, terminated by an entry with name == NULL. */
 extern const struct rk_command rk_commands[];
 

@@ -16,6 +16,9 @@ static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 
 const struct rk_command rk_commands[] = {
+    {"copy", "copy files and trees to an rk serve over RDMA (like scp)", rk_cmd_copy},
+    {"serve", "receive files from rk copy into a directory", rk_cmd_serve},
+    {"bench", "bandwidth and latency benchmark (perftest-class)", rk_cmd_bench},
     {"help", "list subcommands, or explain one: rk help SUBCOMMAND", cmd_help},
     {"version", "print the rdmakit version", cmd_version},
     {NULL, NULL, NULL},

@@ -1,0 +1,143 @@
+/* cli.c - see cli.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (shift && end[0] == 'i' && end[1] == 'B')
+		end += 2;
+	else if (shift && end[0] == 'B')
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int cli_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int copy_part(const char *p, size_t n, char *dst, size_t dst_len)
+{
+	if (n == 0 || n >= dst_len)
+		return -1;
+	memcpy(dst, p, n);
+	dst[n] = '\0';
+	return 0;
+}
+
+int cli_split_host_port(const char *arg, char *host, size_t host_len, char *port, size_t port_len)
+{
+	const char *colon;
+
+	if (!arg || !*arg)
+		return -1;
+	if (arg[0] == '[') {
+		const char *close = strchr(arg, ']');
+
+		if (!close || copy_part(arg + 1, (size_t)(close - arg - 1), host, host_len))
+			return -1;
+		if (close[1] == '\0')
+			return 0;
+		if (close[1] != ':')
+			return -1;
+		return copy_part(close + 2, strlen(close + 2), port, port_len);
+	}
+	colon = strchr(arg, ':');
+	if (!colon || strchr(colon + 1, ':')) /* none, or a bare IPv6 literal */
+		return copy_part(arg, strlen(arg), host, host_len);
+	if (copy_part(arg, (size_t)(colon - arg), host, host_len))
+		return -1;
+	return copy_part(colon + 1, strlen(colon + 1), port, port_len);
+}
+
+const char *cli_fmt_bytes(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	unsigned i = 0;
+
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%.2f %s", v, unit[i]);
+	return buf;
+}
+
+const char *cli_fmt_rate(double bps, char *buf, size_t len)
+{
+	if (bps >= 1e9)
+		snprintf(buf, len, "%.2f Gb/s", bps / 1e9);
+	else if (bps >= 1e6)
+		snprintf(buf, len, "%.2f Mb/s", bps / 1e6);
+	else
+		snprintf(buf, len, "%.2f kb/s", bps / 1e3);
+	return buf;
+}
+
+uint64_t cli_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cli_report(const char *prog, const char *what, const struct rk_error *err)
+{
+	const char *text = rk_error_str(err);
+
+	fprintf(stderr, "rk %s: %s%s%s\n", prog, what, *text ? ": " : "", text);
+	if (err && err->hint && !strstr(text, err->hint))
+		fprintf(stderr, "rk %s: hint: %s\n", prog, err->hint);
+}

@@ -1,0 +1,44 @@
+/*
+ * cli.h - small helpers every rk subcommand shares: parsing sizes, numbers
+ * and HOST[:PORT] arguments, printing sizes and rates, and reporting an
+ * rk_error.  Nothing here knows about any one subcommand.
+ */
+#ifndef RK_CLI_H
+#define RK_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmakit/error.h>
+
+/*
+ * cli_parse_size - "4096", "64K", "8M", "1G" (also "KiB", "MB"...; powers of
+ * two) into *out. Returns 0, or -1 on junk, a negative value or overflow.
+ */
+int cli_parse_size(const char *s, uint64_t *out);
+
+/* cli_parse_uint - a decimal integer in [min, max] into *out; 0 or -1. */
+int cli_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/*
+ * cli_split_host_port - split "host", "host:port", "[v6addr]" or
+ * "[v6addr]:port" into @host (NUL-terminated, brackets removed) and @port
+ * (left unchanged when absent). A bare IPv6 literal with several colons is
+ * taken as a host without port. Returns 0, or -1 when a part is empty or
+ * does not fit.
+ */
+int cli_split_host_port(const char *arg, char *host, size_t host_len, char *port, size_t port_len);
+
+/* cli_fmt_bytes - "1.50 MiB" into @buf; returns @buf. */
+const char *cli_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* cli_fmt_rate - bits per second as "1.23 Gb/s" into @buf; returns @buf. */
+const char *cli_fmt_rate(double bits_per_sec, char *buf, size_t len);
+
+/* cli_now_ns - monotonic clock in nanoseconds. */
+uint64_t cli_now_ns(void);
+
+/* cli_report - print "rk PROG: WHAT: <error text>" and the hint, if any, to stderr. */
+void cli_report(const char *prog, const char *what, const struct rk_error *err);
+
+#endif
