@@ -4,9 +4,9 @@
  * The client prints the round-trip time and the CPU time it spent per message
  * in each mode.
  *
- *   event-channel [options] ADDR            server (child process) and client
- *   event-channel --server [options] ADDR   the server only
- *   event-channel --client [options] ADDR   the client only
+ *   ex05_event_channel [options] ADDR             server (child process) and client
+ *   ex05_event_channel --server [options] ADDR    the server only
+ *   ex05_event_channel --client [options] ADDR    the client only
  *
  * The lesson: ibv_poll_cq() in a loop answers fastest but keeps a core at
  * 100% even when nothing arrives.  A completion channel lets the thread sleep

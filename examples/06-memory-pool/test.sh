@@ -18,7 +18,7 @@ grep -q -- --size "$out"
 "$bin" --port 7506 --iters $iters --slots 8 "$RK_ADDR" >"$out" 2>&1 || { cat "$out"; exit 1; }
 cat "$out"
 grep -q "^server: $((2 * iters)) requests served; pool clean" "$out"
-# mode requests alloc+free_us request_us verified
+# mode requests alloc+free_p50_us request_p50_us verified
 awk -v n=$iters '
 	/^reg_mr\/request / || /^pool slot / {
 		rows++

@@ -4,9 +4,9 @@
  * requests go out --batch at a time as one linked list per ibv_post_send, of
  * which only the last is signaled; completions come in by the array.
  *
- *   multi-qp [options] ADDR            server (child process) and client
- *   multi-qp --server [options] ADDR   the server only
- *   multi-qp --client [options] ADDR   the client only
+ *   ex07_multi_qp [options] ADDR                  server (child process) and client
+ *   ex07_multi_qp --server [options] ADDR         the server only
+ *   ex07_multi_qp --client [options] ADDR         the client only
  *
  * The lessons: one doorbell per batch instead of per message; one completion
  * per batch (on RC a completion means every earlier WR of that QP is done);

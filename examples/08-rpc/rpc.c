@@ -5,9 +5,9 @@
  * immediate says which request it answers.  Prints requests/s and latency
  * with one request in flight, then with --depth in flight.
  *
- *   rpc [options] ADDR            server (child process) and client
- *   rpc --server [options] ADDR   the server only
- *   rpc --client [options] ADDR   the client only
+ *   ex08_rpc [options] ADDR                       server (child process) and client
+ *   ex08_rpc --server [options] ADDR              the server only
+ *   ex08_rpc --client [options] ADDR              the client only
  *
  * The lessons: connect once and keep the connection (setup costs
  * milliseconds, a request microseconds); let the responder write the answer
