@@ -70,6 +70,8 @@ static struct rdma_cm_event *get_event(struct side *s, enum rdma_cm_event_type w
 		ex_die("no %s within %d ms", rdma_event_str(want), TIMEOUT_MS);
 	if (rdma_get_cm_event(s->cm, &ev))
 		ex_die_errno("rdma_get_cm_event");
+	if (ev->event == RDMA_CM_EVENT_REJECTED && want == RDMA_CM_EVENT_ESTABLISHED)
+		ex_die("rejected (status %d): no server on that address and port?", ev->status);
 	if (ev->event != want)
 		ex_die("expected %s, got %s (status %d)", rdma_event_str(want),
 		       rdma_event_str(ev->event), ev->status);

@@ -80,6 +80,8 @@ static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_
 {
 	struct rdma_cm_event *ev = get_event(ch);
 
+	if (ev->event == RDMA_CM_EVENT_REJECTED && want == RDMA_CM_EVENT_ESTABLISHED)
+		ex_die("rejected (status %d): no server on that address and port?", ev->status);
 	if (ev->event != want)
 		ex_die("expected %s, got %s (status %d)", rdma_event_str(want),
 		       rdma_event_str(ev->event), ev->status);
