@@ -71,10 +71,13 @@ RK_API int rk_oob_exchange(int fd, const struct rk_oob_info *local, struct rk_oo
  */
 RK_API int rk_tcp_listen(const char *addr, const char *port, struct rk_error *err);
 
-/* rk_tcp_accept - accept one connection within @timeout_ms; returns its fd. */
+/* rk_tcp_accept - accept one connection within @timeout_ms; returns its fd (blocking). */
 RK_API int rk_tcp_accept(int listen_fd, int timeout_ms, struct rk_error *err);
 
-/* rk_tcp_connect - connect to @host:@port within @timeout_ms; returns the fd. */
+/*
+ * rk_tcp_connect - connect to @host:@port within @timeout_ms; returns the fd
+ * (non-blocking, TCP_NODELAY; the caller closes it).
+ */
 RK_API int rk_tcp_connect(const char *host, const char *port, int timeout_ms, struct rk_error *err);
 
 #endif

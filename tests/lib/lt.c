@@ -19,6 +19,8 @@ const char *lt_env(const char *name)
 
 struct rk_device *lt_open_device(int by_name)
 {
+	/* Children inherit stdio buffers: flush by line so nothing prints twice. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	struct rk_device_opts o = {.gid_index = -1};
 	struct rk_device *dev;
 	struct rk_error e;
