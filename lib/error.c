@@ -58,10 +58,10 @@ struct errno_hint {
 static const struct errno_hint errno_hints[] = {
     {"ibv_post_send", ENOMEM,
      "send queue full: poll completions before posting more, "
-     "or create the connection with a deeper send queue"},
+     "or raise the send queue depth (sq_depth)"},
     {"ibv_post_recv", ENOMEM,
      "receive queue full: wait for receives to complete, "
-     "or create the connection with a deeper receive queue"},
+     "or raise the receive queue depth (rq_depth)"},
     {"rk_post", ENOBUFS, "send queue full: poll completions before posting more"},
     {"rk_post_recv", ENOBUFS, "receive queue full: wait for receives to complete"},
     {"ibv_reg_mr", ENOMEM, MEMLOCK_HINT},
