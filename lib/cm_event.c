@@ -78,7 +78,8 @@ int rk_cm_conn_param(struct rk_conn *c, struct rdma_conn_param *p, uint8_t peer_
 		     uint8_t peer_responder)
 {
 	const struct rk_device_info *di = &c->dev->info;
-	unsigned resp = c->opts.max_rd_atomic, init = c->opts.max_rd_atomic;
+	unsigned resp = c->opts.max_rd_atomic;
+	unsigned init = resp;
 
 	/* Never 0 when the peer may READ: a 0 here makes every READ fail. */
 	if (resp > di->max_qp_rd_atom)

@@ -77,13 +77,15 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 
 	*out = NULL;
 	c = calloc(1, sizeof(*c));
-	if (!c)
-		return rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+	if (!c) {
+		rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+		return -ENOMEM;
+	}
 	c->dev = dev;
 	r = resolve_opts(dev, opts ? opts : &def, &c->opts, err);
 	if (r) {
 		free(c);
-		return r;
+		return rk_fail(r);
 	}
 	c->sq_depth = c->opts.sq_depth;
 	c->rq_depth = c->opts.rq_depth;
@@ -95,7 +97,8 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 	c->sges = calloc(c->sq_depth, sizeof(*c->sges));
 	if (!c->sq_ids || !c->rq_ids || !c->wrs || !c->sges) {
 		rk_conn_destroy(c);
-		return rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+		rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+		return -ENOMEM;
 	}
 	if (getrandom(&c->psn, sizeof(c->psn), 0) != sizeof(c->psn))
 		c->psn = (uint32_t)rk_now_us() ^ (uint32_t)getpid();

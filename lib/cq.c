@@ -87,7 +87,7 @@ int rk_cq_attach(struct rk_cq *cq, struct rk_conn *conn)
 {
 	if (cq->nconns == cq->cap) {
 		unsigned cap = cq->cap ? cq->cap * 2 : 4;
-		struct rk_conn **n = realloc(cq->conns, cap * sizeof(*n));
+		struct rk_conn **n = realloc(cq->conns, cap * sizeof(struct rk_conn *));
 
 		if (!n)
 			return -ENOMEM;

@@ -256,8 +256,10 @@ int rk_device_open(const struct rk_device_opts *opts, struct rk_error *err, stru
 		goto fail;
 	}
 	r = find_context(dev, n, o, &port, err);
-	if (r)
+	if (r || !dev->ctx) {
+		r = rk_fail(r);
 		goto fail;
+	}
 	snprintf(dev->info.name, sizeof(dev->info.name), "%s",
 		 ibv_get_device_name(dev->ctx->device));
 	dev->info.port = o->port ? o->port : (port ? port : 1);

@@ -99,7 +99,7 @@ int rk_mr_reg(struct rk_device *dev, void *addr, size_t len, unsigned access, st
 		int r = reg_failed(err, len);
 
 		free(m);
-		return r;
+		return rk_fail(r);
 	}
 	*out = m;
 	return 0;
@@ -116,9 +116,9 @@ int rk_mr_alloc(struct rk_device *dev, size_t len, unsigned access, struct rk_er
 	if (!p)
 		return rk_err_sys(err, "posix_memalign", "%zu bytes", len);
 	r = rk_mr_reg(dev, p, len, access, err, out);
-	if (r) {
+	if (r || !*out) {
 		rk_free_aligned(p);
-		return r;
+		return rk_fail(r);
 	}
 	(*out)->owned = p;
 	return 0;

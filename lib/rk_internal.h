@@ -7,6 +7,7 @@
 #ifndef RK_INTERNAL_H
 #define RK_INTERNAL_H
 
+#include <errno.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
@@ -91,6 +92,12 @@ int rk_err_sys(struct rk_error *e, const char *op, const char *fmt, ...)
 int rk_err_ret(struct rk_error *e, int ret, const char *op, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void rk_err_set_qp(struct rk_error *e, uint32_t qp_num);
+
+/* A failure result that is visibly non-zero (for readers and the analyzer). */
+static inline int rk_fail(int r)
+{
+	return r < 0 ? r : -EIO;
+}
 
 #define rk_dbg(...)  rk_log(RK_LOG_DEBUG, __VA_ARGS__)
 #define rk_info(...) rk_log(RK_LOG_INFO, __VA_ARGS__)

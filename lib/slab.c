@@ -8,6 +8,30 @@
 #include "slab.h"
 #include "rk_internal.h"
 
+static int log2_exact(uint64_t v)
+{
+	return v && !(v & (v - 1)) ? __builtin_ctzll(v) : -1;
+}
+
+/* Where slot @slot lives: its chunk and its address. */
+static void locate(const struct rk_slab_class *c, uint32_t slot, const struct rk_slab_chunk **ch,
+		   char **addr)
+{
+	uint32_t ci, off;
+
+	if (c->chunk_shift >= 0 && c->size_shift >= 0) {
+		ci = slot >> c->chunk_shift;
+		off = slot & (c->per_chunk - 1);
+		*ch = &c->chunks[ci];
+		*addr = (char *)(*ch)->base + ((size_t)off << c->size_shift);
+		return;
+	}
+	ci = slot / c->per_chunk;
+	off = slot % c->per_chunk;
+	*ch = &c->chunks[ci];
+	*addr = (char *)(*ch)->base + (size_t)off * c->size;
+}
+
 static const size_t default_sizes[] = {4096, 64 * 1024, 1024 * 1024};
 
 int rk_slab_init(struct rk_slab *s, const size_t *sizes, size_t chunk_size, size_t max_bytes,
@@ -37,6 +61,8 @@ int rk_slab_init(struct rk_slab *s, const size_t *sizes, size_t chunk_size, size
 		c->size = sizes[i];
 		chunk = s->chunk_size < c->size ? c->size : s->chunk_size;
 		c->per_chunk = (uint32_t)(chunk / c->size);
+		c->size_shift = log2_exact(c->size);
+		c->chunk_shift = log2_exact(c->per_chunk);
 		if (chunk / c->size > 65536)
 			return rk_err_set(err, EINVAL, "rk_pool_create",
 					  "class %zu: %zu buffers per chunk is too many", c->size,
@@ -104,6 +130,7 @@ int rk_slab_alloc(struct rk_slab *s, size_t size, struct rk_buf *out, struct rk_
 	const struct rk_slab_chunk *ch;
 	uint32_t slot;
 	unsigned ci;
+	char *addr;
 	int r;
 
 	for (ci = 0; ci < s->nclasses; ci++)
@@ -125,8 +152,8 @@ int rk_slab_alloc(struct rk_slab *s, size_t size, struct rk_buf *out, struct rk_
 	}
 	slot = c->free_stack[--c->nfree];
 	c->in_use[slot] = 1;
-	ch = &c->chunks[slot / c->per_chunk];
-	out->addr = (char *)ch->base + (size_t)(slot % c->per_chunk) * c->size;
+	locate(c, slot, &ch, &addr);
+	out->addr = addr;
 	out->len = c->size;
 	out->lkey = ch->lkey;
 	out->rkey = ch->rkey;
@@ -143,15 +170,15 @@ int rk_slab_free(struct rk_slab *s, const struct rk_buf *buf)
 	uint32_t slot = buf->id & (RK_SLAB_MAX_SLOTS - 1);
 	struct rk_slab_class *c;
 	const struct rk_slab_chunk *ch;
+	char *addr;
 
 	if (ci >= s->nclasses)
 		return -EINVAL;
 	c = &s->classes[ci];
 	if (slot >= c->nchunks * c->per_chunk || !c->in_use[slot])
 		return -EINVAL;
-	ch = &c->chunks[slot / c->per_chunk];
-	if (buf->addr != (char *)ch->base + (size_t)(slot % c->per_chunk) * c->size ||
-	    buf->len != c->size)
+	locate(c, slot, &ch, &addr);
+	if (buf->addr != addr || buf->len != c->size)
 		return -EINVAL;
 	c->in_use[slot] = 0;
 	c->free_stack[c->nfree++] = slot;

@@ -35,6 +35,9 @@ typedef void (*rk_slab_release_fn)(void *ctx, struct rk_slab_chunk *c);
 struct rk_slab_class {
 	size_t size;
 	uint32_t per_chunk;
+	/* log2 of size and per_chunk when both are powers of two, else -1:
+	   the hot path then shifts instead of dividing. */
+	int size_shift, chunk_shift;
 	struct rk_slab_chunk *chunks;
 	uint32_t nchunks, chunks_cap;
 	uint32_t *free_stack; /* slot indices; capacity nchunks * per_chunk */

@@ -84,6 +84,7 @@ static void oob_bad_input(void **state)
 
 static void oob_garbage(void **state)
 {
+	static const uint8_t good_header[8] = {'R', 'K', 'O', 'B', 0, 1, 0, RK_OOB_MSG_LEN};
 	uint8_t buf[RK_OOB_MSG_LEN];
 	struct rk_oob_info out;
 
@@ -95,7 +96,7 @@ static void oob_garbage(void **state)
 			memcpy(buf + i, &h, 8);
 		}
 		if (seed % 2)
-			memcpy(buf, "RKOB\0\1\0\100", 8); /* valid header, garbage body */
+			memcpy(buf, good_header, sizeof(good_header)); /* garbage body */
 		int r = rk_oob_decode(buf, sizeof(buf), &out, NULL);
 
 		if (seed % 2 == 0)

@@ -71,7 +71,7 @@ static void grows_by_chunks(void **state)
 	grows = releases = 0;
 	assert_int_equal(rk_slab_init(&s, sizes, 4096, 3 * 4096, grow, release, NULL, NULL), 0);
 	for (int i = 0; i < 12; i++)
-		assert_int_equal(rk_slab_alloc(&s, 1024, &b[i % 10], NULL), i < 10 ? 0 : 0);
+		assert_int_equal(rk_slab_alloc(&s, 1024, &b[i % 10], NULL), 0);
 	/* 12 buffers of 1 KiB = 3 chunks of 4 KiB: the limit */
 	assert_int_equal(s.st.chunks, 3);
 	assert_int_equal(rk_slab_alloc(&s, 1024, &b[0], NULL), -ENOMEM);
