@@ -1,10 +1,161 @@
-/* cmd_bench.c - rk bench (placeholder until the subcommand lands). */
+/*
+ * cmd_bench.c - rk bench: RDMA bandwidth and latency, perftest-class.
+ *
+ * The session, on both sides:
+ *   handshake   client: PARAMS; server: validate, ACCEPT or REFUSE naming
+ *               the parameter (bench_conn.c)
+ *   connect     buffer, CQ, QPs by rdma_cm or --oob; READY both ways
+ *   per size    [warm-up] GO barrier, timed run (bench_bw.c / bench_lat.c),
+ *               RESULT both ways, one table row
+ *   end         JSON, plot; teardown in reverse order
+ * Any failure is sent to the peer as ERROR (so it can say why it stops)
+ * and ends the run with exit status 1.
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "bench.h"
+#include "bench_conn.h"
+#include "bench_report.h"
+#include "bench_run.h"
+#include "cli.h"
 #include "commands.h"
+
+/* Both sides reach the same size and phase before either starts posting. */
+static int barrier(struct bench_ctx *c, uint32_t size, uint32_t phase, struct rk_error *err)
+{
+	uint8_t b[8];
+	struct bench_msg m;
+	int r;
+
+	bench_put32(b, size);
+	bench_put32(b + 4, phase);
+	r = bench_ctl_send(&c->ctl, BM_GO, b, sizeof(b), bench_step_ms(c), err);
+	r = r ?: bench_ctl_expect(&c->ctl, BM_GO, sizeof(b), &m, bench_step_ms(c), err);
+	if (r)
+		return r;
+	if (bench_get32(m.data) != size || bench_get32(m.data + 4) != phase)
+		return bench_fail(err, EPROTO,
+				  "protocol error: the peer is at size %u phase %u, "
+				  "we are at %u phase %u",
+				  bench_get32(m.data), bench_get32(m.data + 4), size, phase);
+	return 0;
+}
+
+static int run_once(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
+		    struct bench_run *run, struct rk_error *err)
+{
+	if (c->p->mode == BENCH_MODE_LAT)
+		return bench_lat_run(c, size, iters, dur_ns, run, err);
+	return bench_bw_run(c, size, iters, dur_ns, run, err);
+}
+
+static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
+		    struct bench_result *res, struct rk_error *err)
+{
+	const struct bench_params *p = c->p;
+	int lat = p->mode == BENCH_MODE_LAT;
+	uint8_t b[BENCH_RESULT_LEN];
+	struct bench_run run = {0};
+	struct bench_msg m;
+	int r;
+
+	if (p->warmup) {
+		if (lat)
+			bench_lat_reset(c, size);
+		r = barrier(c, size, 0, err);
+		r = r ?: run_once(c, size, p->warmup, 0, &run, err);
+		if (r)
+			return r;
+	}
+	if (lat)
+		bench_lat_reset(c, size);
+	bench_hist_reset(hist);
+	r = barrier(c, size, 1, err);
+	if (r)
+		return r;
+	memset(&run, 0, sizeof(run));
+	run.hist = hist;
+	r = run_once(c, size, p->iters, (uint64_t)p->duration_s * 1000000000ull, &run, err);
+	if (r)
+		return r;
+	res->size = size;
+	bench_stats_from_run(&run, hist, &res->me);
+	bench_stats_encode(&res->me, b);
+	r = bench_ctl_send(&c->ctl, BM_RESULT, b, sizeof(b), bench_step_ms(c), err);
+	r = r ?: bench_ctl_expect(&c->ctl, BM_RESULT, sizeof(b), &m, bench_step_ms(c), err);
+	if (r)
+		return r;
+	if (bench_stats_decode(m.data, &res->peer))
+		return bench_fail(err, EPROTO, "the peer's RESULT for size %u is out of range",
+				  size);
+	return 0;
+}
+
+static int run_all(struct bench_ctx *c, struct bench_report *rep, struct rk_error *err)
+{
+	struct bench_hist *hist = malloc(sizeof(*hist));
+	int r = 0;
+
+	if (!hist)
+		return bench_fail(err, ENOMEM, "out of memory for the latency histogram");
+	bench_report_header(rep);
+	for (uint32_t size = c->p->size_min; size && !r; size = bench_next_size(c->p, size)) {
+		struct bench_result res;
+
+		r = run_size(c, size, hist, &res, err);
+		if (!r && bench_report_add(rep, &res))
+			r = bench_fail(err, ENOMEM, "out of memory for results");
+	}
+	free(hist);
+	return r;
+}
 
 int rk_cmd_bench(int argc, char **argv)
 {
-	fprintf(stderr, "rk bench: not implemented yet\n");
-	return RK_EXIT_FAILURE;
+	struct bench_params p, client_p;
+	struct bench_local l;
+	struct bench_ctx c;
+	struct bench_report rep;
+	struct rk_error err;
+	const char *stage = "connect";
+	int r;
+
+	r = bench_opts_parse(argc, argv, &p, &l);
+	if (r)
+		return r > 0 ? RK_EXIT_OK : RK_EXIT_USAGE;
+	rk_error_clear(&err);
+	bench_ctx_init(&c, &p, &l);
+	bench_report_init(&rep, &c);
+	if (l.host)
+		r = bench_client_start(&c, &err);
+	else
+		r = bench_server_start(&c, &p, &client_p, &err);
+	if (!r)
+		r = bench_connect(&c, &err);
+	if (!r) {
+		stage = "run";
+		r = run_all(&c, &rep, &err);
+	}
+	if (r) {
+		/* A refusal has been told already; anything else the peer should hear. */
+		if (r != -ECONNREFUSED && err.err != EREMOTEIO)
+			bench_ctl_error(&c.ctl, rk_error_str(&err));
+		cli_report(BENCH_PROG, stage, &err);
+	}
+	bench_ctx_release(&c);
+	if (!r && l.json_path) {
+		stage = "json";
+		r = bench_report_json(&rep, l.json_path, &err);
+		if (r)
+			cli_report(BENCH_PROG, stage, &err);
+	}
+	if (!r && l.plot_path) {
+		r = bench_report_plot(&rep, l.plot_path, &err);
+		if (r)
+			cli_report(BENCH_PROG, "plot", &err);
+	}
+	bench_report_free(&rep);
+	return r ? RK_EXIT_FAILURE : RK_EXIT_OK;
 }

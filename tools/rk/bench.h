@@ -1,0 +1,148 @@
+/*
+ * bench.h - the types every part of rk bench shares.
+ *
+ * rk bench is split by concern, one file each:
+ *   bench_params.c  what the two sides must agree on: defaults, checks, wire codec
+ *   bench_opts.c    the command line (getopt_long) into params + local options
+ *   bench_ctl.c     the TCP control channel (framed messages with deadlines)
+ *   bench_conn.c    device, buffer, queue pairs (rdma_cm or out of band)
+ *   bench_bw.c      the bandwidth engine
+ *   bench_lat.c     the latency engine (ping-pong, or READ round trips)
+ *   bench_hist.c    latency histogram and percentiles
+ *   bench_report.c  the table, the JSON document and the gnuplot chart
+ *   cmd_bench.c     the session: handshake, one run per size, results
+ */
+#ifndef RK_BENCH_H
+#define RK_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmakit/cq.h>
+
+#define BENCH_PROG	   "bench"
+#define BENCH_DEF_PORT	   "18515"
+#define BENCH_MAX_SIZE	   (8u << 20) /* one WR on rxe must stay <= 8 MiB */
+#define BENCH_ALL_MIN	   2u	      /* -a sweeps 2 B .. BENCH_MAX_SIZE */
+#define BENCH_MAX_QP	   256u
+#define BENCH_MAX_DEPTH	   16384u
+#define BENCH_MAX_INLINE   4096u
+#define BENCH_MAX_ITERS	   1000000000u
+#define BENCH_MAX_DURATION 86400u
+#define BENCH_MAX_WARMUP   1000000u
+
+enum bench_op {
+	BENCH_OP_SEND = 0,
+	BENCH_OP_WRITE,
+	BENCH_OP_WRITE_IMM,
+	BENCH_OP_READ,
+	BENCH_OP_COUNT,
+};
+
+enum bench_mode {
+	BENCH_MODE_BW = 0,
+	BENCH_MODE_LAT,
+	BENCH_MODE_COUNT,
+};
+
+/*
+ * What the client asks for and the server must agree to. Everything here
+ * travels in the PARAMS message; each field has a bit in enum bench_field
+ * so the server can tell which ones its own command line fixed.
+ */
+struct bench_params {
+	uint32_t op;	     /* enum bench_op */
+	uint32_t mode;	     /* enum bench_mode */
+	uint32_t size_min;   /* one size: size_min == size_max */
+	uint32_t size_max;   /* -a: BENCH_ALL_MIN .. BENCH_MAX_SIZE, powers of two */
+	uint32_t iters;	     /* messages per QP; 0 when duration_s is set */
+	uint32_t duration_s; /* 0 when iters is set */
+	uint32_t warmup;     /* untimed messages per QP before each size */
+	uint32_t batch;	     /* WRs per ibv_post_send (post list) */
+	uint32_t num_qp;
+	uint32_t tx_depth; /* send queue depth = most WRs outstanding per QP */
+	uint32_t rx_depth; /* receives kept posted per QP (send, write-imm) */
+	uint32_t cq_mod;   /* request a completion every cq_mod WRs */
+	uint32_t inline_size;
+	uint32_t bidir;
+	uint32_t oob; /* QPs connected by exchanging their numbers over TCP */
+};
+
+enum bench_field {
+	BF_OP = 1u << 0,
+	BF_MODE = 1u << 1,
+	BF_SIZE = 1u << 2,
+	BF_ITERS = 1u << 3,
+	BF_DURATION = 1u << 4,
+	BF_WARMUP = 1u << 5,
+	BF_BATCH = 1u << 6,
+	BF_NUM_QP = 1u << 7,
+	BF_TX_DEPTH = 1u << 8,
+	BF_RX_DEPTH = 1u << 9,
+	BF_CQ_MOD = 1u << 10,
+	BF_INLINE = 1u << 11,
+	BF_BIDIR = 1u << 12,
+	BF_OOB = 1u << 13,
+};
+
+/* Options that concern this side only; never sent. */
+struct bench_local {
+	const char *host; /* NULL: server */
+	char port[16];
+	const char *bind; /* server: local address to listen on */
+	const char *dev_name;
+	uint8_t ib_port;
+	int gid_index; /* -1: automatic */
+	uint32_t mtu;  /* bytes; 0: the port's */
+	enum rk_wait_mode poll;
+	int gbits;	     /* Gb/s instead of MiB/s */
+	unsigned watchdog_s; /* no progress for this long: fail */
+	unsigned wait_s;     /* server: how long to wait for a client */
+	const char *json_path;
+	const char *plot_path;
+	unsigned explicit_fields; /* enum bench_field bits given on the command line */
+};
+
+const char *bench_op_name(uint32_t op);	    /* "write-imm" */
+const char *bench_op_title(uint32_t op);    /* "RDMA WRITE with immediate" */
+const char *bench_mode_name(uint32_t mode); /* "bw" / "lat" */
+const char *bench_poll_name(enum rk_wait_mode m);
+
+/* bench_params_default - perftest-like defaults (65536 B, 5000 iterations, depth 128). */
+void bench_params_default(struct bench_params *p);
+
+/*
+ * bench_params_check - range and consistency checks, used on our own
+ * command line and on what a peer sent. On failure writes "PARAM: why"
+ * into @why (PARAM is the option name, e.g. "tx-depth") and returns -1.
+ */
+int bench_params_check(const struct bench_params *p, char *why, size_t len);
+
+/*
+ * bench_params_diff - compare the client's @c against the server's @s for
+ * the fields in @mask (those the server's command line fixed). Returns 0,
+ * or -1 with "parameter mismatch: PARAM: server X, client Y" in @why.
+ */
+int bench_params_diff(const struct bench_params *s, const struct bench_params *c, unsigned mask,
+		      char *why, size_t len);
+
+/* Wire form: BENCH_PARAMS_LEN bytes, big-endian, versioned. */
+#define BENCH_PARAMS_VERSION 1
+#define BENCH_PARAMS_LEN     72
+int bench_params_encode(const struct bench_params *p, uint8_t *buf, size_t len);
+/* Returns 0, or -1 with the reason in @why (the peer is not trusted). */
+int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, char *why,
+			size_t why_len);
+
+/* Next size of the sweep after @size, 0 when done. */
+uint32_t bench_next_size(const struct bench_params *p, uint32_t size);
+/* How many sizes the run has. */
+unsigned bench_size_count(const struct bench_params *p);
+
+/*
+ * bench_opts_parse - the command line into @p and @l. Returns 0, 1 when
+ * --help was printed, or -1 after printing a usage error.
+ */
+int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench_local *l);
+
+#endif

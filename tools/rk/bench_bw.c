@@ -1,0 +1,279 @@
+/*
+ * bench_bw.c - the bandwidth engine.
+ *
+ * The sending side keeps every QP's send queue as full as --tx-depth
+ * allows, --batch WRs per ibv_post_send, and learns what completed from
+ * the signaled WRs only (--cq-mod): a completion's wr_id carries the QP
+ * and the sequence number, and everything before it on that QP is done
+ * too. The last WR of a run is always signaled so the end is seen.
+ *
+ * The receiving side (send, write-imm) reposts each receive as soon as it
+ * completes. A side with nothing to post or receive (the target of write
+ * or read) just waits for the peer's DONE on the control channel, using
+ * no CPU, as perftest's server does.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench_run.h"
+#include "cli.h"
+
+struct bw_state {
+	uint32_t size;
+	uint64_t iters; /* per QP; 0: duration mode */
+	uint64_t end_ns;
+	int stopping; /* duration over: post one last signaled WR per QP */
+	uint64_t done_total, rx_total;
+	uint64_t win_ns, win_msgs, win_min; /* peak-rate window */
+	double peak_bps;
+};
+
+static enum rk_op rk_op_of(uint32_t op)
+{
+	switch (op) {
+	case BENCH_OP_SEND:
+		return RK_OP_SEND;
+	case BENCH_OP_WRITE_IMM:
+		return RK_OP_WRITE_IMM;
+	case BENCH_OP_READ:
+		return RK_OP_READ;
+	default:
+		return RK_OP_WRITE;
+	}
+}
+
+/* The WRs of one batch for QP @q; only wr_id and flags change per post. */
+static void build_templates(struct bench_ctx *c, struct bench_qp *q, uint32_t size)
+{
+	for (uint32_t i = 0; i < c->p->batch; i++) {
+		struct rk_wr *w = &q->wrs[i];
+
+		memset(w, 0, sizeof(*w));
+		w->op = rk_op_of(c->p->op);
+		w->len = size;
+		w->lkey = c->lkey;
+		w->rkey = c->peer.buf_rkey;
+		w->imm = q->index;
+		if (c->p->op == BENCH_OP_READ) {
+			/* Read the peer's send region into ours for this QP. */
+			w->addr = q->rx;
+			w->remote_addr = c->peer.buf_addr;
+		} else {
+			w->addr = c->base;
+			w->remote_addr = q->remote_rx;
+		}
+	}
+}
+
+/* Post what fits on QP @q. Returns 0 or an error. */
+static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, int *final_done,
+		   struct rk_error *err)
+{
+	for (;;) {
+		uint64_t left = s->iters ? s->iters - q->posted : c->p->batch;
+		uint32_t n = left < c->p->batch ? (uint32_t)left : c->p->batch;
+		int last, r;
+
+		if (*final_done || n == 0)
+			return 0;
+		if (s->stopping) {
+			/* Nothing outstanding: nothing left to flush out. */
+			if (q->posted == q->done) {
+				*final_done = 1;
+				return 0;
+			}
+			n = 1;
+		}
+		if (rk_sq_room(q->conn) < n)
+			return 0;
+		last = s->stopping || (s->iters && q->posted + n == s->iters);
+		for (uint32_t i = 0; i < n; i++) {
+			q->wrs[i].wr_id = (uint64_t)q->index << BENCH_SEQ_BITS | (q->posted + i);
+			q->wrs[i].flags = 0;
+		}
+		if (last)
+			q->wrs[n - 1].flags = RK_WR_SIGNALED;
+		r = rk_post_list(q->conn, q->wrs, n, err);
+		if (r != (int)n)
+			return r < 0 ? r : -EIO;
+		q->posted += n;
+		if (s->stopping)
+			*final_done = 1;
+	}
+}
+
+static int handle_completions(struct bench_ctx *c, int n, struct bw_state *s, struct rk_error *err)
+{
+	uint32_t rlen = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0;
+
+	for (int i = 0; i < n; i++) {
+		const struct ibv_wc *wc = &c->wc[i];
+
+		if (wc->opcode & IBV_WC_RECV) {
+			struct bench_qp *q = &c->qps[wc->wr_id % c->p->num_qp];
+			int r;
+
+			q->recvd++;
+			s->rx_total++;
+			r = rk_post_recv(q->conn, q->rx, rlen, c->lkey, q->index, err);
+			if (r)
+				return r;
+		} else {
+			uint64_t qi = wc->wr_id >> BENCH_SEQ_BITS, seq = wc->wr_id & BENCH_SEQ_MASK;
+			struct bench_qp *q;
+
+			if (qi >= c->p->num_qp)
+				return bench_fail(err, EPROTO, "completion for unknown QP %llu",
+						  (unsigned long long)qi);
+			q = &c->qps[qi];
+			if (seq + 1 > q->done) {
+				s->done_total += seq + 1 - q->done;
+				q->done = seq + 1;
+			}
+		}
+	}
+	return 0;
+}
+
+static void update_peak(struct bw_state *s, uint64_t now)
+{
+	uint64_t msgs = s->done_total - s->win_msgs, dt = now - s->win_ns;
+	double bps;
+
+	if (msgs < s->win_min || dt < 1000000)
+		return;
+	bps = (double)msgs * s->size * 8.0 * 1e9 / (double)dt;
+	if (bps > s->peak_bps)
+		s->peak_bps = bps;
+	s->win_ns = now;
+	s->win_msgs = s->done_total;
+}
+
+/*
+ * A side with nothing to post or receive: sleep on the control socket
+ * until the peer's DONE (or its silence trips the watchdog).
+ */
+static int wait_passive(struct bench_ctx *c, struct bench_watch *w, struct rk_error *err)
+{
+	while (!w->peer_done) {
+		struct pollfd pf = {.fd = c->ctl.fd, .events = POLLIN};
+		int r = poll(&pf, 1, 100);
+
+		if (r < 0 && errno != EINTR)
+			return bench_fail(err, errno, "poll control socket: %s", strerror(errno));
+		r = bench_watch_check(c, w, cli_now_ns(), "waiting for the sender to finish", err);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int all_done(const struct bench_ctx *c, const struct bw_state *s, const int *finals)
+{
+	for (uint32_t i = 0; i < c->p->num_qp; i++) {
+		const struct bench_qp *q = &c->qps[i];
+
+		if (s->iters ? q->done < s->iters : (!finals[i] || q->done < q->posted))
+			return 0;
+	}
+	return 1;
+}
+
+int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
+		 struct bench_run *out, struct rk_error *err)
+{
+	const struct bench_params *p = c->p;
+	int tx = c->is_client || p->bidir, tx_done = !tx, r = 0;
+	int finals[BENCH_MAX_QP] = {0};
+	struct bw_state s = {.size = size, .iters = iters};
+	struct bench_watch w;
+	uint64_t t0, cpu0, t_end = 0, now;
+
+	for (uint32_t i = 0; i < p->num_qp; i++) {
+		c->qps[i].posted = c->qps[i].done = c->qps[i].recvd = 0;
+		build_templates(c, &c->qps[i], size);
+	}
+	cpu0 = bench_cpu_ns();
+	t0 = now = cli_now_ns();
+	s.end_ns = t0 + dur_ns;
+	s.win_ns = t0;
+	s.win_min = iters ? iters * p->num_qp / 64 : 0;
+	if (s.win_min < (uint64_t)p->tx_depth * p->num_qp)
+		s.win_min = (uint64_t)p->tx_depth * p->num_qp;
+	bench_watch_start(&w, c, t0);
+	w.passive = !tx;
+	if (!tx) {
+		r = bench_send_done(c, 0, err);
+		if (r)
+			return r;
+		if (!c->receives) {
+			r = wait_passive(c, &w, err);
+			t_end = w.peer_done_ns;
+			goto out;
+		}
+	}
+	for (;;) {
+		int n;
+
+		if (!tx_done) {
+			for (uint32_t i = 0; i < p->num_qp; i++) {
+				r = post_qp(c, &c->qps[i], &s, &finals[i], err);
+				if (r)
+					return r;
+			}
+		}
+		n = bench_poll(c, err);
+		if (n < 0)
+			return n;
+		now = cli_now_ns();
+		if (n > 0) {
+			r = handle_completions(c, n, &s, err);
+			if (r)
+				return r;
+			w.last_progress = now;
+			update_peak(&s, now);
+		}
+		if (!iters && !s.stopping && now >= s.end_ns)
+			s.stopping = 1;
+		if (!tx_done && all_done(c, &s, finals)) {
+			tx_done = 1;
+			t_end = now;
+			r = bench_send_done(c, s.done_total, err);
+			if (r)
+				return r;
+			w.passive = 1;
+		}
+		if (tx_done && w.peer_done && (!c->receives || s.rx_total >= w.peer_count))
+			break;
+		if (now >= w.next_check) {
+			r = bench_watch_check(c, &w, now,
+					      tx_done ? "waiting for the peer's messages"
+						      : "waiting for completions",
+					      err);
+			if (r)
+				return r;
+		}
+	}
+	if (!tx)
+		t_end = now;
+	if (c->receives && s.rx_total != w.peer_count)
+		return bench_fail(err, EPROTO, "received %llu messages, the peer sent %llu",
+				  (unsigned long long)s.rx_total, (unsigned long long)w.peer_count);
+out:
+	if (r)
+		return r;
+	out->tx_msgs = s.done_total;
+	out->rx_msgs = s.rx_total;
+	out->wall_ns = t_end > t0 ? t_end - t0 : 1;
+	out->cpu_ns = bench_cpu_ns() - cpu0;
+	out->peak_bps = s.peak_bps;
+	if (out->tx_msgs) {
+		double avg = (double)out->tx_msgs * size * 8.0 * 1e9 / (double)out->wall_ns;
+
+		if (out->peak_bps < avg)
+			out->peak_bps = avg;
+	}
+	return 0;
+}

@@ -1,0 +1,520 @@
+/*
+ * bench_conn.c - setting up and tearing down one side of a benchmark.
+ *
+ * Order of a run: control channel (TCP) -> PARAMS -> ACCEPT/REFUSE ->
+ * buffer and CQ -> QPs (rdma_cm, or QP numbers exchanged as OOB messages
+ * on the control channel) -> READY both ways. The server decides on the
+ * parameters before it creates anything, so a refused client costs it
+ * nothing but a TCP connection.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+
+#include "bench_conn.h"
+#include "cli.h"
+
+#define PARAMS_MSG_LEN (BENCH_PARAMS_LEN + BENCH_TOKEN_LEN)
+#define READY_LEN      (32 + 64 + 4 * 4 + 8 + 8 + 4)
+#define MAX_BUFFER     (4ull << 30) /* (1 + num-qp) * size we agree to pin */
+
+void bench_ctx_init(struct bench_ctx *c, const struct bench_params *p, const struct bench_local *l)
+{
+	memset(c, 0, sizeof(*c));
+	c->p = p;
+	c->l = l;
+	c->is_client = l->host != NULL;
+	c->ctl.fd = -1;
+	c->listen_fd = -1;
+}
+
+int bench_step_ms(const struct bench_ctx *c)
+{
+	return (int)c->l->watchdog_s * 1000;
+}
+
+/* Copy @src into @dst, cut to fit (names and kernel strings may be long). */
+static void copy_cut(char *dst, size_t len, const char *src)
+{
+	size_t n = strnlen(src, len - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = 0;
+}
+
+static void fill_kernel(char *buf, size_t len)
+{
+	struct utsname u;
+	char tmp[3 * sizeof(u.release) + 3];
+
+	if (uname(&u)) {
+		copy_cut(buf, len, "unknown");
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s %s %s", u.sysname, u.release, u.machine);
+	copy_cut(buf, len, tmp);
+}
+
+/* This side keeps receives posted when SENDs or WRITE_IMMs come its way. */
+static int needs_receives(const struct bench_params *p, int is_client)
+{
+	if (p->op != BENCH_OP_SEND && p->op != BENCH_OP_WRITE_IMM)
+		return 0;
+	return p->mode == BENCH_MODE_LAT || p->bidir || !is_client;
+}
+
+static uint64_t buffer_len(const struct bench_params *p)
+{
+	return (uint64_t)p->size_max * (1 + p->num_qp);
+}
+
+/* What the parameters need from the device; "PARAM: why" on failure. */
+static int check_device(const struct bench_params *p, const struct rk_device_info *di, char *why,
+			size_t len)
+{
+	uint64_t cqe = (uint64_t)p->num_qp * (p->tx_depth + p->rx_depth);
+
+	if (p->tx_depth > di->max_qp_wr) {
+		snprintf(why, len, "tx-depth: %u exceeds the device's %u", p->tx_depth,
+			 di->max_qp_wr);
+		return -1;
+	}
+	if (p->rx_depth > di->max_qp_wr) {
+		snprintf(why, len, "rx-depth: %u exceeds the device's %u", p->rx_depth,
+			 di->max_qp_wr);
+		return -1;
+	}
+	if (cqe > di->max_cqe) {
+		snprintf(why, len,
+			 "num-qp: %u QPs x (tx-depth %u + rx-depth %u) exceed the device's %u "
+			 "CQ entries",
+			 p->num_qp, p->tx_depth, p->rx_depth, di->max_cqe);
+		return -1;
+	}
+	if (buffer_len(p) > MAX_BUFFER || buffer_len(p) > di->max_mr_size) {
+		snprintf(why, len, "num-qp: (1 + %u QPs) x %u bytes is more memory than allowed",
+			 p->num_qp, p->size_max);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The local address the kernel would use to reach @host: connect() on a
+ * UDP socket only consults the routing table, it sends nothing.
+ */
+static int route_source(const char *host, const char *port, char *out, size_t len,
+			struct rk_error *err)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	const void *a;
+	int fd, r;
+
+	r = getaddrinfo(host, port, &hints, &ai);
+	if (r)
+		return bench_fail(err, EINVAL, "%s: %s", host, gai_strerror(r));
+	fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		r = bench_fail(err, errno, "socket: %s", strerror(errno));
+		goto out;
+	}
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+		r = bench_fail(err, errno, "no route to %s: %s", host, strerror(errno));
+		goto out;
+	}
+	a = ss.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+				     : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+	if (!inet_ntop(ss.ss_family, a, out, (socklen_t)len))
+		r = bench_fail(err, errno, "inet_ntop: %s", strerror(errno));
+	else
+		r = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return r;
+}
+
+static int open_device(struct bench_ctx *c, const char *addr, struct rk_error *err)
+{
+	struct rk_device_opts o = {
+	    .name = c->l->dev_name,
+	    .addr = c->l->dev_name ? NULL : addr,
+	    .port = c->l->ib_port,
+	    .gid_index = c->l->gid_index,
+	};
+	const struct rk_device_info *di;
+	int r = rk_device_open(&o, err, &c->dev);
+
+	if (r)
+		return r;
+	di = rk_device_get_info(c->dev);
+	copy_cut(c->me.dev, sizeof(c->me.dev), di->name);
+	fill_kernel(c->me.kernel, sizeof(c->me.kernel));
+	c->me.ib_port = di->port;
+	c->me.gid_index = di->gid_index;
+	c->me.roce_v2 = (uint32_t)di->gid_roce_v2;
+	c->me.mtu = di->active_mtu_bytes;
+	return 0;
+}
+
+int bench_client_start(struct bench_ctx *c, struct rk_error *err)
+{
+	uint8_t msg[PARAMS_MSG_LEN];
+	struct bench_msg m;
+	char src[INET6_ADDRSTRLEN], why[200];
+	int fd, r;
+
+	if (!c->l->dev_name) {
+		r = route_source(c->l->host, c->l->port, src, sizeof(src), err);
+		if (r)
+			return r;
+	}
+	r = open_device(c, c->l->dev_name ? NULL : src, err);
+	if (r)
+		return r;
+	if (check_device(c->p, rk_device_get_info(c->dev), why, sizeof(why)))
+		return bench_fail(err, EINVAL, "--%s", why);
+	if (getrandom(c->token, sizeof(c->token), 0) != (ssize_t)sizeof(c->token))
+		return bench_fail(err, errno, "getrandom: %s", strerror(errno));
+	fd = rk_tcp_connect(c->l->host, c->l->port, bench_step_ms(c), err);
+	if (fd < 0)
+		return fd;
+	bench_ctl_init(&c->ctl, fd);
+	bench_params_encode(c->p, msg, sizeof(msg));
+	memcpy(msg + BENCH_PARAMS_LEN, c->token, BENCH_TOKEN_LEN);
+	r = bench_ctl_send(&c->ctl, BM_PARAMS, msg, sizeof(msg), bench_step_ms(c), err);
+	if (r)
+		return r;
+	r = bench_ctl_recv(&c->ctl, &m, bench_step_ms(c), err);
+	if (r)
+		return r;
+	if (m.type == BM_REFUSE) {
+		m.data[m.len < BENCH_MSG_MAX ? m.len : BENCH_MSG_MAX - 1] = 0;
+		return bench_fail(err, ECONNREFUSED, "the server refused the run: %s",
+				  (const char *)m.data);
+	}
+	if (m.type != BM_ACCEPT || m.len != 0)
+		return bench_fail(err, EPROTO, "protocol error: expected ACCEPT or REFUSE");
+	return 0;
+}
+
+static int refuse(struct bench_ctx *c, const char *why, struct rk_error *err)
+{
+	/* Best effort: the client learns why; we fail with the same words. */
+	size_t n = strlen(why);
+
+	bench_ctl_send(&c->ctl, BM_REFUSE, why, (uint16_t)(n < BENCH_MSG_MAX ? n : BENCH_MSG_MAX),
+		       bench_step_ms(c), NULL);
+	return bench_fail(err, EINVAL, "refused the client's run: %s", why);
+}
+
+int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
+		       struct bench_params *client_p, struct rk_error *err)
+{
+	struct bench_msg m;
+	char why[200];
+	int fd, r;
+
+	r = open_device(c, c->l->bind, err);
+	if (r)
+		return r;
+	c->listen_fd = rk_tcp_listen(c->l->bind, c->l->port, err);
+	if (c->listen_fd < 0)
+		return c->listen_fd;
+	fprintf(stderr, "rk bench: waiting up to %u s for a client on port %s (device %s)\n",
+		c->l->wait_s, c->l->port, c->me.dev);
+	fd = rk_tcp_accept(c->listen_fd, (int)c->l->wait_s * 1000, err);
+	if (fd < 0)
+		return fd;
+	bench_ctl_init(&c->ctl, fd);
+	r = bench_ctl_expect(&c->ctl, BM_PARAMS, PARAMS_MSG_LEN, &m, bench_step_ms(c), err);
+	if (r)
+		return r;
+	if (bench_params_decode(m.data, BENCH_PARAMS_LEN, client_p, why, sizeof(why)) ||
+	    bench_params_diff(server_p, client_p, c->l->explicit_fields, why, sizeof(why)) ||
+	    check_device(client_p, rk_device_get_info(c->dev), why, sizeof(why)))
+		return refuse(c, why, err);
+	memcpy(c->token, m.data + BENCH_PARAMS_LEN, BENCH_TOKEN_LEN);
+	c->p = client_p;
+	if (!client_p->oob) {
+		struct rk_listen_opts lo = {
+		    .addr = c->l->bind, .port = c->l->port, .app_id = BENCH_APP_ID};
+
+		r = rk_listener_create(c->dev, &lo, err, &c->lis);
+		if (r) {
+			bench_ctl_error(&c->ctl, rk_error_str(err));
+			return r;
+		}
+	}
+	return bench_ctl_send(&c->ctl, BM_ACCEPT, NULL, 0, bench_step_ms(c), err);
+}
+
+/* Keep receives posted before the peer can send (rk_conn_opts.prepare). */
+static int prepare_receives(struct rk_conn *conn, void *arg)
+{
+	struct bench_qp *q = arg;
+	struct bench_ctx *c = q->ctx;
+	uint32_t len = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0;
+
+	if (!c->receives)
+		return 0;
+	for (uint32_t i = 0; i < c->p->rx_depth; i++) {
+		int r = rk_post_recv(conn, q->rx, len, c->lkey, q->index, NULL);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void conn_opts(struct bench_ctx *c, struct bench_qp *q, struct rk_conn_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->sq_depth = c->p->tx_depth;
+	o->rq_depth = c->receives ? c->p->rx_depth : 1;
+	o->max_inline = c->p->inline_size;
+	o->signal_every = c->p->cq_mod;
+	o->cq = c->cq;
+	o->max_mtu = c->l->mtu ? rk_mtu_from_bytes(c->l->mtu) : 0;
+	o->prepare = prepare_receives;
+	o->prepare_arg = q;
+}
+
+static int connect_oob(struct bench_ctx *c, struct bench_qp *q, struct rk_error *err)
+{
+	struct rk_conn_opts o;
+	struct rk_oob_info mine, theirs;
+	uint8_t buf[RK_OOB_MSG_LEN];
+	struct bench_msg m;
+	int r;
+
+	conn_opts(c, q, &o);
+	r = rk_conn_create(c->dev, &o, err, &q->conn);
+	if (r)
+		return r;
+	rk_conn_local_info(q->conn, &mine);
+	mine.app = q->index;
+	r = rk_oob_encode(&mine, buf, sizeof(buf));
+	if (r < 0)
+		return bench_fail(err, -r, "rk_oob_encode: QP %u", q->index);
+	r = bench_ctl_send(&c->ctl, BM_OOB, buf, RK_OOB_MSG_LEN, bench_step_ms(c), err);
+	r = r ?: bench_ctl_expect(&c->ctl, BM_OOB, RK_OOB_MSG_LEN, &m, bench_step_ms(c), err);
+	r = r ?: rk_oob_decode(m.data, m.len, &theirs, err);
+	if (r)
+		return r;
+	if (theirs.app != q->index)
+		return bench_fail(err, EPROTO, "the peer sent QP %u's coordinates for QP %u",
+				  theirs.app, q->index);
+	return rk_conn_connect(q->conn, &theirs, err);
+}
+
+static int connect_cm_client(struct bench_ctx *c, struct bench_qp *q, struct rk_error *err)
+{
+	struct rk_hello h = {
+	    .app_id = BENCH_APP_ID, .app_arg = q->index, .token_len = BENCH_TOKEN_LEN};
+	struct rk_cm_connect_opts o = {
+	    .host = c->l->host, .port = c->l->port, .timeout_ms = bench_step_ms(c), .hello = &h};
+
+	memcpy(h.token, c->token, BENCH_TOKEN_LEN);
+	conn_opts(c, q, &o.conn);
+	return rk_cm_connect(c->dev, &o, err, &q->conn);
+}
+
+/* Accept num_qp requests carrying our client's token; anyone else is turned away. */
+static int accept_cm(struct bench_ctx *c, struct rk_error *err)
+{
+	uint64_t deadline = cli_now_ns() + (uint64_t)bench_step_ms(c) * 1000000;
+
+	while (c->nqp < c->p->num_qp) {
+		struct rk_cm_request *req;
+		const struct rk_hello *h;
+		struct rk_conn_opts o;
+		struct bench_qp *q;
+		uint64_t now = cli_now_ns();
+		int r;
+
+		if (now >= deadline)
+			return bench_fail(err, ETIMEDOUT, "%u of %u QPs connected after %d ms",
+					  c->nqp, c->p->num_qp, bench_step_ms(c));
+		r = rk_listener_get_request(c->lis, (int)((deadline - now) / 1000000) + 1, err,
+					    &req);
+		if (r)
+			return r;
+		h = rk_cm_request_hello(req);
+		if (h->token_len != BENCH_TOKEN_LEN ||
+		    memcmp(h->token, c->token, BENCH_TOKEN_LEN) != 0 ||
+		    h->app_arg >= c->p->num_qp || c->qps[h->app_arg].conn) {
+			fprintf(stderr, "rk bench: turning away %s: not a QP of this run\n",
+				rk_cm_request_peer(req));
+			r = rk_cm_request_reject(req, RK_REJECT_TOKEN, "not a QP of this run", err);
+			if (r)
+				return r;
+			continue;
+		}
+		q = &c->qps[h->app_arg];
+		conn_opts(c, q, &o);
+		r = rk_cm_request_accept(req, &o, NULL, 0, bench_step_ms(c), err, &q->conn);
+		if (r)
+			return r;
+		c->nqp++;
+	}
+	return 0;
+}
+
+static void encode_ready(const struct bench_side_info *s, uint8_t *b)
+{
+	memset(b, 0, READY_LEN);
+	memcpy(b, s->dev, sizeof(s->dev));
+	memcpy(b + 32, s->kernel, sizeof(s->kernel));
+	bench_put32(b + 96, s->ib_port);
+	bench_put32(b + 100, (uint32_t)s->gid_index);
+	bench_put32(b + 104, s->roce_v2);
+	bench_put32(b + 108, s->mtu);
+	bench_put64(b + 112, s->buf_addr);
+	bench_put64(b + 120, s->buf_len);
+	bench_put32(b + 128, s->buf_rkey);
+}
+
+/* Text from the peer: NUL-terminated and printable before we print it. */
+static void clean_text(char *dst, const uint8_t *src, size_t len)
+{
+	memcpy(dst, src, len);
+	dst[len - 1] = 0;
+	for (size_t i = 0; dst[i]; i++)
+		if (dst[i] < 0x20 || dst[i] > 0x7e)
+			dst[i] = '?';
+}
+
+static int decode_ready(struct bench_ctx *c, const uint8_t *b, struct rk_error *err)
+{
+	struct bench_side_info *s = &c->peer;
+	uint64_t want = buffer_len(c->p);
+
+	clean_text(s->dev, b, sizeof(s->dev));
+	clean_text(s->kernel, b + 32, sizeof(s->kernel));
+	s->ib_port = bench_get32(b + 96);
+	s->gid_index = (int32_t)bench_get32(b + 100);
+	s->roce_v2 = bench_get32(b + 104);
+	s->mtu = bench_get32(b + 108);
+	s->buf_addr = bench_get64(b + 112);
+	s->buf_len = bench_get64(b + 120);
+	s->buf_rkey = bench_get32(b + 128);
+	if (s->buf_len != want)
+		return bench_fail(err, EPROTO, "the peer's buffer is %llu bytes, expected %llu",
+				  (unsigned long long)s->buf_len, (unsigned long long)want);
+	if (s->buf_addr > UINT64_MAX - s->buf_len)
+		return bench_fail(err, EPROTO, "the peer's buffer address wraps around");
+	if (s->roce_v2 > 1 || s->ib_port > 255 || (s->mtu && !rk_mtu_from_bytes(s->mtu)))
+		return bench_fail(err, EPROTO, "the peer's READY message is out of range");
+	return 0;
+}
+
+static unsigned mr_access(const struct bench_params *p)
+{
+	switch (p->op) {
+	case BENCH_OP_WRITE:
+	case BENCH_OP_WRITE_IMM:
+		return RK_ACCESS_REMOTE_WRITE;
+	case BENCH_OP_READ:
+		return RK_ACCESS_REMOTE_READ;
+	default:
+		return RK_ACCESS_LOCAL;
+	}
+}
+
+int bench_connect(struct bench_ctx *c, struct rk_error *err)
+{
+	const struct bench_params *p = c->p;
+	struct rk_cq_opts co = {0};
+	uint8_t ready[READY_LEN];
+	struct bench_msg m;
+	int r;
+
+	c->receives = needs_receives(p, c->is_client);
+	r = rk_mr_alloc(c->dev, buffer_len(p), mr_access(p), err, &c->mr);
+	if (r)
+		return r;
+	c->base = rk_mr_addr(c->mr);
+	c->lkey = rk_mr_lkey(c->mr);
+	co.depth = p->num_qp * (p->tx_depth + (c->receives ? p->rx_depth : 1));
+	co.mode = c->l->poll;
+	r = rk_cq_create(c->dev, &co, err, &c->cq);
+	if (r)
+		return r;
+	c->qps = calloc(p->num_qp, sizeof(*c->qps));
+	if (!c->qps)
+		return bench_fail(err, ENOMEM, "out of memory for %u QPs", p->num_qp);
+	for (uint32_t i = 0; i < p->num_qp; i++) {
+		c->qps[i].ctx = c;
+		c->qps[i].index = i;
+		c->qps[i].rx = c->base + (uint64_t)p->size_max * (1 + i);
+		c->qps[i].wrs = calloc(p->batch, sizeof(struct rk_wr));
+		if (!c->qps[i].wrs)
+			return bench_fail(err, ENOMEM, "out of memory for WR templates");
+	}
+	if (p->oob) {
+		for (; c->nqp < p->num_qp; c->nqp++) {
+			r = connect_oob(c, &c->qps[c->nqp], err);
+			if (r)
+				return r;
+		}
+	} else if (c->is_client) {
+		for (; c->nqp < p->num_qp; c->nqp++) {
+			r = connect_cm_client(c, &c->qps[c->nqp], err);
+			if (r)
+				return r;
+		}
+	} else {
+		r = accept_cm(c, err);
+		if (r)
+			return r;
+	}
+	c->me.mtu = rk_mtu_bytes(rk_conn_path_mtu(c->qps[0].conn));
+	c->me.buf_addr = (uintptr_t)c->base;
+	c->me.buf_len = buffer_len(p);
+	c->me.buf_rkey = rk_mr_rkey(c->mr);
+	encode_ready(&c->me, ready);
+	r = bench_ctl_send(&c->ctl, BM_READY, ready, READY_LEN, bench_step_ms(c), err);
+	r = r ?: bench_ctl_expect(&c->ctl, BM_READY, READY_LEN, &m, bench_step_ms(c), err);
+	r = r ?: decode_ready(c, m.data, err);
+	if (r)
+		return r;
+	for (uint32_t i = 0; i < p->num_qp; i++)
+		c->qps[i].remote_rx = c->peer.buf_addr + (uint64_t)p->size_max * (1 + i);
+	return 0;
+}
+
+void bench_ctx_release(struct bench_ctx *c)
+{
+	if (c->qps) {
+		for (uint32_t i = c->p->num_qp; i-- > 0;) {
+			rk_conn_destroy(c->qps[i].conn);
+			free(c->qps[i].wrs);
+		}
+		free(c->qps);
+		c->qps = NULL;
+	}
+	rk_cq_destroy(c->cq);
+	c->cq = NULL;
+	rk_mr_dereg(c->mr);
+	c->mr = NULL;
+	rk_listener_destroy(c->lis);
+	c->lis = NULL;
+	bench_ctl_close(&c->ctl);
+	if (c->listen_fd >= 0 && close(c->listen_fd))
+		perror("rk bench: close listening socket");
+	c->listen_fd = -1;
+	rk_device_close(c->dev);
+	c->dev = NULL;
+}

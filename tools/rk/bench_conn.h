@@ -1,0 +1,98 @@
+/*
+ * bench_conn.h - everything a benchmark run needs on one side: device,
+ * control channel, one registered buffer, a shared CQ and the queue pairs.
+ *
+ * The buffer is one registration: a send region of size_max bytes at the
+ * start, then one region of size_max bytes per QP that the peer writes
+ * into (write, write-imm), reads from (read) or we receive into (send).
+ * One rkey covers it all; the peer learns address, length and rkey in its
+ * READY message and checks them before use.
+ */
+#ifndef RK_BENCH_CONN_H
+#define RK_BENCH_CONN_H
+
+#include <stdint.h>
+
+#include <rdmakit/rdmakit.h>
+
+#include "bench.h"
+#include "bench_ctl.h"
+
+#define BENCH_WC_BATCH	64
+#define BENCH_TOKEN_LEN 16
+#define BENCH_APP_ID	0x726b6265u /* "rkbe": the hello of rk bench */
+
+/* What a side tells the other about itself (in READY). */
+struct bench_side_info {
+	char dev[32];
+	char kernel[64];
+	uint32_t ib_port;
+	int32_t gid_index;
+	uint32_t roce_v2;
+	uint32_t mtu; /* path MTU in bytes */
+	uint64_t buf_addr, buf_len;
+	uint32_t buf_rkey;
+};
+
+struct bench_ctx;
+
+struct bench_qp {
+	struct bench_ctx *ctx;
+	struct rk_conn *conn;
+	uint32_t index;
+	uint8_t *rx;	    /* our region for this QP */
+	uint64_t remote_rx; /* the peer's region for this QP */
+	uint64_t posted;    /* send WRs posted this run */
+	uint64_t done;	    /* send WRs known complete this run */
+	uint64_t recvd;	    /* receive completions this run */
+	struct rk_wr *wrs;  /* batch WR templates */
+};
+
+struct bench_ctx {
+	const struct bench_params *p;
+	const struct bench_local *l;
+	int is_client;
+	struct bench_ctl ctl;
+	int listen_fd; /* server: TCP */
+	struct rk_listener *lis;
+	struct rk_device *dev;
+	struct rk_cq *cq;
+	struct rk_mr *mr;
+	uint8_t *base; /* the send region; QP regions follow */
+	uint32_t lkey;
+	int receives; /* this side keeps receives posted */
+	struct bench_qp *qps;
+	uint32_t nqp; /* QPs created so far */
+	uint8_t token[BENCH_TOKEN_LEN];
+	struct bench_side_info me, peer;
+	struct ibv_wc wc[BENCH_WC_BATCH];
+};
+
+/* bench_ctx_init - an empty context (nothing to release yet). */
+void bench_ctx_init(struct bench_ctx *c, const struct bench_params *p, const struct bench_local *l);
+
+/*
+ * bench_client_start - open the device that routes to the server, connect
+ * the control channel and send the parameters; on refusal @err says why.
+ */
+int bench_client_start(struct bench_ctx *c, struct rk_error *err);
+
+/*
+ * bench_server_start - open the device, listen, take one client within
+ * --wait, validate its parameters against @server_p (the fields our
+ * command line fixed) and the device; answer ACCEPT or REFUSE. On success
+ * @client_p holds what the run uses.
+ */
+int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
+		       struct bench_params *client_p, struct rk_error *err);
+
+/* bench_connect - buffer, CQ, QPs (rdma_cm or --oob), and READY both ways. */
+int bench_connect(struct bench_ctx *c, struct rk_error *err);
+
+/* bench_ctx_release - everything, in reverse order. Safe on a partial context. */
+void bench_ctx_release(struct bench_ctx *c);
+
+/* Deadline for one control step, from --watchdog. */
+int bench_step_ms(const struct bench_ctx *c);
+
+#endif

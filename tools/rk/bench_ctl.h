@@ -1,0 +1,83 @@
+/*
+ * bench_ctl.h - rk bench's control channel: one TCP connection per run.
+ *
+ * The data path carries only benchmark traffic; everything the two sides
+ * must tell each other goes here: the parameters and the verdict on them,
+ * queue-pair and buffer coordinates, a barrier before each size, "done"
+ * counts, results, heartbeats and the reason for a failure. A closed
+ * socket is also the fastest sign that the peer process died.
+ *
+ * Frame: "RKBC", u16 type, u16 payload length (<= BENCH_MSG_MAX), payload.
+ * Integers in payloads are big-endian. Every wait has a deadline.
+ */
+#ifndef RK_BENCH_CTL_H
+#define RK_BENCH_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmakit/error.h>
+
+#define BENCH_MSG_MAX 256
+
+enum bench_msg_type {
+	BM_PARAMS = 1, /* client -> server: params (64 B) + session token (16 B) */
+	BM_ACCEPT,     /* server -> client: struct bench_peer_info */
+	BM_REFUSE,     /* server -> client: reason text */
+	BM_OOB,	       /* both: one rk_oob_info (64 B), per QP, --oob only */
+	BM_READY,      /* both: buffer address, length, rkey */
+	BM_GO,	       /* both: barrier before a run: size, phase */
+	BM_DONE,       /* both: this side sent its last message: count */
+	BM_RESULT,     /* both: counts, wall time, CPU time */
+	BM_HEARTBEAT,  /* both: still alive (no payload) */
+	BM_ERROR,      /* both: this side failed: reason text */
+	BM_TYPE_MAX,
+};
+
+struct bench_msg {
+	uint16_t type;
+	uint16_t len;
+	uint8_t data[BENCH_MSG_MAX];
+};
+
+struct bench_ctl {
+	int fd;
+	uint8_t in[8 + BENCH_MSG_MAX]; /* a partly received frame */
+	size_t have;
+	uint64_t last_rx_ns; /* when anything last arrived */
+};
+
+/* bench_ctl_init - take ownership of connected socket @fd. */
+void bench_ctl_init(struct bench_ctl *c, int fd);
+void bench_ctl_close(struct bench_ctl *c);
+
+/* bench_ctl_send - send one message within @timeout_ms. 0 or negative errno. */
+int bench_ctl_send(struct bench_ctl *c, uint16_t type, const void *data, uint16_t len,
+		   int timeout_ms, struct rk_error *err);
+
+/*
+ * bench_ctl_recv - the next message other than a heartbeat, within
+ * @timeout_ms (0: only what is already there; returns -EAGAIN if nothing).
+ * A BM_ERROR from the peer is turned into an error ("peer failed: ...").
+ * Returns 0, -ETIMEDOUT, -EAGAIN, -ECONNRESET (peer closed), -EBADMSG.
+ */
+int bench_ctl_recv(struct bench_ctl *c, struct bench_msg *m, int timeout_ms, struct rk_error *err);
+
+/* bench_ctl_expect - bench_ctl_recv that also insists on @type and @len (-1: any). */
+int bench_ctl_expect(struct bench_ctl *c, uint16_t type, int len, struct bench_msg *m,
+		     int timeout_ms, struct rk_error *err);
+
+/* bench_ctl_error - tell the peer why we give up (best effort, short deadline). */
+void bench_ctl_error(struct bench_ctl *c, const char *text);
+
+/* Big-endian helpers for payloads. */
+void bench_put32(uint8_t *p, uint32_t v);
+void bench_put64(uint8_t *p, uint64_t v);
+uint32_t bench_get32(const uint8_t *p);
+uint64_t bench_get64(const uint8_t *p);
+
+/* bench_fail - fill @err with a message of our own (errno @errnum). Returns -@errnum. */
+int bench_fail(struct rk_error *err, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

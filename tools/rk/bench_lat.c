@@ -1,0 +1,290 @@
+/*
+ * bench_lat.c - the latency engine: one message in flight at a time.
+ *
+ * send, write-imm: a ping-pong of SENDs (WRITE_IMMs); each side waits for
+ * the receive completion of the other's message before answering.
+ * write: a ping-pong of RDMA WRITEs, each side spinning on the last byte
+ * of its buffer, which the peer's WRITE sets to a marker that changes
+ * every iteration (no completion involved, as in perftest's write_lat).
+ * Latency is half the round trip.
+ * read: the client READs, waits for the completion: the whole round trip;
+ * the server's CPU is not involved and it waits on the control channel.
+ *
+ * Both ends finish with DONE and their counts, which must agree.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench_run.h"
+#include "cli.h"
+
+struct lat_state {
+	uint32_t size;
+	uint64_t count;	     /* pings sent (client) or answered (server) */
+	uint64_t pending_rx; /* receive completions not yet consumed */
+	uint64_t t_end;	     /* when the last message of the run arrived */
+	struct rk_wr wr;
+	struct bench_watch w;
+};
+
+static uint8_t marker(uint64_t i)
+{
+	return (uint8_t)(i % 255 + 1);
+}
+
+void bench_lat_reset(struct bench_ctx *c, uint32_t size)
+{
+	memset(c->base, 0, size);
+	memset(c->qps[0].rx, 0, size);
+}
+
+static void build_wr(struct bench_ctx *c, struct lat_state *s)
+{
+	struct bench_qp *q = &c->qps[0];
+	struct rk_wr *w = &s->wr;
+
+	memset(w, 0, sizeof(*w));
+	w->len = s->size;
+	w->lkey = c->lkey;
+	w->rkey = c->peer.buf_rkey;
+	w->addr = c->base;
+	w->remote_addr = q->remote_rx;
+	switch (c->p->op) {
+	case BENCH_OP_SEND:
+		w->op = RK_OP_SEND;
+		break;
+	case BENCH_OP_WRITE_IMM:
+		w->op = RK_OP_WRITE_IMM;
+		break;
+	case BENCH_OP_READ:
+		w->op = RK_OP_READ;
+		w->addr = q->rx;
+		w->remote_addr = c->peer.buf_addr;
+		w->flags = RK_WR_SIGNALED; /* its completion is the measurement */
+		break;
+	default:
+		w->op = RK_OP_WRITE;
+		break;
+	}
+}
+
+/* Take completions; count receives (and repost them). Returns how many. */
+static int reap(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+{
+	struct bench_qp *q = &c->qps[0];
+	uint32_t rlen = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0;
+	int n = bench_poll(c, err);
+
+	for (int i = 0; i < n; i++) {
+		if (!(c->wc[i].opcode & IBV_WC_RECV))
+			continue;
+		s->pending_rx++;
+		q->recvd++;
+		int r = rk_post_recv(q->conn, q->rx, rlen, c->lkey, 0, err);
+
+		if (r)
+			return r;
+	}
+	return n;
+}
+
+/* Periodic work while waiting: 1 = the peer said DONE and all is answered. */
+static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
+{
+	uint64_t now = cli_now_ns();
+	int r;
+
+	if (now >= s->w.next_check) {
+		r = bench_watch_check(c, &s->w, now, what, err);
+		if (r)
+			return r;
+	}
+	if (!c->is_client && s->w.peer_done) {
+		if (s->w.peer_count != s->count)
+			return bench_fail(err, EPROTO, "the client sent %llu pings, %llu arrived",
+					  (unsigned long long)s->w.peer_count,
+					  (unsigned long long)s->count);
+		return 1;
+	}
+	return 0;
+}
+
+static int post(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+{
+	struct rk_conn *conn = c->qps[0].conn;
+	int r;
+
+	/* Unsignaled WRs hold slots until a signaled one retires them. */
+	while (rk_sq_room(conn) == 0) {
+		r = reap(c, s, err);
+		if (r < 0)
+			return r;
+		r = tick(c, s, "waiting for send completions", err);
+		if (r)
+			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
+	}
+	s->wr.wr_id = s->count;
+	if (c->p->op == BENCH_OP_WRITE)
+		c->base[s->size - 1] = marker(s->count);
+	return rk_post(conn, &s->wr, err);
+}
+
+/* Wait for the peer's message: 0 arrived, 1 the run is over, or an error. */
+static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+{
+	const volatile uint8_t *flag = c->qps[0].rx + s->size - 1;
+	uint8_t want = marker(s->count);
+	int r;
+
+	for (unsigned spins = 0;; spins++) {
+		if (c->p->op == BENCH_OP_WRITE) {
+			if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
+				return 0;
+			if (spins & 255)
+				continue;
+			/* The send queue drains through completions we never wait for. */
+			r = rk_cq_poll(c->cq, c->wc, BENCH_WC_BATCH, err);
+		} else {
+			if (s->pending_rx) {
+				s->pending_rx--;
+				return 0;
+			}
+			r = reap(c, s, err);
+		}
+		if (r < 0)
+			return r;
+		r = tick(c, s, c->is_client ? "waiting for the pong" : "waiting for a ping", err);
+		if (r)
+			return r;
+	}
+}
+
+/* A READ round trip: wait for the completion of WR @seq. */
+static int wait_read(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+{
+	for (;;) {
+		int n = bench_poll(c, err), r;
+
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++)
+			if (c->wc[i].wr_id == s->count)
+				return 0;
+		r = tick(c, s, "waiting for a READ", err);
+		if (r)
+			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
+	}
+}
+
+static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end_ns,
+		      struct bench_run *out, struct rk_error *err)
+{
+	uint64_t t0, t1;
+	int r;
+
+	for (;;) {
+		t0 = cli_now_ns();
+		if (iters ? s->count >= iters : t0 >= end_ns)
+			break;
+		r = post(c, s, err);
+		if (r)
+			return r;
+		r = c->p->op == BENCH_OP_READ ? wait_read(c, s, err) : wait_message(c, s, err);
+		if (r)
+			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
+		t1 = cli_now_ns();
+		if (out->hist)
+			bench_hist_add(out->hist,
+				       c->p->op == BENCH_OP_READ ? t1 - t0 : (t1 - t0) / 2);
+		s->count++;
+		s->t_end = t1;
+		s->w.last_progress = t1;
+		if (t1 >= s->w.next_check) {
+			r = bench_watch_check(c, &s->w, t1, "measuring latency", err);
+			if (r)
+				return r;
+		}
+	}
+	r = bench_send_done(c, s->count, err);
+	if (r)
+		return r;
+	s->w.passive = 1;
+	while (!s->w.peer_done) {
+		struct pollfd pf = {.fd = c->ctl.fd, .events = POLLIN};
+
+		if (poll(&pf, 1, 100) < 0 && errno != EINTR)
+			return bench_fail(err, errno, "poll control socket: %s", strerror(errno));
+		r = bench_watch_check(c, &s->w, cli_now_ns(), "waiting for the server's count",
+				      err);
+		if (r)
+			return r;
+	}
+	if (c->p->op != BENCH_OP_READ && s->w.peer_count != s->count)
+		return bench_fail(err, EPROTO, "the server answered %llu of %llu pings",
+				  (unsigned long long)s->w.peer_count,
+				  (unsigned long long)s->count);
+	return 0;
+}
+
+static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+{
+	int r;
+
+	s->w.passive = 1;
+	if (c->p->op == BENCH_OP_READ) {
+		/* The READs are served by the device; wait for the client's DONE. */
+		while (!s->w.peer_done) {
+			struct pollfd pf = {.fd = c->ctl.fd, .events = POLLIN};
+
+			if (poll(&pf, 1, 100) < 0 && errno != EINTR)
+				return bench_fail(err, errno, "poll control socket: %s",
+						  strerror(errno));
+			r = bench_watch_check(c, &s->w, cli_now_ns(), "waiting for the client",
+					      err);
+			if (r)
+				return r;
+		}
+		return bench_send_done(c, 0, err);
+	}
+	for (;;) {
+		r = wait_message(c, s, err);
+		if (r < 0)
+			return r;
+		if (r == 1)
+			break;
+		r = post(c, s, err);
+		if (r)
+			return r;
+		s->count++;
+		s->t_end = s->w.last_progress = cli_now_ns();
+	}
+	return bench_send_done(c, s->count, err);
+}
+
+int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
+		  struct bench_run *out, struct rk_error *err)
+{
+	struct lat_state s = {.size = size};
+	uint64_t t0, cpu0;
+	int r;
+
+	build_wr(c, &s);
+	c->qps[0].recvd = 0;
+	cpu0 = bench_cpu_ns();
+	t0 = cli_now_ns();
+	bench_watch_start(&s.w, c, t0);
+	if (c->is_client)
+		r = run_client(c, &s, iters, t0 + dur_ns, out, err);
+	else
+		r = run_server(c, &s, err);
+	if (r)
+		return r;
+	out->tx_msgs = s.count;
+	out->rx_msgs = c->qps[0].recvd;
+	out->wall_ns = s.t_end > t0 ? s.t_end - t0 : 1;
+	out->cpu_ns = bench_cpu_ns() - cpu0;
+	out->peak_bps = 0;
+	return 0;
+}

@@ -1,0 +1,319 @@
+/*
+ * bench_opts.c - rk bench's command line.
+ *
+ * Short options follow perftest where it has one (-s -a -n -D -q -t -Q -I
+ * -l -b -d -i -x -m -p), so a perftest command line mostly carries over.
+ * Every option given is remembered in explicit_fields: on the server those
+ * are the parameters a client must match.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+
+enum {
+	OPT_OP = 256,
+	OPT_MODE,
+	OPT_POLL,
+	OPT_OOB,
+	OPT_GBITS,
+	OPT_WATCHDOG,
+	OPT_WAIT,
+	OPT_JSON,
+	OPT_PLOT,
+	OPT_BIND,
+	OPT_RX_DEPTH,
+};
+
+static const struct option long_opts[] = {
+    {"op", required_argument, NULL, OPT_OP},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"size", required_argument, NULL, 's'},
+    {"all", no_argument, NULL, 'a'},
+    {"iters", required_argument, NULL, 'n'},
+    {"duration", required_argument, NULL, 'D'},
+    {"warmup", required_argument, NULL, 'w'},
+    {"batch", required_argument, NULL, 'l'},
+    {"num-qp", required_argument, NULL, 'q'},
+    {"tx-depth", required_argument, NULL, 't'},
+    {"rx-depth", required_argument, NULL, OPT_RX_DEPTH},
+    {"cq-mod", required_argument, NULL, 'Q'},
+    {"inline", required_argument, NULL, 'I'},
+    {"poll", required_argument, NULL, OPT_POLL},
+    {"bidir", no_argument, NULL, 'b'},
+    {"dev", required_argument, NULL, 'd'},
+    {"ib-port", required_argument, NULL, 'i'},
+    {"gid-index", required_argument, NULL, 'x'},
+    {"mtu", required_argument, NULL, 'm'},
+    {"port", required_argument, NULL, 'p'},
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"oob", no_argument, NULL, OPT_OOB},
+    {"gbits", no_argument, NULL, OPT_GBITS},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"wait", required_argument, NULL, OPT_WAIT},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void usage(FILE *out)
+{
+	fprintf(
+	    out,
+	    "usage: rk bench [OPTIONS]           server: serve one client run, then exit\n"
+	    "       rk bench [OPTIONS] HOST[:PORT] client: run the benchmark against HOST\n"
+	    "\n"
+	    "what to measure (the client's choice; a server given any of these refuses a\n"
+	    "client that asks for something else, naming the parameter):\n"
+	    "  --op OP             send | write | write-imm | read (default write)\n"
+	    "  --mode MODE         bw (bandwidth, default) | lat (latency ping-pong)\n"
+	    "  -s, --size SIZE     message size, 1 B .. 8M (default 64K)\n"
+	    "  -a, --all           every power of two from 2 B to 8 MiB\n"
+	    "  -n, --iters N       messages per QP (default 5000)\n"
+	    "  -D, --duration SEC  run each size for SEC seconds instead of -n\n"
+	    "  -w, --warmup N      untimed messages per QP before each size (default 16)\n"
+	    "  -l, --batch N       WRs per post (one doorbell for N; default 1)\n"
+	    "  -q, --num-qp N      queue pairs (default 1)\n"
+	    "  -t, --tx-depth N    send queue depth per QP (default 128)\n"
+	    "      --rx-depth N    receives kept posted per QP (default 512)\n"
+	    "  -Q, --cq-mod N      one completion every N WRs (default 100)\n"
+	    "  -I, --inline N      send payloads up to N bytes inline (default 0)\n"
+	    "  -b, --bidir         both sides send at once (bw mode)\n"
+	    "\n"
+	    "this side only:\n"
+	    "      --poll MODE     busy (default) | event | adaptive: how completions are awaited\n"
+	    "  -d, --dev DEV       RDMA device (default: the one owning the route / --bind)\n"
+	    "  -i, --ib-port N     device port (default 1)\n"
+	    "  -x, --gid-index N   GID index for --oob (rdma_cm picks it from the route)\n"
+	    "  -m, --mtu BYTES     largest path MTU to use (256..4096; default the port's)\n"
+	    "  -p, --port PORT     control and rdma_cm port (default " BENCH_DEF_PORT ")\n"
+	    "      --bind ADDR     server: listen on ADDR only\n"
+	    "      --oob           connect QPs by exchanging QP numbers over TCP, not rdma_cm\n"
+	    "      --gbits         bandwidth in Gb/s instead of MiB/s\n"
+	    "      --watchdog SEC  no progress for SEC seconds: fail (default 10)\n"
+	    "      --wait SEC      server: wait this long for a client (default 60)\n"
+	    "      --json FILE     write parameters, environment and every size's results\n"
+	    "      --plot FILE.png bandwidth / latency against size (needs gnuplot)\n"
+	    "\n"
+	    "latency is half the round trip for send, write and write-imm (a ping-pong),\n"
+	    "the whole round trip for read. exit: 0 ok, 1 failed, 2 bad command line\n");
+}
+
+static int bad(const char *opt, const char *arg, const char *what)
+{
+	fprintf(stderr, "rk bench: %s '%s': %s (see rk bench --help)\n", opt, arg, what);
+	return -1;
+}
+
+static int parse_u32(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint32_t *out)
+{
+	uint64_t v;
+	char what[64];
+
+	if (cli_parse_uint(arg, lo, hi, &v)) {
+		snprintf(what, sizeof(what), "expected an integer in %llu..%llu",
+			 (unsigned long long)lo, (unsigned long long)hi);
+		return bad(opt, arg, what);
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_op(const char *arg, uint32_t *op)
+{
+	for (uint32_t i = 0; i < BENCH_OP_COUNT; i++)
+		if (strcmp(arg, bench_op_name(i)) == 0) {
+			*op = i;
+			return 0;
+		}
+	return bad("--op", arg, "expected send, write, write-imm or read");
+}
+
+static int parse_poll(const char *arg, enum rk_wait_mode *m)
+{
+	static const enum rk_wait_mode modes[] = {RK_WAIT_BUSY, RK_WAIT_EVENT, RK_WAIT_ADAPTIVE};
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (strcmp(arg, bench_poll_name(modes[i])) == 0) {
+			*m = modes[i];
+			return 0;
+		}
+	return bad("--poll", arg, "expected busy, event or adaptive");
+}
+
+static int parse_size(const char *arg, uint32_t *out)
+{
+	uint64_t v;
+
+	if (cli_parse_size(arg, &v) || v < 1 || v > BENCH_MAX_SIZE)
+		return bad("--size", arg, "expected 1 .. 8M (one WR stays <= 8 MiB)");
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* One option; 0 or -1. */
+static int apply(int c, const char *arg, struct bench_params *p, struct bench_local *l)
+{
+	uint32_t v;
+
+	switch (c) {
+	case OPT_OP:
+		l->explicit_fields |= BF_OP;
+		return parse_op(arg, &p->op);
+	case OPT_MODE:
+		l->explicit_fields |= BF_MODE;
+		if (strcmp(arg, "bw") == 0)
+			p->mode = BENCH_MODE_BW;
+		else if (strcmp(arg, "lat") == 0)
+			p->mode = BENCH_MODE_LAT;
+		else
+			return bad("--mode", arg, "expected bw or lat");
+		return 0;
+	case 's':
+		l->explicit_fields |= BF_SIZE;
+		if (parse_size(arg, &p->size_min))
+			return -1;
+		p->size_max = p->size_min;
+		return 0;
+	case 'a':
+		l->explicit_fields |= BF_SIZE;
+		p->size_min = BENCH_ALL_MIN;
+		p->size_max = BENCH_MAX_SIZE;
+		return 0;
+	case 'n':
+		l->explicit_fields |= BF_ITERS | BF_DURATION;
+		p->duration_s = 0;
+		return parse_u32("--iters", arg, 1, BENCH_MAX_ITERS, &p->iters);
+	case 'D':
+		l->explicit_fields |= BF_ITERS | BF_DURATION;
+		p->iters = 0;
+		return parse_u32("--duration", arg, 1, BENCH_MAX_DURATION, &p->duration_s);
+	case 'w':
+		l->explicit_fields |= BF_WARMUP;
+		return parse_u32("--warmup", arg, 0, BENCH_MAX_WARMUP, &p->warmup);
+	case 'l':
+		l->explicit_fields |= BF_BATCH;
+		return parse_u32("--batch", arg, 1, BENCH_MAX_DEPTH, &p->batch);
+	case 'q':
+		l->explicit_fields |= BF_NUM_QP;
+		return parse_u32("--num-qp", arg, 1, BENCH_MAX_QP, &p->num_qp);
+	case 't':
+		l->explicit_fields |= BF_TX_DEPTH;
+		return parse_u32("--tx-depth", arg, 1, BENCH_MAX_DEPTH, &p->tx_depth);
+	case OPT_RX_DEPTH:
+		l->explicit_fields |= BF_RX_DEPTH;
+		return parse_u32("--rx-depth", arg, 1, BENCH_MAX_DEPTH, &p->rx_depth);
+	case 'Q':
+		l->explicit_fields |= BF_CQ_MOD;
+		return parse_u32("--cq-mod", arg, 1, BENCH_MAX_DEPTH, &p->cq_mod);
+	case 'I':
+		l->explicit_fields |= BF_INLINE;
+		return parse_u32("--inline", arg, 0, BENCH_MAX_INLINE, &p->inline_size);
+	case 'b':
+		l->explicit_fields |= BF_BIDIR;
+		p->bidir = 1;
+		return 0;
+	case OPT_POLL:
+		return parse_poll(arg, &l->poll);
+	case 'd':
+		l->dev_name = arg;
+		return 0;
+	case 'i':
+		if (parse_u32("--ib-port", arg, 1, 255, &v))
+			return -1;
+		l->ib_port = (uint8_t)v;
+		return 0;
+	case 'x':
+		if (parse_u32("--gid-index", arg, 0, 65535, &v))
+			return -1;
+		l->gid_index = (int)v;
+		return 0;
+	case 'm':
+		if (parse_u32("--mtu", arg, 256, 4096, &l->mtu))
+			return -1;
+		if (!rk_mtu_from_bytes(l->mtu))
+			return bad("--mtu", arg, "expected 256, 512, 1024, 2048 or 4096");
+		return 0;
+	case 'p':
+		if (parse_u32("--port", arg, 1, 65535, &v))
+			return -1;
+		snprintf(l->port, sizeof(l->port), "%u", v);
+		return 0;
+	case OPT_BIND:
+		l->bind = arg;
+		return 0;
+	case OPT_OOB:
+		l->explicit_fields |= BF_OOB;
+		p->oob = 1;
+		return 0;
+	case OPT_GBITS:
+		l->gbits = 1;
+		return 0;
+	case OPT_WATCHDOG:
+		return parse_u32("--watchdog", arg, 1, 3600, &l->watchdog_s);
+	case OPT_WAIT:
+		return parse_u32("--wait", arg, 1, 86400, &l->wait_s);
+	case OPT_JSON:
+		l->json_path = arg;
+		return 0;
+	case OPT_PLOT:
+		l->plot_path = arg;
+		return 0;
+	}
+	return -1;
+}
+
+int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench_local *l)
+{
+	static char host[256];
+	char why[160];
+	int c;
+
+	bench_params_default(p);
+	memset(l, 0, sizeof(*l));
+	snprintf(l->port, sizeof(l->port), "%s", BENCH_DEF_PORT);
+	l->gid_index = -1;
+	l->poll = RK_WAIT_BUSY;
+	l->watchdog_s = 10;
+	l->wait_s = 60;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "s:an:D:w:l:q:t:Q:I:bd:i:x:m:p:h", long_opts, NULL)) !=
+	       -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		}
+		if (c == '?' || c == ':') {
+			fprintf(stderr, "rk bench: unknown option or missing value: %s\n",
+				argv[optind - 1]);
+			usage(stderr);
+			return -1;
+		}
+		if (apply(c, optarg, p, l))
+			return -1;
+	}
+	if (optind + 1 < argc) {
+		fprintf(stderr, "rk bench: one HOST expected, got '%s' too\n", argv[optind + 1]);
+		return -1;
+	}
+	if (optind < argc) {
+		if (cli_split_host_port(argv[optind], host, sizeof(host), l->port, sizeof(l->port)))
+			return bad("HOST", argv[optind], "expected HOST, HOST:PORT or [V6]:PORT");
+		l->host = host;
+	}
+	if (p->op == BENCH_OP_WRITE && p->mode == BENCH_MODE_LAT && l->poll != RK_WAIT_BUSY) {
+		fprintf(stderr, "rk bench: --poll: write latency spins on the buffer; "
+				"use --op write-imm to wait for events\n");
+		return -1;
+	}
+	if (bench_params_check(p, why, sizeof(why))) {
+		fprintf(stderr, "rk bench: --%s\n", why);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,220 @@
+/*
+ * bench_report.c - the header, the table, and the RESULT record codec.
+ *
+ * Bandwidth counts what each sending side completed over its own wall
+ * time (first post to last completion), summed over the sides that send
+ * (both with --bidir). Iterations are messages in bw mode and round
+ * trips in lat mode, over all QPs. CPU is the process's user + system time
+ * during the run, per message of the run, for each side.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_report.h"
+
+void bench_stats_from_run(const struct bench_run *run, const struct bench_hist *hist,
+			  struct bench_side_stats *st)
+{
+	static const double q[LAT_N] = {0, 0.5, -1, -1, 0.99, 0.999, 1};
+
+	memset(st, 0, sizeof(*st));
+	st->tx_msgs = run->tx_msgs;
+	st->rx_msgs = run->rx_msgs;
+	st->wall_ns = run->wall_ns;
+	st->cpu_ns = run->cpu_ns;
+	st->peak_bps = run->peak_bps;
+	if (!hist || !hist->count)
+		return;
+	st->lat_samples = hist->count;
+	for (int i = 0; i < LAT_N; i++)
+		st->lat_ns[i] = q[i] >= 0 ? bench_hist_pct(hist, q[i]) : 0;
+	st->lat_ns[LAT_AVG] = bench_hist_mean(hist);
+	st->lat_ns[LAT_STDEV] = bench_hist_stdev(hist);
+}
+
+/* Doubles travel as integers: bits/s and picoseconds are plenty. */
+void bench_stats_encode(const struct bench_side_stats *st, uint8_t *b)
+{
+	bench_put64(b, st->tx_msgs);
+	bench_put64(b + 8, st->rx_msgs);
+	bench_put64(b + 16, st->wall_ns);
+	bench_put64(b + 24, st->cpu_ns);
+	bench_put64(b + 32, (uint64_t)llround(st->peak_bps));
+	bench_put64(b + 40, st->lat_samples);
+	for (int i = 0; i < LAT_N; i++)
+		bench_put64(b + 48 + 8 * i, (uint64_t)llround(st->lat_ns[i] * 1000.0));
+}
+
+int bench_stats_decode(const uint8_t *b, struct bench_side_stats *st)
+{
+	const double ten_min_ps = 600e12;
+
+	st->tx_msgs = bench_get64(b);
+	st->rx_msgs = bench_get64(b + 8);
+	st->wall_ns = bench_get64(b + 16);
+	st->cpu_ns = bench_get64(b + 24);
+	st->peak_bps = (double)bench_get64(b + 32);
+	st->lat_samples = bench_get64(b + 40);
+	for (int i = 0; i < LAT_N; i++) {
+		double ps = (double)bench_get64(b + 48 + 8 * i);
+
+		if (ps > ten_min_ps * 6 * 24)
+			return -1;
+		st->lat_ns[i] = ps / 1000.0;
+	}
+	/* Counts beyond 2^50 or a day's wall time cannot come from a real run. */
+	if (st->tx_msgs >> 50 || st->rx_msgs >> 50 || st->lat_samples >> 50 ||
+	    st->wall_ns > 86400e9 * 2 || st->cpu_ns > 86400e9 * 2 * 1024 || st->peak_bps > 1e15)
+		return -1;
+	return 0;
+}
+
+void bench_report_init(struct bench_report *r, const struct bench_ctx *c)
+{
+	memset(r, 0, sizeof(*r));
+	r->c = c;
+}
+
+void bench_report_free(struct bench_report *r)
+{
+	free(r->res);
+	r->res = NULL;
+	r->n = r->cap = 0;
+}
+
+static double rate(uint64_t msgs, uint32_t size, uint64_t wall_ns)
+{
+	return wall_ns ? (double)msgs * size * 8.0 * 1e9 / (double)wall_ns : 0;
+}
+
+void bench_figures(const struct bench_report *r, const struct bench_result *res,
+		   struct bench_figures *f)
+{
+	const struct bench_side_stats *sides[2] = {&res->me, &res->peer};
+	int lat = r->c->p->mode == BENCH_MODE_LAT;
+	uint64_t msgs = 0;
+
+	memset(f, 0, sizeof(*f));
+	f->lat = r->c->is_client ? &res->me : &res->peer;
+	for (int i = 0; i < 2; i++) {
+		const struct bench_side_stats *s = sides[i];
+
+		msgs += s->tx_msgs;
+		if (lat || !s->tx_msgs)
+			continue;
+		f->bw_avg_bps += rate(s->tx_msgs, res->size, s->wall_ns);
+		f->bw_peak_bps += s->peak_bps;
+		f->mpps += (double)s->tx_msgs * 1e3 / (double)s->wall_ns;
+		if (s->wall_ns > f->seconds * 1e9)
+			f->seconds = (double)s->wall_ns / 1e9;
+	}
+	if (lat) {
+		f->iterations = f->lat->tx_msgs;
+		f->seconds = (double)f->lat->wall_ns / 1e9;
+		if (f->seconds > 0) {
+			f->bw_avg_bps = f->bw_peak_bps = rate(msgs, res->size, f->lat->wall_ns);
+			f->mpps = (double)msgs / f->seconds / 1e6;
+		}
+	} else {
+		f->iterations = msgs;
+	}
+	f->bytes = msgs * res->size;
+	if (msgs) {
+		f->cpu_local_us = (double)res->me.cpu_ns / 1e3 / (double)msgs;
+		f->cpu_remote_us = (double)res->peer.cpu_ns / 1e3 / (double)msgs;
+	}
+	if (res->me.wall_ns)
+		f->cpu_local_pct = 100.0 * (double)res->me.cpu_ns / (double)res->me.wall_ns;
+	if (res->peer.wall_ns)
+		f->cpu_remote_pct = 100.0 * (double)res->peer.cpu_ns / (double)res->peer.wall_ns;
+}
+
+static const char *gid_type(uint32_t roce_v2, const struct bench_ctx *c)
+{
+	const struct rk_device_info *di = rk_device_get_info(c->dev);
+
+	if (di->link_layer == IBV_LINK_LAYER_INFINIBAND)
+		return "IB";
+	return roce_v2 ? "RoCE v2" : "RoCE v1";
+}
+
+void bench_report_header(const struct bench_report *r)
+{
+	const struct bench_ctx *c = r->c;
+	const struct bench_params *p = c->p;
+	const struct bench_local *l = c->l;
+	const char *rule = "-----------------------------------------------------------------"
+			   "------------------------------";
+
+	printf("%s\n", rule);
+	printf(" rk bench: %s %s%s, %s, %s%s%s\n", bench_op_title(p->op),
+	       p->mode == BENCH_MODE_BW ? "bandwidth" : "latency",
+	       p->bidir ? " (bidirectional)" : "", c->is_client ? "client" : "server",
+	       p->oob ? "QPs connected out of band" : "rdma_cm", c->is_client ? " to " : "",
+	       c->is_client ? l->host : "");
+	printf(" device %s port %u | GID index %d (%s) | MTU %u | QPs %u | tx depth %u | rx depth "
+	       "%u\n",
+	       c->me.dev, c->me.ib_port, c->me.gid_index, gid_type(c->me.roce_v2, c), c->me.mtu,
+	       p->num_qp, p->tx_depth, p->rx_depth);
+	printf(" batch %u | cq-mod %u | inline %u | poll %s | %s %u%s | warm-up %u\n", p->batch,
+	       p->cq_mod, p->inline_size,
+	       p->op == BENCH_OP_WRITE && p->mode == BENCH_MODE_LAT ? "busy (buffer)"
+								    : bench_poll_name(l->poll),
+	       p->iters ? "iterations" : "duration", p->iters ? p->iters : p->duration_s,
+	       p->iters ? " per QP" : " s per size", p->warmup);
+	printf(" kernel %s\n", c->me.kernel);
+	printf(" peer: device %s port %u | GID index %d (%s) | kernel %s\n", c->peer.dev,
+	       c->peer.ib_port, c->peer.gid_index, gid_type(c->peer.roce_v2, c), c->peer.kernel);
+	printf("%s\n", rule);
+	if (p->mode == BENCH_MODE_BW)
+		printf(" %8s %12s %15s %15s %10s %13s %13s\n", "bytes", "iterations",
+		       l->gbits ? "BW peak[Gb/s]" : "BW peak[MiB/s]",
+		       l->gbits ? "BW avg[Gb/s]" : "BW avg[MiB/s]", "MsgRate[Mpps]", "CPU us/msg",
+		       "peer us/msg");
+	else
+		printf(" %8s %10s %9s %9s %9s %9s %9s %9s %9s %10s %11s\n", "bytes", "iterations",
+		       "t_min[us]", "t_med", "t_avg", "t_stdev", "t_p99", "t_p99.9", "t_max",
+		       "CPU us/msg", "peer us/msg");
+	fflush(stdout);
+}
+
+static void print_row(const struct bench_report *r, const struct bench_result *res)
+{
+	const struct bench_params *p = r->c->p;
+	double div = r->c->l->gbits ? 1e9 : 8.0 * 1048576.0;
+	struct bench_figures f;
+
+	bench_figures(r, res, &f);
+	if (p->mode == BENCH_MODE_BW) {
+		printf(" %8u %12llu %15.2f %15.2f %13.6f %10.2f %13.2f\n", res->size,
+		       (unsigned long long)f.iterations, f.bw_peak_bps / div, f.bw_avg_bps / div,
+		       f.mpps, f.cpu_local_us, f.cpu_remote_us);
+	} else {
+		const double *v = f.lat->lat_ns;
+
+		printf(" %8u %10llu %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %11.2f\n",
+		       res->size, (unsigned long long)f.iterations, v[LAT_MIN] / 1e3,
+		       v[LAT_MEDIAN] / 1e3, v[LAT_AVG] / 1e3, v[LAT_STDEV] / 1e3, v[LAT_P99] / 1e3,
+		       v[LAT_P999] / 1e3, v[LAT_MAX] / 1e3, f.cpu_local_us, f.cpu_remote_us);
+	}
+	fflush(stdout);
+}
+
+int bench_report_add(struct bench_report *r, const struct bench_result *res)
+{
+	if (r->n == r->cap) {
+		unsigned cap = r->cap ? r->cap * 2 : 32;
+		struct bench_result *n = realloc(r->res, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		r->res = n;
+		r->cap = cap;
+	}
+	r->res[r->n++] = *res;
+	print_row(r, res);
+	return 0;
+}

@@ -1,0 +1,72 @@
+/*
+ * bench_report.h - what a run prints and writes: a header naming the
+ * setup, one table row per size, a JSON document, a gnuplot chart.
+ *
+ * Both sides print the same figures: each side measures itself (messages,
+ * wall time, CPU time; latency on the client) and sends that in RESULT,
+ * so the table combines the two records the same way everywhere.
+ */
+#ifndef RK_BENCH_REPORT_H
+#define RK_BENCH_REPORT_H
+
+#include <stdint.h>
+
+#include "bench_conn.h"
+#include "bench_run.h"
+
+enum { LAT_MIN, LAT_MEDIAN, LAT_AVG, LAT_STDEV, LAT_P99, LAT_P999, LAT_MAX, LAT_N };
+
+/* One side's measurement of one size (what RESULT carries). */
+struct bench_side_stats {
+	uint64_t tx_msgs, rx_msgs, wall_ns, cpu_ns;
+	double peak_bps;
+	uint64_t lat_samples;
+	double lat_ns[LAT_N];
+};
+
+#define BENCH_RESULT_LEN (6 * 8 + LAT_N * 8)
+
+struct bench_result {
+	uint32_t size;
+	struct bench_side_stats me, peer;
+};
+
+/* Figures derived from both sides' records. */
+struct bench_figures {
+	uint64_t iterations; /* messages in bw mode, round trips in lat mode */
+	uint64_t bytes;
+	double seconds;
+	double bw_peak_bps, bw_avg_bps, mpps;
+	double cpu_local_us, cpu_remote_us;   /* per message */
+	double cpu_local_pct, cpu_remote_pct; /* of one core */
+	const struct bench_side_stats *lat;   /* the client's record */
+};
+
+struct bench_report {
+	const struct bench_ctx *c;
+	struct bench_result *res;
+	unsigned n, cap;
+};
+
+/* bench_stats_from_run - our record of a run (@hist may be NULL). */
+void bench_stats_from_run(const struct bench_run *run, const struct bench_hist *hist,
+			  struct bench_side_stats *st);
+void bench_stats_encode(const struct bench_side_stats *st, uint8_t *buf);
+/* Returns 0, or -1 if a value is impossible (the peer is not trusted). */
+int bench_stats_decode(const uint8_t *buf, struct bench_side_stats *st);
+
+void bench_report_init(struct bench_report *r, const struct bench_ctx *c);
+void bench_report_free(struct bench_report *r);
+/* bench_report_add - keep a result and print its row. 0 or -ENOMEM. */
+int bench_report_add(struct bench_report *r, const struct bench_result *res);
+void bench_report_header(const struct bench_report *r);
+void bench_figures(const struct bench_report *r, const struct bench_result *res,
+		   struct bench_figures *f);
+
+/* bench_report_json - the whole run as one JSON document in @path. */
+int bench_report_json(const struct bench_report *r, const char *path, struct rk_error *err);
+
+/* bench_report_plot - bandwidth / latency against size into PNG @path via gnuplot. */
+int bench_report_plot(const struct bench_report *r, const char *path, struct rk_error *err);
+
+#endif

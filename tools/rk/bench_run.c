@@ -1,0 +1,104 @@
+/* bench_run.c - what both engines share; see bench_run.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_run.h"
+#include "cli.h"
+
+#define BEAT_NS 1000000000ull
+
+/*
+ * The process CPU clock counts user + system time in nanoseconds;
+ * getrusage() would round to scheduler ticks, too coarse for short runs.
+ */
+uint64_t bench_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void bench_watch_start(struct bench_watch *w, const struct bench_ctx *c, uint64_t now)
+{
+	memset(w, 0, sizeof(*w));
+	w->limit_ns = (uint64_t)c->l->watchdog_s * 1000000000ull;
+	w->last_progress = now;
+	w->next_check = now + BENCH_CHECK_NS;
+	w->next_beat = now + BEAT_NS;
+}
+
+int bench_send_done(struct bench_ctx *c, uint64_t count, struct rk_error *err)
+{
+	uint8_t b[8];
+
+	bench_put64(b, count);
+	return bench_ctl_send(&c->ctl, BM_DONE, b, sizeof(b), bench_step_ms(c), err);
+}
+
+int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, const char *what,
+		      struct rk_error *err)
+{
+	struct bench_msg m;
+	uint64_t heard = c->ctl.last_rx_ns;
+	int r;
+
+	w->next_check = now + BENCH_CHECK_NS;
+	if (now >= w->next_beat) {
+		r = bench_ctl_send(&c->ctl, BM_HEARTBEAT, NULL, 0, bench_step_ms(c), err);
+		if (r)
+			return r;
+		w->next_beat = now + BEAT_NS;
+	}
+	/* After DONE the peer may already be at the next step: leave that queued. */
+	while (!w->peer_done) {
+		r = bench_ctl_recv(&c->ctl, &m, 0, err);
+		if (r == -EAGAIN)
+			break;
+		if (r)
+			return r;
+		if (m.type != BM_DONE || m.len != 8)
+			return bench_fail(err, EPROTO,
+					  "protocol error: unexpected message %u "
+					  "during a run",
+					  m.type);
+		w->peer_done = 1;
+		w->peer_count = bench_get64(m.data);
+		w->peer_done_ns = now;
+	}
+	if (w->passive && c->ctl.last_rx_ns != heard)
+		w->last_progress = now;
+	if (now - w->last_progress > w->limit_ns)
+		return bench_fail(err, ETIMEDOUT,
+				  "watchdog: no progress for %u s while %s (is the peer alive?)",
+				  c->l->watchdog_s, what);
+	return 0;
+}
+
+int bench_poll(struct bench_ctx *c, struct rk_error *err)
+{
+	int n;
+
+	if (c->l->poll == RK_WAIT_BUSY) {
+		n = rk_cq_poll(c->cq, c->wc, BENCH_WC_BATCH, err);
+	} else {
+		n = rk_cq_wait(c->cq, c->wc, BENCH_WC_BATCH, 10, err);
+		if (n == -ETIMEDOUT)
+			n = 0;
+	}
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		const struct ibv_wc *wc = &c->wc[i];
+
+		/* The library's text names the status, the QP and a hint. */
+		if (wc->status != IBV_WC_SUCCESS) {
+			rk_error_from_wc(err, wc);
+			return -EIO;
+		}
+	}
+	return n;
+}

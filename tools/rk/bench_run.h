@@ -1,0 +1,81 @@
+/*
+ * bench_run.h - one timed run of one message size, and what both engines
+ * (bench_bw.c, bench_lat.c) share: the watchdog, CPU time, completions.
+ *
+ * A run starts right after the GO barrier and ends when both sides have
+ * said DONE with their send counts and every expected message arrived.
+ * Nothing in a run waits without a deadline: the watchdog fails the run
+ * when no progress was seen for --watchdog seconds. Progress is a
+ * completion for a side that has work outstanding, and also any control
+ * message (heartbeats come every second) for a side that only waits.
+ */
+#ifndef RK_BENCH_RUN_H
+#define RK_BENCH_RUN_H
+
+#include <stdint.h>
+
+#include <rdmakit/error.h>
+
+#include "bench_conn.h"
+#include "bench_hist.h"
+
+struct bench_run {
+	uint64_t tx_msgs;	 /* messages this side sent (pings + pongs in lat) */
+	uint64_t rx_msgs;	 /* receive completions */
+	uint64_t wall_ns;	 /* first post to last completion */
+	uint64_t cpu_ns;	 /* user + system time of this process during the run */
+	double peak_bps;	 /* best rate over a window (bw mode) */
+	struct bench_hist *hist; /* lat mode: samples, when not NULL */
+};
+
+/* bench_bw_run - a bandwidth run: @iters per QP, or for @dur_ns when iters is 0. */
+int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
+		 struct bench_run *out, struct rk_error *err);
+
+/* bench_lat_reset - zero our part of the buffer; call before the GO barrier. */
+void bench_lat_reset(struct bench_ctx *c, uint32_t size);
+
+/* bench_lat_run - a latency run, one ping-pong (or READ) after the other. */
+int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
+		  struct bench_run *out, struct rk_error *err);
+
+struct bench_watch {
+	uint64_t limit_ns;
+	uint64_t last_progress;
+	uint64_t next_check;
+	uint64_t next_beat;
+	int passive;	     /* control messages count as progress */
+	int peer_done;	     /* the peer's DONE arrived */
+	uint64_t peer_count; /* ... with this many messages sent */
+	uint64_t peer_done_ns;
+};
+
+#define BENCH_CHECK_NS 10000000ull /* look at the control channel every 10 ms */
+
+void bench_watch_start(struct bench_watch *w, const struct bench_ctx *c, uint64_t now);
+
+/*
+ * bench_watch_check - heartbeat, the peer's messages, the watchdog. Call
+ * when now >= w->next_check. @what names the wait for the error message.
+ */
+int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, const char *what,
+		      struct rk_error *err);
+
+/* bench_send_done - tell the peer how many messages this side sent. */
+int bench_send_done(struct bench_ctx *c, uint64_t count, struct rk_error *err);
+
+/*
+ * bench_poll - completions in the CQ's wait mode: busy polls once, event
+ * and adaptive wait up to 10 ms. Returns the count (0: none) or an error.
+ * A failed completion is turned into an error naming the QP.
+ */
+int bench_poll(struct bench_ctx *c, struct rk_error *err);
+
+/* bench_cpu_ns - user + system CPU time of this process. */
+uint64_t bench_cpu_ns(void);
+
+/* Send wr_id: QP index in the top bits, sequence number below. */
+#define BENCH_SEQ_BITS 40
+#define BENCH_SEQ_MASK ((1ull << BENCH_SEQ_BITS) - 1)
+
+#endif
