@@ -1,10 +1,349 @@
-/* cmd_copy.c - rk copy (placeholder until the subcommand lands). */
+/*
+ * cmd_copy.c - rk copy: send files and trees to an rk serve, like scp.
+ *
+ * This file is the command line: options, the HOST[:PORT]:DEST target, the
+ * report at the end (a line per failed file, a summary line or --json) and
+ * the exit code. The plan of what to send is copy_plan.c, the transfer
+ * copy_send.c.
+ */
+#include <ctype.h>
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include <json-c/json.h>
+
+#include "cli.h"
 #include "commands.h"
+#include "copy_plan.h"
+#include "copy_progress.h"
+#include "copy_proto.h"
+#include "copy_send.h"
+#include "copy_token.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rk copy [OPTIONS] SRC... HOST[:PORT]:DEST\n"
+		"\n"
+		"Copy files (and with -r, directory trees) to an 'rk serve' over RDMA. DEST is\n"
+		"relative to the server's directory ('' or '.' is its top). With one file SRC and\n"
+		"no trailing '/', DEST is the file's name; otherwise DEST is a directory and each\n"
+		"SRC lands under its own name. Every chunk and every whole file is verified\n"
+		"(XXH3-128); a file becomes visible only once complete.\n"
+		"\n"
+		"options:\n"
+		"  -r, --recursive       copy directories\n"
+		"      --resume          continue interrupted transfers from the longest verified\n"
+		"                        prefix; files already there and identical are skipped\n"
+		"  -f, --force           overwrite existing files\n"
+		"      --chunk SIZE      bytes per RDMA write (default 1M, 4K..8M)\n"
+		"      --depth N         chunks in flight (default 8, 1..%d)\n"
+		"      --num-qp N        queue pairs (only 1 is supported so far)\n"
+		"      --token-file FILE access token, if the server requires one\n"
+		"      --dev NAME        local RDMA device (default $RK_DEV, or the only one)\n"
+		"      --timeout SECONDS give up on a server silent this long (default 30)\n"
+		"      --json            print a machine-readable summary on stdout\n"
+		"  -q, --quiet           no progress bar and no summary line; errors only\n"
+		"  -h, --help            this text\n"
+		"\n"
+		"exit codes:\n"
+		"  0  everything copied and verified\n"
+		"  1  some file failed (I/O error, integrity check, source changed)\n"
+		"  2  bad command line\n"
+		"  3  refused by the server (access token, busy, file exists, path, limits)\n"
+		"  4  could not connect, connection lost, or server not answering\n"
+		"\n"
+		"examples:\n"
+		"  rk copy big.img 10.0.0.1:images/            # into DIR/images/big.img\n"
+		"  rk copy -r dataset/ 10.0.0.1:7900:incoming  # tree under DIR/incoming/dataset\n"
+		"  rk copy --resume big.img 10.0.0.1:          # after an interruption\n"
+		"  rk copy --token-file ~/.rk-token --json a b 10.0.0.1:x/\n",
+		CP_MAX_SLOTS);
+}
+
+/* HOST[:PORT]:DEST, HOST may be [v6]. DEST may be empty. */
+static int parse_target(const char *arg, char *host, size_t hl, char *port, size_t pl,
+			const char **dest)
+{
+	const char *p, *q;
+	size_t n;
+
+	if (arg[0] == '[') {
+		p = strchr(arg, ']');
+		if (!p)
+			return -1;
+		n = (size_t)(p - arg - 1);
+		arg++;
+		p++;
+	} else {
+		p = strchr(arg, ':');
+		if (!p)
+			return -1;
+		n = (size_t)(p - arg);
+	}
+	if (n == 0 || n >= hl || *p != ':')
+		return -1;
+	memcpy(host, arg, n);
+	host[n] = '\0';
+	p++;
+	for (q = p; isdigit((unsigned char)*q); q++)
+		;
+	if (q > p && *q == ':') {
+		if ((size_t)(q - p) >= pl)
+			return -1;
+		memcpy(port, p, (size_t)(q - p));
+		port[q - p] = '\0';
+		p = q + 1;
+	}
+	*dest = p;
+	return 0;
+}
+
+struct tally {
+	size_t ok, uptodate, failed, refused, unsent, dirs;
+	uint64_t bytes;
+};
+
+static int refused_code(unsigned code)
+{
+	return code == CP_E_EXISTS || code == CP_E_PATH || code == CP_E_LIMIT || code == CP_E_BUSY;
+}
+
+/* Describe why @it failed into @buf; "" if it did not. */
+static const char *item_error(const struct cp_item *it, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (it->local_err[0])
+		snprintf(buf, len, "%s", it->local_err);
+	else if (it->state != CP_ITEM_DONE)
+		snprintf(buf, len, "not copied (the session ended first)");
+	else if (it->code == CP_E_HASH)
+		snprintf(buf, len, "%s at offset %llu", cp_code_str(it->code),
+			 (unsigned long long)it->offset);
+	else if (it->code == CP_E_IO && it->sys_errno)
+		snprintf(buf, len, "%s: %s", cp_code_str(it->code), strerror((int)it->sys_errno));
+	else if (it->code != CP_OK && it->code != CP_E_UPTODATE)
+		snprintf(buf, len, "%s", cp_code_str(it->code));
+	return buf;
+}
+
+static void tally_plan(const struct cp_plan *p, struct tally *t, int quiet_ok)
+{
+	char why[256];
+
+	memset(t, 0, sizeof(*t));
+	for (size_t i = 0; i < p->n; i++) {
+		const struct cp_item *it = &p->items[i];
+
+		item_error(it, why, sizeof(why));
+		if (!why[0]) {
+			if (it->is_dir)
+				t->dirs++;
+			else if (it->code == CP_E_UPTODATE)
+				t->uptodate++;
+			else
+				t->ok++;
+			if (!it->is_dir)
+				t->bytes += it->size;
+			continue;
+		}
+		if (it->state != CP_ITEM_DONE && !it->local_err[0])
+			t->unsent++;
+		else if (!it->local_err[0] && refused_code(it->code))
+			t->refused++;
+		else
+			t->failed++;
+		(void)quiet_ok;
+		fprintf(stderr, "rk copy: %s -> %s: %s\n", it->src, it->dst, why);
+	}
+}
+
+static void print_json(const struct cp_plan *p, const struct tally *t, double secs, int rc,
+		       const char *fatal)
+{
+	json_object *o = json_object_new_object(), *errs = json_object_new_array();
+	char why[256];
+
+	if (!o || !errs) {
+		json_object_put(o);
+		json_object_put(errs);
+		fprintf(stderr, "rk copy: out of memory\n");
+		return;
+	}
+	for (size_t i = 0; i < p->n; i++) {
+		json_object *e;
+
+		if (!item_error(&p->items[i], why, sizeof(why))[0])
+			continue;
+		e = json_object_new_object();
+		if (!e)
+			continue;
+		json_object_object_add(e, "src", json_object_new_string(p->items[i].src));
+		json_object_object_add(e, "dest", json_object_new_string(p->items[i].dst));
+		json_object_object_add(e, "error", json_object_new_string(why));
+		json_object_array_add(errs, e);
+	}
+	json_object_object_add(o, "files", json_object_new_int64((int64_t)p->files));
+	json_object_object_add(o, "files_copied", json_object_new_int64((int64_t)t->ok));
+	json_object_object_add(o, "files_up_to_date", json_object_new_int64((int64_t)t->uptodate));
+	json_object_object_add(
+	    o, "failed", json_object_new_int64((int64_t)(t->failed + t->refused + t->unsent)));
+	json_object_object_add(o, "directories", json_object_new_int64((int64_t)t->dirs));
+	json_object_object_add(o, "bytes", json_object_new_int64((int64_t)t->bytes));
+	json_object_object_add(o, "seconds", json_object_new_double(secs));
+	json_object_object_add(
+	    o, "gbps", json_object_new_double(secs > 0 ? (double)t->bytes * 8 / secs / 1e9 : 0));
+	json_object_object_add(o, "verified", json_object_new_string("xxh3-128"));
+	json_object_object_add(o, "exit_code", json_object_new_int(rc));
+	if (fatal && *fatal)
+		json_object_object_add(o, "error", json_object_new_string(fatal));
+	json_object_object_add(o, "errors", errs);
+	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+}
 
 int rk_cmd_copy(int argc, char **argv)
 {
-	fprintf(stderr, "rk copy: not implemented yet\n");
-	return RK_EXIT_FAILURE;
+	static const struct option opts[] = {
+	    {"recursive", no_argument, NULL, 'r'},
+	    {"resume", no_argument, NULL, 'R'},
+	    {"force", no_argument, NULL, 'f'},
+	    {"chunk", required_argument, NULL, 'C'},
+	    {"depth", required_argument, NULL, 'd'},
+	    {"num-qp", required_argument, NULL, 'n'},
+	    {"token-file", required_argument, NULL, 't'},
+	    {"dev", required_argument, NULL, 'D'},
+	    {"timeout", required_argument, NULL, 'T'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct cp_send_opts so = {.port = CP_DEFAULT_PORT, .chunk = 1u << 20, .depth = 8};
+	uint64_t v, timeout = 30;
+	int recursive = 0, json = 0, quiet = 0, c, rc;
+	char host[256], port[16], why[512];
+	uint8_t token[CP_TOKEN_LEN];
+	const char *dest, *token_file = NULL;
+	struct cp_progress prog;
+	struct cp_plan plan;
+	struct tally t;
+	uint64_t t0;
+	double secs;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "rfqh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			recursive = 1;
+			break;
+		case 'R':
+			so.flags |= CP_F_RESUME;
+			break;
+		case 'f':
+			so.flags |= CP_F_FORCE;
+			break;
+		case 'C':
+			if (cli_parse_size(optarg, &v) || v < CP_CHUNK_MIN || v > CP_CHUNK_MAX) {
+				fprintf(stderr, "rk copy: --chunk must be 4K..8M\n");
+				return CP_EXIT_USAGE;
+			}
+			so.chunk = (uint32_t)v;
+			break;
+		case 'd':
+			if (cli_parse_uint(optarg, 1, CP_MAX_SLOTS, &v)) {
+				fprintf(stderr, "rk copy: --depth must be 1..%d\n", CP_MAX_SLOTS);
+				return CP_EXIT_USAGE;
+			}
+			so.depth = (unsigned)v;
+			break;
+		case 'n':
+			if (cli_parse_uint(optarg, 1, 1, &v)) {
+				fprintf(stderr, "rk copy: --num-qp: only 1 is supported so far\n");
+				return CP_EXIT_USAGE;
+			}
+			break;
+		case 't':
+			token_file = optarg;
+			break;
+		case 'D':
+			so.dev = optarg;
+			break;
+		case 'T':
+			if (cli_parse_uint(optarg, 1, 3600, &timeout)) {
+				fprintf(stderr, "rk copy: --timeout must be 1..3600 seconds\n");
+				return CP_EXIT_USAGE;
+			}
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return CP_EXIT_OK;
+		default:
+			usage(stderr);
+			return CP_EXIT_USAGE;
+		}
+	}
+	if (argc - optind < 2) {
+		fprintf(stderr, "rk copy: need SRC... and HOST[:PORT]:DEST\n");
+		usage(stderr);
+		return CP_EXIT_USAGE;
+	}
+	snprintf(port, sizeof(port), "%s", CP_DEFAULT_PORT);
+	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest)) {
+		fprintf(stderr, "rk copy: '%s' is not HOST[:PORT]:DEST\n", argv[argc - 1]);
+		return CP_EXIT_USAGE;
+	}
+	so.host = host;
+	so.port = port;
+	so.idle_ms = (int)timeout * 1000;
+	if (token_file) {
+		if (cp_token_load(token_file, token, why, sizeof(why))) {
+			fprintf(stderr, "rk copy: token: %s\n", why);
+			return CP_EXIT_USAGE;
+		}
+		so.token = token;
+	}
+	rc = cp_plan_build(&plan, argv + optind, argc - optind - 1, dest, recursive, why,
+			   sizeof(why));
+	if (rc) {
+		fprintf(stderr, "rk copy: %s\n", why);
+		cp_plan_free(&plan);
+		return rc == -2 ? CP_EXIT_USAGE : CP_EXIT_FAILED;
+	}
+	cp_progress_init(&prog, plan.bytes, !quiet && !json && isatty(STDERR_FILENO));
+	so.progress = &prog;
+	t0 = cli_now_ns();
+	rc = cp_send(&so, &plan, why, sizeof(why));
+	secs = (double)(cli_now_ns() - t0) / 1e9;
+	cp_progress_clear(&prog);
+	if (rc)
+		fprintf(stderr, "rk copy: %s\n", why);
+	tally_plan(&plan, &t, quiet);
+	if (!rc && (t.failed || t.unsent))
+		rc = CP_EXIT_FAILED;
+	else if (!rc && t.refused)
+		rc = CP_EXIT_REFUSED;
+	if (json) {
+		print_json(&plan, &t, secs, rc, rc ? why : NULL);
+	} else if (!quiet) {
+		char bytes[32], rate[32];
+
+		printf(
+		    "rk copy: %zu of %zu files copied%s (%s) in %.2f s, %s, verified xxh3-128%s\n",
+		    t.ok + t.uptodate, plan.files, t.uptodate ? " or up to date" : "",
+		    cli_fmt_bytes(t.bytes, bytes, sizeof(bytes)), secs,
+		    cli_fmt_rate(secs > 0 ? (double)t.bytes * 8 / secs : 0, rate, sizeof(rate)),
+		    rc ? "; FAILED" : "");
+	}
+	cp_plan_free(&plan);
+	return rc;
 }

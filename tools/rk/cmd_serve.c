@@ -1,10 +1,248 @@
-/* cmd_serve.c - rk serve (placeholder until the subcommand lands). */
+/*
+ * cmd_serve.c - rk serve: receive files from rk copy into one directory.
+ *
+ * The main thread only listens: it checks each connect request's hello
+ * (application, protocol version, access token in constant time) and the
+ * client limit, and hands accepted requests to a session thread of their
+ * own (copy_recv.c). A refused client learns why before any data moves.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include <rdmakit/cm.h>
+#include <rdmakit/device.h>
+
+#include "cli.h"
 #include "commands.h"
+#include "copy_proto.h"
+#include "copy_recv.h"
+#include "copy_token.h"
+
+#define SHUTDOWN_MS 10000
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rk serve --dir DIR [OPTIONS]\n"
+		"\n"
+		"Receive files sent by 'rk copy' into DIR, over RDMA. Many clients at once, each\n"
+		"with its own registered ring; files appear only once complete and verified\n"
+		"(XXH3-128), under DIR and nowhere else.\n"
+		"\n"
+		"options:\n"
+		"  -d, --dir DIR            directory to write into (required)\n"
+		"  -a, --addr ADDR          local address to listen on (also picks the device)\n"
+		"  -p, --port PORT          port (default %s)\n"
+		"      --dev NAME           RDMA device (default: the one owning ADDR, $RK_DEV)\n"
+		"      --token-file FILE    require this access token from clients\n"
+		"      --max-clients N      connections at once (default 16)\n"
+		"      --max-file-size SIZE largest file accepted (default 1T)\n"
+		"      --max-files N        files per connection (default 1000000)\n"
+		"      --idle SECONDS       drop a client silent this long (default 60)\n"
+		"  -h, --help               this text\n"
+		"\n"
+		"One line is logged per finished file: name, size, seconds, rate, verified.\n"
+		"Stop with Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 failure, 2 usage.\n"
+		"\n"
+		"example:\n"
+		"  rk serve --dir /data/incoming --addr 10.0.0.1 --token-file ~/.rk-token\n",
+		CP_DEFAULT_PORT);
+}
+
+/* Refuse or hand over one connect request. */
+static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int has_token,
+			   const uint8_t *token, unsigned max_clients)
+{
+	const struct rk_hello *h = rk_cm_request_hello(req);
+	char text[64];
+
+	if (has_token &&
+	    (h->token_len != CP_TOKEN_LEN || !cp_token_equal(h->token, token, CP_TOKEN_LEN))) {
+		fprintf(stderr, "rk serve: %s: refused: wrong or missing access token\n",
+			rk_cm_request_peer(req));
+		rk_cm_request_reject(req, RK_REJECT_TOKEN, "access token refused", NULL);
+		return;
+	}
+	if (h->app_arg != CP_VERSION) {
+		snprintf(text, sizeof(text), "rk copy protocol %u not supported (server: %u)",
+			 h->app_arg, CP_VERSION);
+		rk_cm_request_reject(req, RK_REJECT_VERSION, text, NULL);
+		return;
+	}
+	if ((unsigned)atomic_load(&srv->active) >= max_clients) {
+		snprintf(text, sizeof(text), "server busy (%u clients)", max_clients);
+		rk_cm_request_reject(req, RK_REJECT_BUSY, text, NULL);
+		return;
+	}
+	if (cp_session_start(srv, req))
+		fprintf(stderr, "rk serve: could not start a session\n");
+}
 
 int rk_cmd_serve(int argc, char **argv)
 {
-	fprintf(stderr, "rk serve: not implemented yet\n");
-	return RK_EXIT_FAILURE;
+	static const struct option opts[] = {
+	    {"dir", required_argument, NULL, 'd'},
+	    {"addr", required_argument, NULL, 'a'},
+	    {"port", required_argument, NULL, 'p'},
+	    {"dev", required_argument, NULL, 'D'},
+	    {"token-file", required_argument, NULL, 't'},
+	    {"max-clients", required_argument, NULL, 'c'},
+	    {"max-file-size", required_argument, NULL, 's'},
+	    {"max-files", required_argument, NULL, 'f'},
+	    {"idle", required_argument, NULL, 'i'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *dir = NULL, *addr = NULL, *port = CP_DEFAULT_PORT, *dev_name = NULL,
+		   *token_file = NULL;
+	uint64_t max_clients = 16, max_files = 1000000, idle = 60, max_size = 1ull << 40;
+	struct cp_server srv = {.max_ring = 64u << 20};
+	struct rk_device_opts dopts = {.gid_index = -1};
+	struct rk_listener *lis = NULL;
+	struct sigaction sa = {0};
+	uint8_t token[CP_TOKEN_LEN];
+	int has_token = 0, c, rc = RK_EXIT_FAILURE;
+	struct rk_error err;
+	char why[256];
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "d:a:p:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			dir = optarg;
+			break;
+		case 'a':
+			addr = optarg;
+			break;
+		case 'p':
+			port = optarg;
+			break;
+		case 'D':
+			dev_name = optarg;
+			break;
+		case 't':
+			token_file = optarg;
+			break;
+		case 'c':
+			if (cli_parse_uint(optarg, 1, 1024, &max_clients))
+				goto bad;
+			break;
+		case 's':
+			if (cli_parse_size(optarg, &max_size))
+				goto bad;
+			break;
+		case 'f':
+			if (cli_parse_uint(optarg, 1, UINT32_MAX - 1, &max_files))
+				goto bad;
+			break;
+		case 'i':
+			if (cli_parse_uint(optarg, 1, 86400, &idle))
+				goto bad;
+			break;
+		case 'h':
+			usage(stdout);
+			return RK_EXIT_OK;
+		default:
+			usage(stderr);
+			return RK_EXIT_USAGE;
+		}
+	}
+	if (!dir || optind != argc) {
+		fprintf(stderr, "rk serve: %s\n",
+			dir ? "unexpected argument" : "--dir is required");
+		usage(stderr);
+		return RK_EXIT_USAGE;
+	}
+	if (token_file) {
+		if (cp_token_load(token_file, token, why, sizeof(why))) {
+			fprintf(stderr, "rk serve: token: %s\n", why);
+			return RK_EXIT_FAILURE;
+		}
+		has_token = 1;
+	}
+	srv.rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (srv.rootfd < 0) {
+		fprintf(stderr, "rk serve: %s: %s\n", dir, strerror(errno));
+		return RK_EXIT_FAILURE;
+	}
+	srv.max_files = (uint32_t)max_files;
+	srv.max_file_size = max_size;
+	srv.idle_ms = (int)idle * 1000;
+	srv.stop = &stop;
+	atomic_init(&srv.active, 0);
+
+	dopts.name = dev_name ? dev_name : (addr ? NULL : getenv("RK_DEV"));
+	dopts.addr = addr;
+	if (!dopts.name && !dopts.addr) {
+		fprintf(stderr, "rk serve: give --addr or --dev (or set RK_DEV)\n");
+		close(srv.rootfd);
+		return RK_EXIT_USAGE;
+	}
+	if (rk_device_open(&dopts, &err, &srv.dev)) {
+		cli_report("serve", "opening the RDMA device", &err);
+		close(srv.rootfd);
+		return RK_EXIT_FAILURE;
+	}
+	{
+		struct rk_listen_opts lo = {.addr = addr, .port = port, .app_id = CP_APP_ID};
+
+		if (rk_listener_create(srv.dev, &lo, &err, &lis)) {
+			cli_report("serve", "listen", &err);
+			goto out;
+		}
+	}
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	printf("rk serve: listening on %s:%u, writing into %s%s\n", addr ? addr : "*",
+	       rk_listener_port(lis), dir, has_token ? " (token required)" : "");
+	fflush(stdout);
+
+	while (!stop) {
+		struct rk_cm_request *req;
+		int r = rk_listener_get_request(lis, 500, &err, &req);
+
+		if (r == -ETIMEDOUT || r == -EAGAIN || r == -EINTR)
+			continue;
+		if (r) {
+			cli_report("serve", "listener", &err);
+			goto out;
+		}
+		handle_request(&srv, req, has_token, token, (unsigned)max_clients);
+	}
+	rc = RK_EXIT_OK;
+out:
+	rk_listener_destroy(lis);
+	/* Sessions see stop within a poll period; the device must outlive them. */
+	stop = 1;
+	for (int waited = 0; atomic_load(&srv.active) > 0; waited += 50) {
+		if (waited >= SHUTDOWN_MS) {
+			fprintf(stderr, "rk serve: sessions did not end; exiting anyway\n");
+			return RK_EXIT_FAILURE;
+		}
+		usleep(50000);
+	}
+	rk_device_close(srv.dev);
+	close(srv.rootfd);
+	printf("rk serve: stopped\n");
+	return rc;
+bad:
+	fprintf(stderr, "rk serve: bad option value: %s\n", optarg);
+	return RK_EXIT_USAGE;
 }

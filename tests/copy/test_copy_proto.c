@@ -1,0 +1,300 @@
+/*
+ * test_copy_proto.c - rk copy's wire codec against truncated, oversized,
+ * wrong-version and garbage input: every decoder must refuse, never read
+ * past what it was given.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "copy_proto.h"
+
+static void hello_roundtrip(void **state)
+{
+	struct cp_hello h = {.chunk = 1 << 20, .depth = 8, .flags = CP_F_RESUME}, g;
+	uint8_t buf[CP_MSG_MAX];
+	int n = cp_hello_encode(&h, buf, sizeof(buf));
+
+	assert_true(n > 0);
+	assert_int_equal(cp_msg_peek(buf, (size_t)n), CP_MSG_HELLO);
+	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), 0);
+	assert_int_equal(g.chunk, h.chunk);
+	assert_int_equal(g.depth, 8);
+	assert_int_equal(g.flags, CP_F_RESUME);
+}
+
+static void hello_bad(void **state)
+{
+	struct cp_hello h = {.chunk = 1 << 20, .depth = 8}, g;
+	uint8_t buf[CP_MSG_MAX];
+	int n = cp_hello_encode(&h, buf, sizeof(buf));
+
+	/* every truncation */
+	for (int i = 0; i < n; i++)
+		assert_int_not_equal(cp_hello_decode(buf, (size_t)i, &g), 0);
+	/* a byte too many (length no longer matches) */
+	assert_int_not_equal(cp_hello_decode(buf, (size_t)n + 1, &g), 0);
+	/* wrong version */
+	buf[4] = CP_VERSION + 1;
+	assert_int_equal(cp_msg_peek(buf, (size_t)n), -EPROTO);
+	assert_int_not_equal(cp_hello_decode(buf, (size_t)n, &g), 0);
+	buf[4] = CP_VERSION;
+	/* bad magic */
+	buf[0] ^= 0xff;
+	assert_int_equal(cp_msg_peek(buf, (size_t)n), -EBADMSG);
+	buf[0] ^= 0xff;
+	/* chunk out of range, depth 0, unknown flag */
+	h.chunk = CP_CHUNK_MAX + 1;
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), -EBADMSG);
+	h.chunk = 1 << 20;
+	h.depth = 0;
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), -EBADMSG);
+	h.depth = 1;
+	h.flags = 0x80;
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), -EBADMSG);
+	/* a HELLO is not a WELCOME */
+	h.flags = 0;
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	{
+		struct cp_welcome w;
+
+		assert_int_not_equal(cp_welcome_decode(buf, (size_t)n, &w), 0);
+	}
+}
+
+static void oversized(void **state)
+{
+	uint8_t *buf = calloc(1, CP_MSG_MAX * 2);
+	struct cp_hello h = {.chunk = 1 << 20, .depth = 8};
+	int n;
+
+	assert_non_null(buf);
+	n = cp_hello_encode(&h, buf, CP_MSG_MAX * 2);
+	/* claim a payload larger than any message */
+	buf[8] = 0;
+	buf[9] = 0;
+	buf[10] = 0x20;
+	buf[11] = 0;
+	assert_int_equal(cp_msg_peek(buf, CP_MSG_MAX * 2), -EMSGSIZE);
+	/* a length field that does not match what arrived */
+	buf[10] = 0xff;
+	buf[11] = 0xff;
+	assert_int_not_equal(cp_msg_peek(buf, (size_t)n), CP_MSG_HELLO);
+	assert_int_equal(cp_hello_encode(&h, buf, 5), -ENOSPC);
+	free(buf);
+}
+
+static void welcome_roundtrip_and_bounds(void **state)
+{
+	struct cp_welcome w = {.ring_addr = 0x1122334455667788ull,
+			       .rkey = 0xabcdef01,
+			       .chunk = 65536,
+			       .nslots = 16,
+			       .max_name = CP_NAME_MAX,
+			       .max_files = 1000,
+			       .max_file_size = 1ull << 40},
+			  g;
+	uint8_t buf[CP_MSG_MAX];
+	int n = cp_welcome_encode(&w, buf, sizeof(buf));
+
+	assert_true(n > 0);
+	assert_int_equal(cp_welcome_decode(buf, (size_t)n, &g), 0);
+	assert_memory_equal(&w, &g, sizeof(w));
+	w.nslots = CP_MAX_SLOTS + 1;
+	n = cp_welcome_encode(&w, buf, sizeof(buf));
+	assert_int_equal(cp_welcome_decode(buf, (size_t)n, &g), -EBADMSG);
+	w.nslots = 0;
+	n = cp_welcome_encode(&w, buf, sizeof(buf));
+	assert_int_equal(cp_welcome_decode(buf, (size_t)n, &g), -EBADMSG);
+}
+
+static void credit_roundtrip_and_bad(void **state)
+{
+	struct cp_credit c = {.slot = 3, .nres = 2}, *g = malloc(sizeof(*g));
+	uint8_t buf[CP_MSG_MAX];
+	int n;
+
+	assert_non_null(g);
+	c.res[0] = (struct cp_result){.file_id = 7, .kind = CP_RES_READY, .offset = 4096};
+	memset(c.res[0].hash, 0xa5, 16);
+	c.res[1] =
+	    (struct cp_result){.file_id = 8, .kind = CP_RES_DONE, .code = CP_E_HASH, .offset = 123};
+	n = cp_credit_encode(&c, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(cp_credit_decode(buf, (size_t)n, g), 0);
+	assert_int_equal(g->slot, 3);
+	assert_int_equal(g->nres, 2);
+	assert_int_equal(g->res[0].offset, 4096);
+	assert_memory_equal(g->res[0].hash, c.res[0].hash, 16);
+	assert_int_equal(g->res[1].code, CP_E_HASH);
+	/* truncated in the middle of a result */
+	assert_int_not_equal(cp_credit_decode(buf, (size_t)n - 1, g), 0);
+	/* a result count that does not match the length */
+	buf[CP_MSG_HDR + 3] = 3;
+	assert_int_equal(cp_credit_decode(buf, (size_t)n, g), -EBADMSG);
+	buf[CP_MSG_HDR + 3] = 2;
+	/* unknown kind */
+	buf[CP_MSG_HDR + 4 + 4] = 9;
+	assert_int_equal(cp_credit_decode(buf, (size_t)n, g), -EBADMSG);
+	/* too many results to encode */
+	c.nres = CP_MAX_RECORDS + 1;
+	assert_int_equal(cp_credit_encode(&c, buf, sizeof(buf)), -ENOSPC);
+	free(g);
+}
+
+static void error_text_sanitised(void **state)
+{
+	uint8_t buf[CP_MSG_MAX];
+	char text[16];
+	uint16_t code;
+	int n = cp_error_encode(4, "bad\033[2Jthing and a long tail", buf, sizeof(buf));
+
+	assert_true(n > 0);
+	assert_int_equal(cp_error_decode(buf, (size_t)n, &code, text, sizeof(text)), 0);
+	assert_int_equal(code, 4);
+	assert_string_equal(text, "bad?[2Jthing an"); /* escape neutralised, truncated */
+	assert_int_not_equal(cp_error_decode(buf, (size_t)n - 1, &code, text, sizeof(text)), 0);
+}
+
+static void garbage(void **state)
+{
+	uint8_t buf[CP_MSG_MAX];
+	struct cp_credit *c = malloc(sizeof(*c));
+	struct cp_slot_reader rd;
+	struct cp_rec r;
+
+	assert_non_null(c);
+	srand(12345);
+	for (int round = 0; round < 20000; round++) {
+		size_t len = (size_t)rand() % sizeof(buf);
+
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (uint8_t)rand();
+		if (round & 1) { /* valid header, random body */
+			buf[0] = 'R', buf[1] = 'K', buf[2] = 'C', buf[3] = 'P';
+			buf[4] = CP_VERSION;
+		}
+		(void)cp_msg_peek(buf, len);
+		(void)cp_credit_decode(buf, len, c);
+		if (cp_slot_reader_init(&rd, buf, len > CP_HDR_SIZE ? CP_HDR_SIZE : len,
+					(uint32_t)rand()) == 0)
+			while (cp_slot_next(&rd, &r) == 1)
+				assert_true(rd.pos <= rd.len);
+	}
+	free(c);
+}
+
+static void slot_roundtrip(void **state)
+{
+	uint8_t buf[CP_HDR_SIZE];
+	struct cp_slot_writer w;
+	struct cp_slot_reader rd;
+	struct cp_rec r = {.type = CP_REC_BEGIN,
+			   .file_id = 1,
+			   .a = 10,
+			   .b = 0644,
+			   .name = "dir/file",
+			   .name_len = 8},
+		      g;
+
+	cp_slot_init(&w, buf, sizeof(buf));
+	assert_int_equal(cp_slot_add(&w, &r), 0);
+	r = (struct cp_rec){.type = CP_REC_DATA, .file_id = 1, .data_off = 0, .data_len = 10};
+	assert_int_equal(cp_slot_add(&w, &r), 0);
+	r = (struct cp_rec){.type = CP_REC_END, .file_id = 1};
+	assert_int_equal(cp_slot_add(&w, &r), 0);
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 10), 0);
+	assert_int_equal(cp_slot_next(&rd, &g), 1);
+	assert_int_equal(g.type, CP_REC_BEGIN);
+	assert_int_equal(g.name_len, 8);
+	assert_memory_equal(g.name, "dir/file", 8);
+	assert_int_equal(cp_slot_next(&rd, &g), 1);
+	assert_int_equal(g.data_len, 10);
+	assert_int_equal(cp_slot_next(&rd, &g), 1);
+	assert_int_equal(cp_slot_next(&rd, &g), 0);
+
+	/* The data record claims more bytes than the peer placed. */
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 9), 0);
+	assert_int_equal(cp_slot_next(&rd, &g), 1);
+	assert_int_equal(cp_slot_next(&rd, &g), -EBADMSG);
+	/* Truncated block: the record count promises more than there is. */
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len - 8, 10), 0);
+	assert_int_equal(cp_slot_next(&rd, &g), 1);
+	assert_int_equal(cp_slot_next(&rd, &g), 1);
+	assert_int_equal(cp_slot_next(&rd, &g), -EBADMSG);
+	/* Trailing bytes after the last record. */
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len + 8, 10), 0);
+	while (cp_slot_next(&rd, &g) == 1)
+		;
+	assert_int_equal(cp_slot_next(&rd, &g), -EBADMSG);
+	/* Oversized block, and a name length past the block. */
+	assert_int_equal(cp_slot_reader_init(&rd, buf, CP_HDR_SIZE + 1, 10), -EBADMSG);
+	buf[CP_SLOT_HDR + 2] = 0x0f;
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 10), 0);
+	assert_int_equal(cp_slot_next(&rd, &g), -EBADMSG);
+	buf[CP_SLOT_HDR + 2] = 0;
+	/* Unknown record type; data offset overflow. */
+	buf[CP_SLOT_HDR] = 99;
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 10), 0);
+	assert_int_equal(cp_slot_next(&rd, &g), -EBADMSG);
+}
+
+static void slot_data_overflow(void **state)
+{
+	uint8_t buf[CP_HDR_SIZE];
+	struct cp_slot_writer w;
+	struct cp_slot_reader rd;
+	struct cp_rec r = {.type = CP_REC_DATA,
+			   .file_id = 1,
+			   .data_off = 0xffffffffu,
+			   .data_len = 2},
+		      g;
+
+	cp_slot_init(&w, buf, sizeof(buf));
+	assert_int_equal(cp_slot_add(&w, &r), 0);
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 0xffffffffu), 0);
+	assert_int_equal(cp_slot_next(&rd, &g), -EBADMSG);
+	/* too many records for one slot */
+	cp_slot_init(&w, buf, sizeof(buf));
+	r = (struct cp_rec){.type = CP_REC_END, .file_id = 1};
+	for (int i = 0; i < CP_MAX_RECORDS; i++)
+		assert_int_equal(cp_slot_add(&w, &r), 0);
+	assert_int_equal(cp_slot_add(&w, &r), -ENOSPC);
+}
+
+static void imm(void **state)
+{
+	uint16_t slot, hl;
+
+	assert_int_equal(cp_imm_parse(cp_imm(3, 64), 8, &slot, &hl), 0);
+	assert_int_equal(slot, 3);
+	assert_int_equal(hl, 64);
+	assert_int_equal(cp_imm_parse(cp_imm(8, 64), 8, &slot, &hl), -EBADMSG);
+	assert_int_equal(cp_imm_parse(cp_imm(1, CP_HDR_SIZE + 1), 8, &slot, &hl), -EBADMSG);
+	assert_int_equal(cp_imm_parse(cp_imm(1, 2), 8, &slot, &hl), -EBADMSG);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(hello_roundtrip),
+	    cmocka_unit_test(hello_bad),
+	    cmocka_unit_test(oversized),
+	    cmocka_unit_test(welcome_roundtrip_and_bounds),
+	    cmocka_unit_test(credit_roundtrip_and_bad),
+	    cmocka_unit_test(error_text_sanitised),
+	    cmocka_unit_test(garbage),
+	    cmocka_unit_test(slot_roundtrip),
+	    cmocka_unit_test(slot_data_overflow),
+	    cmocka_unit_test(imm),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,138 @@
+/*
+ * copy_path.c - see copy_path.h. The lexical check rejects what is never
+ * legitimate; openat2(RESOLVE_BENEATH) handles what only the file system
+ * knows (symlinks, including ones created after the check).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <linux/openat2.h>
+
+#include "copy_path.h"
+#include "copy_proto.h"
+
+#define TEMP_SUFFIX ".rkpart"
+
+static int is_temp_name(const char *c, size_t n)
+{
+	size_t sl = strlen(TEMP_SUFFIX);
+
+	return n > sl && c[0] == '.' && memcmp(c + n - sl, TEMP_SUFFIX, sl) == 0;
+}
+
+static int component_ok(const char *c, size_t n)
+{
+	if (n == 0 || n > CP_COMP_MAX)
+		return 0;
+	if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+		return 0;
+	return !is_temp_name(c, n);
+}
+
+int cp_path_check(const char *name, size_t len)
+{
+	size_t start = 0;
+
+	if (!name || len == 0 || len > CP_NAME_MAX || name[0] == '/')
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)name[i];
+
+		/* No NUL (C strings would cut the name), no control characters
+		 * (they end up in logs and terminals). */
+		if (ch < 0x20 || ch == 0x7f)
+			return -EINVAL;
+	}
+	for (size_t i = 0; i <= len; i++) {
+		if (i == len || name[i] == '/') {
+			if (!component_ok(name + start, i - start))
+				return -EINVAL;
+			start = i + 1;
+		}
+	}
+	return 0;
+}
+
+void cp_path_split(const char *name, size_t len, char *parent, char *leaf)
+{
+	size_t cut = len;
+
+	while (cut > 0 && name[cut - 1] != '/')
+		cut--;
+	if (cut) {
+		memcpy(parent, name, cut - 1);
+		parent[cut - 1] = '\0';
+	} else {
+		parent[0] = '\0';
+	}
+	memcpy(leaf, name + cut, len - cut);
+	leaf[len - cut] = '\0';
+}
+
+void cp_temp_name(const char *leaf, char *out, size_t out_len)
+{
+	snprintf(out, out_len, ".%s" TEMP_SUFFIX, leaf);
+}
+
+static int openat2_beneath(int dirfd, const char *name, int flags, mode_t mode, uint64_t resolve)
+{
+	struct open_how how = {
+	    .flags = (uint64_t)(flags | O_CLOEXEC),
+	    .mode = (flags & O_CREAT) ? mode : 0,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | resolve,
+	};
+	long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+int cp_openat_beneath(int dirfd, const char *name, int flags, mode_t mode)
+{
+	return openat2_beneath(dirfd, name, flags | O_NOFOLLOW, mode, RESOLVE_NO_SYMLINKS);
+}
+
+int cp_open_dir(int rootfd, const char *rel, int create)
+{
+	char prefix[CP_NAME_MAX + 1];
+	size_t len = strlen(rel), start = 0;
+	int parent = -1, fd;
+
+	if (len > CP_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (len == 0)
+		return openat2_beneath(rootfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
+	/*
+	 * Component by component, each lookup from the top: a symlink inside
+	 * the tree that stays inside is followed, one that leaves is -EXDEV.
+	 */
+	for (size_t i = 0; i <= len; i++) {
+		if (i < len && rel[i] != '/')
+			continue;
+		memcpy(prefix, rel, i);
+		prefix[i] = '\0';
+		fd = openat2_beneath(rootfd, prefix, O_RDONLY | O_DIRECTORY, 0, 0);
+		if (fd == -ENOENT && create) {
+			char comp[CP_NAME_MAX + 1];
+
+			memcpy(comp, rel + start, i - start);
+			comp[i - start] = '\0';
+			if (mkdirat(parent >= 0 ? parent : rootfd, comp, 0755) && errno != EEXIST) {
+				fd = -errno;
+			} else {
+				fd = openat2_beneath(rootfd, prefix, O_RDONLY | O_DIRECTORY, 0, 0);
+			}
+		}
+		if (parent >= 0)
+			close(parent);
+		if (fd < 0)
+			return fd;
+		parent = fd;
+		start = i + 1;
+	}
+	return parent;
+}

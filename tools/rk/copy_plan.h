@@ -1,0 +1,58 @@
+/*
+ * copy_plan.h - what rk copy will send: the SRC arguments expanded (with
+ * -r, whole trees) into an ordered list of directories and files, each with
+ * its destination path relative to the served directory, and afterwards
+ * what became of each.
+ */
+#ifndef RK_COPY_PLAN_H
+#define RK_COPY_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "copy_proto.h"
+
+enum cp_item_state {
+	CP_ITEM_PENDING = 0, /* not sent yet */
+	CP_ITEM_SENT,	     /* announced; waiting for the server's verdict */
+	CP_ITEM_DONE,	     /* verdict in (code), or failed here (local_err) */
+};
+
+struct cp_item {
+	int is_dir;
+	char *src; /* local path */
+	char *dst; /* relative destination path */
+	uint64_t size;
+	uint32_t mode;
+	/* outcome */
+	enum cp_item_state state;
+	int waiting_ready, ready;
+	struct cp_result ready_res;
+	uint16_t code; /* enum cp_code from the server's DONE */
+	uint32_t sys_errno;
+	uint64_t offset;
+	char local_err[160]; /* non-empty: failed on this side */
+};
+
+struct cp_plan {
+	struct cp_item *items;
+	size_t n, cap;
+	size_t files, dirs;
+	uint64_t bytes;
+};
+
+/*
+ * cp_plan_build - expand @srcs into @p. @dest is the path under the served
+ * directory: "" or "." is its top; with a single file SRC and no trailing
+ * '/', @dest names the file itself; otherwise it is a directory that gets
+ * each SRC under its base name (directories only with @recursive). Symlinks
+ * met inside a tree are followed to files and skipped for directories.
+ * Returns 0, or -1 (a source problem) or -2 (a refused destination name)
+ * with @why set.
+ */
+int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *dest, int recursive,
+		  char *why, size_t why_len);
+
+void cp_plan_free(struct cp_plan *p);
+
+#endif

@@ -1,0 +1,70 @@
+/* copy_progress.c - see copy_progress.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "copy_progress.h"
+
+#define REDRAW_NS 200000000ull
+#define BAR	  24
+
+void cp_progress_init(struct cp_progress *p, uint64_t total, int enabled)
+{
+	memset(p, 0, sizeof(*p));
+	p->enabled = enabled;
+	p->total = total;
+	p->t0 = cli_now_ns();
+}
+
+static void draw(struct cp_progress *p, uint64_t now)
+{
+	double secs = (double)(now - p->t0) / 1e9,
+	       frac = p->total ? (double)p->done / (double)p->total : 1;
+	double bps = secs > 0 ? (double)p->done * 8 / secs : 0;
+	char bytes[32], rate[32], eta[32], bar[BAR + 1];
+	int fill = (int)(frac * BAR);
+
+	if (frac > 1)
+		frac = 1;
+	if (fill > BAR)
+		fill = BAR;
+	memset(bar, '#', (size_t)fill);
+	memset(bar + fill, '-', (size_t)(BAR - fill));
+	bar[BAR] = '\0';
+	if (bps > 0 && p->total > p->done) {
+		unsigned s = (unsigned)((double)(p->total - p->done) * 8 / bps);
+
+		snprintf(eta, sizeof(eta), "%u:%02u", s / 60, s % 60);
+	} else {
+		snprintf(eta, sizeof(eta), "--:--");
+	}
+	fprintf(stderr, "\r\033[K[%s] %3d%% %s %s ETA %s %.40s", bar, (int)(frac * 100),
+		cli_fmt_bytes(p->done, bytes, sizeof(bytes)), cli_fmt_rate(bps, rate, sizeof(rate)),
+		eta, p->name ? p->name : "");
+	fflush(stderr);
+	p->drawn = 1;
+	p->last_draw = now;
+}
+
+void cp_progress_add(struct cp_progress *p, uint64_t bytes, const char *name)
+{
+	uint64_t now;
+
+	p->done += bytes;
+	if (name)
+		p->name = name;
+	if (!p->enabled)
+		return;
+	now = cli_now_ns();
+	if (now - p->last_draw >= REDRAW_NS)
+		draw(p, now);
+}
+
+void cp_progress_clear(struct cp_progress *p)
+{
+	if (p->enabled && p->drawn) {
+		fprintf(stderr, "\r\033[K");
+		fflush(stderr);
+		p->drawn = 0;
+	}
+}

@@ -1,0 +1,25 @@
+/*
+ * copy_progress.h - rk copy's progress bar: bytes, rate, ETA and the
+ * current file on one line of a terminal, redrawn at most five times a
+ * second; nothing at all when stderr is not a terminal.
+ */
+#ifndef RK_COPY_PROGRESS_H
+#define RK_COPY_PROGRESS_H
+
+#include <stdint.h>
+
+struct cp_progress {
+	int enabled;
+	uint64_t total, done;
+	uint64_t t0, last_draw;
+	const char *name;
+	int drawn;
+};
+
+void cp_progress_init(struct cp_progress *p, uint64_t total, int enabled);
+/* cp_progress_add - @bytes more moved while working on @name (may be NULL). */
+void cp_progress_add(struct cp_progress *p, uint64_t bytes, const char *name);
+/* cp_progress_clear - erase the bar (before printing a message, and at the end). */
+void cp_progress_clear(struct cp_progress *p);
+
+#endif

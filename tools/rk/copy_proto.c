@@ -1,0 +1,424 @@
+/*
+ * copy_proto.c - encoding and validating rk copy's wire format (see
+ * copy_proto.h). Everything that arrives from a peer passes one of the
+ * decoders here before any other code looks at it; they never trust a
+ * length they have not compared with the bytes actually received, and do
+ * their arithmetic in 64 bits so no sum can wrap.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "copy_proto.h"
+
+/* Big-endian put/get helpers: the wire never depends on host layout. */
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)(v >> 16));
+	put16(p + 2, (uint16_t)v);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)(v >> 32));
+	put32(p + 4, (uint32_t)v);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)get16(p) << 16 | get16(p + 2);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+uint32_t cp_imm(uint16_t slot, uint16_t hdr_len)
+{
+	return (uint32_t)slot << 16 | hdr_len;
+}
+
+int cp_imm_parse(uint32_t imm, uint16_t nslots, uint16_t *slot, uint16_t *hdr_len)
+{
+	uint16_t s = (uint16_t)(imm >> 16), h = (uint16_t)imm;
+
+	if (s >= nslots || h < CP_SLOT_HDR || h > CP_HDR_SIZE)
+		return -EBADMSG;
+	*slot = s;
+	*hdr_len = h;
+	return 0;
+}
+
+/* ---- control messages ---- */
+
+/* Payload sizes by type: exact for fixed ones, bounds for the others. */
+#define HELLO_LEN   8
+#define WELCOME_LEN 36
+#define CREDIT_MIN  4
+#define ERROR_MIN   4
+#define ERROR_TEXT  200
+
+static int msg_header(uint8_t *p, size_t cap, uint8_t type, size_t payload)
+{
+	if (cap < CP_MSG_HDR || payload > cap - CP_MSG_HDR)
+		return -ENOSPC;
+	put32(p, CP_MAGIC);
+	p[4] = CP_VERSION;
+	p[5] = type;
+	put16(p + 6, 0);
+	put32(p + 8, (uint32_t)payload);
+	return 0;
+}
+
+int cp_msg_peek(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	uint32_t plen;
+
+	if (len < CP_MSG_HDR || get32(p) != CP_MAGIC)
+		return -EBADMSG;
+	if (p[4] != CP_VERSION)
+		return -EPROTO;
+	if (len > CP_MSG_MAX)
+		return -EMSGSIZE;
+	plen = get32(p + 8);
+	if (get16(p + 6) != 0 || (uint64_t)plen + CP_MSG_HDR != len)
+		return -EBADMSG;
+	switch (p[5]) {
+	case CP_MSG_HELLO:
+	case CP_MSG_WELCOME:
+	case CP_MSG_CREDIT:
+	case CP_MSG_ERROR:
+		return p[5];
+	default:
+		return -EBADMSG;
+	}
+}
+
+/* Check header and type, return the payload and its length. */
+static const uint8_t *payload(const void *buf, size_t len, int type, size_t *plen)
+{
+	if (cp_msg_peek(buf, len) != type)
+		return NULL;
+	*plen = len - CP_MSG_HDR;
+	return (const uint8_t *)buf + CP_MSG_HDR;
+}
+
+int cp_hello_encode(const struct cp_hello *h, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	if (msg_header(p, len, CP_MSG_HELLO, HELLO_LEN))
+		return -ENOSPC;
+	put32(p + 12, h->chunk);
+	put16(p + 16, h->depth);
+	put16(p + 18, h->flags);
+	return CP_MSG_HDR + HELLO_LEN;
+}
+
+int cp_hello_decode(const void *buf, size_t len, struct cp_hello *h)
+{
+	size_t n;
+	const uint8_t *p = payload(buf, len, CP_MSG_HELLO, &n);
+
+	if (!p || n != HELLO_LEN)
+		return -EBADMSG;
+	h->chunk = get32(p);
+	h->depth = get16(p + 4);
+	h->flags = get16(p + 6);
+	if (h->chunk < CP_CHUNK_MIN || h->chunk > CP_CHUNK_MAX || h->depth == 0 ||
+	    (h->flags & ~CP_F_ALL))
+		return -EBADMSG;
+	return 0;
+}
+
+int cp_welcome_encode(const struct cp_welcome *w, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	if (msg_header(p, len, CP_MSG_WELCOME, WELCOME_LEN))
+		return -ENOSPC;
+	p += CP_MSG_HDR;
+	put64(p, w->ring_addr);
+	put32(p + 8, w->rkey);
+	put32(p + 12, w->chunk);
+	put16(p + 16, w->nslots);
+	put16(p + 18, w->max_name);
+	put32(p + 20, w->max_files);
+	put64(p + 24, w->max_file_size);
+	put32(p + 32, 0);
+	return CP_MSG_HDR + WELCOME_LEN;
+}
+
+int cp_welcome_decode(const void *buf, size_t len, struct cp_welcome *w)
+{
+	size_t n;
+	const uint8_t *p = payload(buf, len, CP_MSG_WELCOME, &n);
+
+	if (!p || n != WELCOME_LEN || get32(p + 32) != 0)
+		return -EBADMSG;
+	w->ring_addr = get64(p);
+	w->rkey = get32(p + 8);
+	w->chunk = get32(p + 12);
+	w->nslots = get16(p + 16);
+	w->max_name = get16(p + 18);
+	w->max_files = get32(p + 20);
+	w->max_file_size = get64(p + 24);
+	if (w->chunk < CP_CHUNK_MIN || w->chunk > CP_CHUNK_MAX || w->nslots == 0 ||
+	    w->nslots > CP_MAX_SLOTS || w->max_name == 0)
+		return -EBADMSG;
+	return 0;
+}
+
+int cp_credit_encode(const struct cp_credit *c, void *buf, size_t len)
+{
+	size_t plen = CREDIT_MIN + (size_t)c->nres * CP_RESULT_SIZE;
+	uint8_t *p = buf;
+
+	if (c->nres > CP_MAX_RECORDS || msg_header(p, len, CP_MSG_CREDIT, plen))
+		return -ENOSPC;
+	p += CP_MSG_HDR;
+	put16(p, c->slot);
+	put16(p + 2, c->nres);
+	p += CREDIT_MIN;
+	for (unsigned i = 0; i < c->nres; i++, p += CP_RESULT_SIZE) {
+		const struct cp_result *r = &c->res[i];
+
+		put32(p, r->file_id);
+		p[4] = r->kind;
+		p[5] = r->flags;
+		put16(p + 6, r->code);
+		put32(p + 8, r->sys_errno);
+		put64(p + 12, r->offset);
+		memcpy(p + 20, r->hash, 16);
+		put32(p + 36, 0);
+	}
+	return (int)(CP_MSG_HDR + plen);
+}
+
+int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c)
+{
+	size_t n;
+	const uint8_t *p = payload(buf, len, CP_MSG_CREDIT, &n);
+
+	if (!p || n < CREDIT_MIN)
+		return -EBADMSG;
+	c->slot = get16(p);
+	c->nres = get16(p + 2);
+	if (c->nres > CP_MAX_RECORDS || n != CREDIT_MIN + (size_t)c->nres * CP_RESULT_SIZE)
+		return -EBADMSG;
+	p += CREDIT_MIN;
+	for (unsigned i = 0; i < c->nres; i++, p += CP_RESULT_SIZE) {
+		struct cp_result *r = &c->res[i];
+
+		r->file_id = get32(p);
+		r->kind = p[4];
+		r->flags = p[5];
+		r->code = get16(p + 6);
+		r->sys_errno = get32(p + 8);
+		r->offset = get64(p + 12);
+		memcpy(r->hash, p + 20, 16);
+		if ((r->kind != CP_RES_READY && r->kind != CP_RES_DONE) ||
+		    r->code > CP_E_UPTODATE || (r->flags & ~CP_READY_COMPLETE) || get32(p + 36))
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+int cp_error_encode(uint16_t code, const char *text, void *buf, size_t len)
+{
+	size_t tl = strnlen(text, ERROR_TEXT);
+	uint8_t *p = buf;
+
+	if (msg_header(p, len, CP_MSG_ERROR, ERROR_MIN + tl))
+		return -ENOSPC;
+	put16(p + 12, code);
+	put16(p + 14, (uint16_t)tl);
+	memcpy(p + 16, text, tl);
+	return (int)(CP_MSG_HDR + ERROR_MIN + tl);
+}
+
+int cp_error_decode(const void *buf, size_t len, uint16_t *code, char *text, size_t text_len)
+{
+	size_t n, tl;
+	const uint8_t *p = payload(buf, len, CP_MSG_ERROR, &n);
+
+	if (!p || n < ERROR_MIN || text_len == 0)
+		return -EBADMSG;
+	*code = get16(p);
+	tl = get16(p + 2);
+	if (tl > ERROR_TEXT || n != ERROR_MIN + tl)
+		return -EBADMSG;
+	/* Printable ASCII only: the text ends up on the user's terminal. */
+	if (tl >= text_len)
+		tl = text_len - 1;
+	for (size_t i = 0; i < tl; i++)
+		text[i] = (p[4 + i] >= 0x20 && p[4 + i] < 0x7f) ? (char)p[4 + i] : '?';
+	text[tl] = '\0';
+	return 0;
+}
+
+/* ---- slot header blocks ---- */
+
+static size_t pad8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+void cp_slot_init(struct cp_slot_writer *w, void *buf, size_t cap)
+{
+	w->buf = buf;
+	w->cap = cap;
+	w->len = CP_SLOT_HDR;
+	w->nrec = 0;
+	put32(w->buf, CP_SLOT_MAGIC);
+	put16(w->buf + 4, 0);
+	put16(w->buf + 6, 0);
+}
+
+int cp_slot_room(const struct cp_slot_writer *w, size_t name_len)
+{
+	return w->nrec < CP_MAX_RECORDS && name_len <= CP_NAME_MAX &&
+	       w->len + CP_REC_FIXED + pad8(name_len) <= w->cap;
+}
+
+int cp_slot_add(struct cp_slot_writer *w, const struct cp_rec *r)
+{
+	uint8_t *p = w->buf + w->len;
+	size_t nl = r->name ? r->name_len : 0;
+
+	if (!cp_slot_room(w, nl))
+		return -ENOSPC;
+	p[0] = r->type;
+	p[1] = r->flags;
+	put16(p + 2, (uint16_t)nl);
+	put32(p + 4, r->file_id);
+	put64(p + 8, r->a);
+	put64(p + 16, r->b);
+	put32(p + 24, r->data_off);
+	put32(p + 28, r->data_len);
+	memcpy(p + 32, r->hash, 16);
+	if (nl)
+		memcpy(p + CP_REC_FIXED, r->name, nl);
+	memset(p + CP_REC_FIXED + nl, 0, pad8(nl) - nl);
+	w->len += CP_REC_FIXED + pad8(nl);
+	w->nrec++;
+	put16(w->buf + 4, (uint16_t)w->nrec);
+	return 0;
+}
+
+int cp_slot_reader_init(struct cp_slot_reader *rd, const void *buf, size_t len, uint32_t data_len)
+{
+	const uint8_t *p = buf;
+
+	if (len < CP_SLOT_HDR || len > CP_HDR_SIZE || get32(p) != CP_SLOT_MAGIC ||
+	    get16(p + 4) > CP_MAX_RECORDS || get16(p + 6) != 0)
+		return -EBADMSG;
+	rd->buf = p;
+	rd->len = len;
+	rd->pos = CP_SLOT_HDR;
+	rd->data_len = data_len;
+	rd->nrec = get16(p + 4);
+	rd->seen = 0;
+	return 0;
+}
+
+int cp_slot_next(struct cp_slot_reader *rd, struct cp_rec *r)
+{
+	const uint8_t *p;
+	size_t nl, used;
+
+	if (rd->seen == rd->nrec)
+		return rd->pos == rd->len ? 0 : -EBADMSG; /* no trailing bytes */
+	if (rd->len - rd->pos < CP_REC_FIXED)
+		return -EBADMSG;
+	p = rd->buf + rd->pos;
+	r->type = p[0];
+	r->flags = p[1];
+	r->name_len = get16(p + 2);
+	r->file_id = get32(p + 4);
+	r->a = get64(p + 8);
+	r->b = get64(p + 16);
+	r->data_off = get32(p + 24);
+	r->data_len = get32(p + 28);
+	memcpy(r->hash, p + 32, 16);
+	nl = r->name_len;
+	if (r->type < CP_REC_DIR || r->type > CP_REC_BYE || nl > CP_NAME_MAX)
+		return -EBADMSG;
+	used = CP_REC_FIXED + pad8(nl);
+	if (used > rd->len - rd->pos)
+		return -EBADMSG;
+	for (size_t i = CP_REC_FIXED + nl; i < used; i++)
+		if (p[i])
+			return -EBADMSG;
+	if ((uint64_t)r->data_off + r->data_len > rd->data_len)
+		return -EBADMSG;
+	/* Names only where they mean something; data only on DATA records. */
+	if ((r->type == CP_REC_DIR || r->type == CP_REC_BEGIN) != (nl > 0))
+		return -EBADMSG;
+	if (r->type != CP_REC_DATA && (r->data_off || r->data_len))
+		return -EBADMSG;
+	r->name = nl ? (const char *)p + CP_REC_FIXED : NULL;
+	rd->pos += used;
+	rd->seen++;
+	return 1;
+}
+
+const char *cp_code_str(unsigned code)
+{
+	switch (code) {
+	case CP_OK:
+		return "ok";
+	case CP_E_EXISTS:
+		return "destination exists (use --force to overwrite)";
+	case CP_E_PATH:
+		return "destination path refused (absolute, '..', or escapes the served directory)";
+	case CP_E_LIMIT:
+		return "over the server's limits (name length, file count or size)";
+	case CP_E_IO:
+		return "I/O error on the server";
+	case CP_E_HASH:
+		return "integrity check failed (xxh3-128 mismatch)";
+	case CP_E_NOSPACE:
+		return "not enough space on the server";
+	case CP_E_BUSY:
+		return "another transfer of this file is in progress";
+	case CP_E_PROTO:
+		return "protocol error";
+	case CP_E_ABORTED:
+		return "aborted";
+	case CP_E_UPTODATE:
+		return "already up to date";
+	default:
+		return "unknown error";
+	}
+}
+
+void cp_hash128(const void *data, size_t len, uint8_t out[16])
+{
+	XXH128_hash_t h = XXH3_128bits(data, len);
+
+	put64(out, h.high64);
+	put64(out + 8, h.low64);
+}
+
+void cp_hash_digest(const XXH3_state_t *st, uint8_t out[16])
+{
+	XXH128_hash_t h = XXH3_128bits_digest(st);
+
+	put64(out, h.high64);
+	put64(out + 8, h.low64);
+}

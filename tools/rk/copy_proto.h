@@ -1,0 +1,208 @@
+/*
+ * copy_proto.h - the wire protocol between rk copy (sender) and rk serve
+ * (receiver). Pure encoding and decoding: no verbs, no files, so every byte
+ * a peer can send is checked here and unit-tested on its own.
+ *
+ * Two channels share one RC connection:
+ *
+ *  1. Control messages (SEND): a 12-byte header {magic "RKCP", u8 version,
+ *     u8 type, u16 zero, u32 payload length} then the payload. The client
+ *     sends one, HELLO (chunk size, depth, flags); everything else flows
+ *     server -> client: WELCOME (the ring), CREDIT (a slot given back plus
+ *     per-file results), ERROR (fatal, with text).
+ *
+ *  2. The ring: the receiver registers NSLOTS slots, each a header block
+ *     (CP_HDR_SIZE bytes of records) followed by a data block (chunk bytes).
+ *     The sender owns a slot between receiving it as a credit and posting
+ *     it: an RDMA WRITE of the records into the header block, then an RDMA
+ *     WRITE WITH IMMEDIATE of the data into the data block. The immediate
+ *     names the slot and the header length; the completion's byte count is
+ *     the data length. Records say what the data is (file, offset, chunk
+ *     hash) and also carry directory entries, file begin/end and bye, so a
+ *     tree of small files travels many files per slot with no round trip
+ *     per file, and control traffic needs no flow control of its own: every
+ *     slot the sender posts is answered by exactly one CREDIT.
+ *
+ * All integers are big-endian. Hashes are XXH3-128 (high half first).
+ */
+#ifndef RK_COPY_PROTO_H
+#define RK_COPY_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <xxhash.h>
+
+#define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
+#define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
+#define CP_VERSION    1
+#define CP_APP_ID     0x524b4350u /* rdma_cm hello app_id of rk copy */
+
+#define CP_MSG_HDR	12
+#define CP_MSG_MAX	4096	   /* largest control message */
+#define CP_HDR_SIZE	4096	   /* a slot's header block */
+#define CP_SLOT_HDR	8	   /* magic, nrec, zero */
+#define CP_REC_FIXED	48	   /* a record without its name */
+#define CP_MAX_RECORDS	64	   /* per slot, so one CREDIT holds every result */
+#define CP_NAME_MAX	1024	   /* bytes of a relative destination path */
+#define CP_COMP_MAX	240	   /* bytes of one path component (room for ".X.rkpart") */
+#define CP_CHUNK_MIN	4096u	   /* smallest chunk */
+#define CP_CHUNK_MAX	(8u << 20) /* rxe: keep one work request <= 8 MiB */
+#define CP_MAX_SLOTS	64	   /* ring slots per connection */
+#define CP_RESULT_SIZE	40
+#define CP_DEFAULT_PORT "7900"
+
+/* Control message types. */
+enum cp_msg_type {
+	CP_MSG_HELLO = 1,   /* C->S: chunk, depth, flags */
+	CP_MSG_WELCOME = 2, /* S->C: ring and limits */
+	CP_MSG_CREDIT = 3,  /* S->C: a slot back, results of its records */
+	CP_MSG_ERROR = 4,   /* S->C: fatal, code and text */
+};
+
+/* Session flags (HELLO). */
+#define CP_F_FORCE  (1u << 0) /* overwrite existing files */
+#define CP_F_RESUME (1u << 1) /* continue from verified temporary files */
+#define CP_F_ALL    (CP_F_FORCE | CP_F_RESUME)
+
+struct cp_hello {
+	uint32_t chunk;
+	uint16_t depth;
+	uint16_t flags;
+};
+
+struct cp_welcome {
+	uint64_t ring_addr; /* slot i header block at ring_addr + i * slot_stride */
+	uint32_t rkey;
+	uint32_t chunk;	 /* data bytes per slot (the client's chunk) */
+	uint16_t nslots; /* credits the client starts with */
+	uint16_t max_name;
+	uint32_t max_files;	/* per connection */
+	uint64_t max_file_size; /* bytes */
+};
+
+/* Result kinds and codes carried by CREDIT. */
+enum cp_result_kind {
+	CP_RES_READY = 1, /* file may start at offset (hash: the prefix's) */
+	CP_RES_DONE = 2,  /* terminal: code says how */
+};
+
+#define CP_READY_COMPLETE (1u << 0) /* the final file exists: hash is of all of it */
+
+enum cp_code {
+	CP_OK = 0,
+	CP_E_EXISTS = 1,    /* destination exists and no --force */
+	CP_E_PATH = 2,	    /* name refused (absolute, .., escapes DIR) */
+	CP_E_LIMIT = 3,	    /* size, count or name length over the server's limits */
+	CP_E_IO = 4,	    /* server-side I/O error (errno) */
+	CP_E_HASH = 5,	    /* a chunk or the whole file failed verification (offset) */
+	CP_E_NOSPACE = 6,   /* not enough room in DIR */
+	CP_E_BUSY = 7,	    /* another transfer of the same file is in progress */
+	CP_E_PROTO = 8,	    /* malformed records */
+	CP_E_ABORTED = 9,   /* the client gave up on this file */
+	CP_E_UPTODATE = 10, /* (success) resume found the final file identical */
+};
+
+struct cp_result {
+	uint32_t file_id;
+	uint8_t kind;
+	uint8_t flags;
+	uint16_t code;
+	uint32_t sys_errno; /* for CP_E_IO */
+	uint64_t offset;    /* READY: start; DONE with CP_E_HASH: where */
+	uint8_t hash[16];   /* READY: XXH3-128 of [0, offset) */
+};
+
+struct cp_credit {
+	uint16_t slot;
+	uint16_t nres;
+	struct cp_result res[CP_MAX_RECORDS];
+};
+
+/* Record types inside a slot's header block. */
+enum cp_rec_type {
+	CP_REC_DIR = 1,	    /* name: create this directory (and parents) */
+	CP_REC_BEGIN = 2,   /* file_id, a = size, b = mode, name; flags CP_BEGIN_WAIT */
+	CP_REC_DATA = 3,    /* file_id, a = offset, data_off/len, hash of the bytes */
+	CP_REC_END = 4,	    /* file_id, hash of the whole file */
+	CP_REC_RESTART = 5, /* file_id: the offered prefix did not match, start at 0 */
+	CP_REC_ABORT = 6,   /* file_id: the client gives up on this file */
+	CP_REC_BYE = 7,	    /* no more slots follow */
+};
+
+#define CP_BEGIN_WAIT (1u << 0) /* answer with READY before data comes */
+
+struct cp_rec {
+	uint8_t type;
+	uint8_t flags;
+	uint16_t name_len;
+	uint32_t file_id;
+	uint64_t a, b;
+	uint32_t data_off, data_len;
+	uint8_t hash[16];
+	const char *name; /* points into the parsed block; not NUL-terminated */
+};
+
+/* cp_imm - the immediate of a slot's data WRITE; cp_imm_parse checks it. */
+uint32_t cp_imm(uint16_t slot, uint16_t hdr_len);
+int cp_imm_parse(uint32_t imm, uint16_t nslots, uint16_t *slot, uint16_t *hdr_len);
+
+/*
+ * Control messages. Encoders return the byte count or -ENOSPC. cp_msg_peek
+ * validates the header of a received message of @len bytes: magic,
+ * version, a known type and a payload length that matches @len exactly;
+ * it returns the type or -EBADMSG / -EPROTO (version) / -EMSGSIZE.
+ * The decoders check the payload of their type (-EBADMSG when wrong).
+ */
+int cp_msg_peek(const void *buf, size_t len);
+int cp_hello_encode(const struct cp_hello *h, void *buf, size_t len);
+int cp_hello_decode(const void *buf, size_t len, struct cp_hello *h);
+int cp_welcome_encode(const struct cp_welcome *w, void *buf, size_t len);
+int cp_welcome_decode(const void *buf, size_t len, struct cp_welcome *w);
+int cp_credit_encode(const struct cp_credit *c, void *buf, size_t len);
+int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c);
+int cp_error_encode(uint16_t code, const char *text, void *buf, size_t len);
+int cp_error_decode(const void *buf, size_t len, uint16_t *code, char *text, size_t text_len);
+
+/*
+ * Slot header blocks. The writer appends records to a CP_HDR_SIZE buffer;
+ * cp_slot_add returns 0 or -ENOSPC (block or record count full).
+ */
+struct cp_slot_writer {
+	uint8_t *buf;
+	size_t cap, len;
+	unsigned nrec;
+};
+
+void cp_slot_init(struct cp_slot_writer *w, void *buf, size_t cap);
+int cp_slot_add(struct cp_slot_writer *w, const struct cp_rec *r);
+/* cp_slot_room - whether a record with @name_len more bytes of name fits. */
+int cp_slot_room(const struct cp_slot_writer *w, size_t name_len);
+
+/*
+ * The reader validates the block header (magic, record count) and then,
+ * record by record, the type, the name length (<= CP_NAME_MAX, inside the
+ * block), data_off + data_len <= @data_len (the bytes the peer actually
+ * placed) and zero padding. Returns 1 with *@r filled, 0 at the end, or
+ * -EBADMSG.
+ */
+struct cp_slot_reader {
+	const uint8_t *buf;
+	size_t len, pos;
+	uint32_t data_len;
+	unsigned nrec, seen;
+};
+
+int cp_slot_reader_init(struct cp_slot_reader *rd, const void *buf, size_t len, uint32_t data_len);
+int cp_slot_next(struct cp_slot_reader *rd, struct cp_rec *r);
+
+/* cp_code_str - "destination exists (use --force)" etc. */
+const char *cp_code_str(unsigned code);
+
+/* cp_hash128 - XXH3-128 of a buffer as 16 big-endian bytes. */
+void cp_hash128(const void *data, size_t len, uint8_t out[16]);
+
+/* cp_hash_digest - the same for a streaming state. */
+void cp_hash_digest(const XXH3_state_t *st, uint8_t out[16]);
+
+#endif

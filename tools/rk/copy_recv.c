@@ -1,0 +1,797 @@
+/*
+ * copy_recv.c - one rk serve session: accept, agree on the ring, then turn
+ * each slot the client fills into file operations and give the slot back.
+ *
+ * The loop is simple on purpose: a slot arrives (WRITE WITH IMMEDIATE
+ * completion), its records are parsed from a private copy of the header
+ * block, data is verified (XXH3-128 per chunk) and pwrite()n at its offset,
+ * and one CREDIT returns the slot with the results of its records. While
+ * we write one slot the client is already filling others, so reading at
+ * the source, the wire and writing here overlap.
+ *
+ * Files are written to ".NAME.rkpart" next to their destination, locked
+ * with flock so two clients cannot write the same one, verified as a whole
+ * (streaming XXH3-128 in offset order) at END, fsync'ed, and only then
+ * renamed into place (RENAME_NOREPLACE unless --force). A session that
+ * ends early closes its files and leaves the temporaries for --resume.
+ */
+#define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <rdmakit/conn.h>
+#include <rdmakit/cq.h>
+#include <rdmakit/mr.h>
+#include <rdmakit/post.h>
+
+#include "cli.h"
+#include "copy_path.h"
+#include "copy_proto.h"
+#include "copy_recv.h"
+
+#define RQ_DEPTH      (CP_MAX_SLOTS + 8) /* a receive per slot, and spares */
+#define NSEND	      (CP_MAX_SLOTS + 4) /* CREDIT buffers: one per slot, and spares */
+#define MAX_OPEN      128		 /* files open at once per session */
+#define HELLO_MS      10000
+#define ACCEPT_MS     5000
+#define SEND_TAG      (1ull << 32)
+#define HASH_BUF      (1u << 20)
+#define BYE_LINGER_NS 2000000000ull
+
+struct rfile {
+	int used;
+	uint32_t id;
+	int dirfd, fd;
+	char name[CP_NAME_MAX + 1];
+	char leaf[CP_NAME_MAX + 1];
+	char tmp[CP_COMP_MAX + 16];
+	uint64_t size, next_off, start_off, t0;
+	uint32_t mode;
+	int existing; /* resume found the final file: expect END only */
+	uint8_t existing_hash[16];
+	XXH3_state_t *st;
+};
+
+struct session {
+	struct cp_server *srv;
+	struct rk_cm_request *req;
+	struct rk_conn *conn;
+	char peer[64];
+	struct rk_mr *rbufs, *sbufs, *ring;
+	uint8_t send_busy[NSEND];
+	uint32_t chunk;
+	uint16_t nslots, flags;
+	size_t stride;
+	uint8_t *slot_busy; /* a slot arrived and was not given back yet */
+	uint32_t next_id, nfiles;
+	int bye, hello_done;
+	struct rfile files[MAX_OPEN];
+	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
+	uint8_t *hashbuf;
+};
+
+static void slog(const struct session *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void slog(const struct session *s, const char *fmt, ...)
+{
+	char line[1536];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	printf("rk serve: %s: %s\n", s->peer, line);
+	fflush(stdout);
+}
+
+/* ---- control messages out ---- */
+
+static int send_msg(struct session *s, const void *msg, size_t len, struct rk_error *err)
+{
+	uint8_t *base = rk_mr_addr(s->sbufs);
+	struct rk_wr wr = {.op = RK_OP_SEND, .flags = RK_WR_SIGNALED};
+
+	for (unsigned i = 0; i < NSEND; i++) {
+		if (s->send_busy[i])
+			continue;
+		memcpy(base + (size_t)i * CP_MSG_MAX, msg, len);
+		wr.wr_id = SEND_TAG | i;
+		wr.addr = base + (size_t)i * CP_MSG_MAX;
+		wr.len = (uint32_t)len;
+		wr.lkey = rk_mr_lkey(s->sbufs);
+		s->send_busy[i] = 1;
+		return rk_post(s->conn, &wr, err);
+	}
+	/* Cannot happen with one CREDIT per slot; a client breaking that is gone. */
+	return -ENOBUFS;
+}
+
+static void send_error(struct session *s, uint16_t code, const char *text)
+{
+	uint8_t msg[CP_MSG_MAX];
+	int n = cp_error_encode(code, text, msg, sizeof(msg));
+
+	if (n > 0)
+		send_msg(s, msg, (size_t)n, NULL);
+}
+
+/* ---- files ---- */
+
+static struct rfile *find_file(struct session *s, uint32_t id)
+{
+	for (unsigned i = 0; i < MAX_OPEN; i++)
+		if (s->files[i].used && s->files[i].id == id)
+			return &s->files[i];
+	return NULL;
+}
+
+/* Close @f; the temporary is removed when @unlink_tmp (a failed file). */
+static void close_file(struct rfile *f, int unlink_tmp)
+{
+	if (f->fd >= 0) {
+		if (unlink_tmp && unlinkat(f->dirfd, f->tmp, 0) && errno != ENOENT)
+			fprintf(stderr, "rk serve: cannot remove %s: %s\n", f->tmp,
+				strerror(errno));
+		close(f->fd);
+	}
+	if (f->dirfd >= 0)
+		close(f->dirfd);
+	XXH3_freeState(f->st);
+	memset(f, 0, sizeof(*f));
+	f->fd = f->dirfd = -1;
+}
+
+static void result(struct cp_credit *c, uint32_t id, uint8_t kind, uint16_t code, int sys_errno,
+		   uint64_t offset)
+{
+	struct cp_result *r = &c->res[c->nres++];
+
+	memset(r, 0, sizeof(*r));
+	r->file_id = id;
+	r->kind = kind;
+	r->code = code;
+	r->sys_errno = (uint32_t)(sys_errno < 0 ? -sys_errno : sys_errno);
+	r->offset = offset;
+}
+
+/* Fail @f: one DONE with the reason, a log line, the temporary removed. */
+static void fail_file(struct session *s, struct cp_credit *c, struct rfile *f, uint16_t code,
+		      int sys_errno, uint64_t offset, int unlink_tmp)
+{
+	result(c, f->id, CP_RES_DONE, code, sys_errno, offset);
+	slog(s, "%s: FAILED at offset %llu: %s%s%s", f->name, (unsigned long long)offset,
+	     cp_code_str(code), sys_errno ? ": " : "", sys_errno ? strerror(abs(sys_errno)) : "");
+	close_file(f, unlink_tmp);
+}
+
+static uint16_t open_errno_code(int e)
+{
+	e = abs(e);
+	if (e == EXDEV || e == ELOOP || e == ENOTDIR || e == EINVAL || e == ENAMETOOLONG)
+		return CP_E_PATH;
+	if (e == ENOSPC || e == EDQUOT)
+		return CP_E_NOSPACE;
+	return CP_E_IO;
+}
+
+static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Hash the first @len bytes of @fd into @st (reset first). */
+static int hash_prefix(struct session *s, int fd, uint64_t len, XXH3_state_t *st)
+{
+	uint64_t off = 0;
+
+	XXH3_128bits_reset(st);
+	while (off < len) {
+		size_t want = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
+		ssize_t n = pread(fd, s->hashbuf, want, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO; /* shrank under us */
+		XXH3_128bits_update(st, s->hashbuf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int free_space_ok(int dirfd, uint64_t need)
+{
+	struct statvfs v;
+
+	if (fstatvfs(dirfd, &v))
+		return 1; /* cannot tell: let the writes decide */
+	return v.f_frsize == 0 || need / v.f_frsize <= v.f_bavail;
+}
+
+/* Resume: the final file exists; READY carries its hash for the client to compare. */
+static int begin_existing(struct session *s, struct cp_credit *c, struct rfile *f,
+			  const struct stat *fin)
+{
+	int fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY, 0);
+	int r;
+
+	if (fd < 0)
+		return fd;
+	r = hash_prefix(s, fd, (uint64_t)fin->st_size, f->st);
+	close(fd);
+	if (r)
+		return r;
+	f->existing = 1;
+	cp_hash_digest(f->st, f->existing_hash);
+	result(c, f->id, CP_RES_READY, CP_OK, 0, (uint64_t)fin->st_size);
+	c->res[c->nres - 1].flags = CP_READY_COMPLETE;
+	memcpy(c->res[c->nres - 1].hash, f->existing_hash, 16);
+	return 0;
+}
+
+static void begin_file(struct session *s, struct cp_credit *c, const struct cp_rec *r)
+{
+	struct rfile *f = NULL;
+	char parent[CP_NAME_MAX + 1];
+	struct stat st;
+	int e;
+
+	for (unsigned i = 0; i < MAX_OPEN && !f; i++)
+		if (!s->files[i].used)
+			f = &s->files[i];
+	if (!f) {
+		result(c, r->file_id, CP_RES_DONE, CP_E_LIMIT, 0, 0);
+		return;
+	}
+	memset(f, 0, sizeof(*f));
+	f->used = 1;
+	f->fd = f->dirfd = -1;
+	f->id = r->file_id;
+	f->size = r->a;
+	f->mode = (uint32_t)(r->b & 0777);
+	f->t0 = cli_now_ns();
+	memcpy(f->name, r->name, r->name_len);
+	f->name[r->name_len] = '\0';
+	if (cp_path_check(r->name, r->name_len)) {
+		snprintf(f->name, sizeof(f->name), "(refused name)");
+		return fail_file(s, c, f, CP_E_PATH, 0, 0, 0);
+	}
+	if (++s->nfiles > s->srv->max_files || f->size > s->srv->max_file_size)
+		return fail_file(s, c, f, CP_E_LIMIT, 0, 0, 0);
+	f->st = XXH3_createState();
+	if (!f->st)
+		return fail_file(s, c, f, CP_E_IO, ENOMEM, 0, 0);
+	cp_path_split(r->name, r->name_len, parent, f->leaf);
+	cp_temp_name(f->leaf, f->tmp, sizeof(f->tmp));
+	f->dirfd = cp_open_dir(s->srv->rootfd, parent, 1);
+	if (f->dirfd < 0) {
+		e = f->dirfd;
+		f->dirfd = -1;
+		return fail_file(s, c, f, open_errno_code(e), e, 0, 0);
+	}
+	if (fstatat(f->dirfd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if ((s->flags & CP_F_RESUME) && (r->flags & CP_BEGIN_WAIT) && S_ISREG(st.st_mode) &&
+		    !(s->flags & CP_F_FORCE)) {
+			e = begin_existing(s, c, f, &st);
+			if (e)
+				fail_file(s, c, f, CP_E_IO, e, 0, 0);
+			return;
+		}
+		if (!(s->flags & CP_F_FORCE) || S_ISDIR(st.st_mode))
+			return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
+	} else if (errno != ENOENT) {
+		return fail_file(s, c, f, open_errno_code(errno), errno, 0, 0);
+	}
+	if (!free_space_ok(f->dirfd, f->size))
+		return fail_file(s, c, f, CP_E_NOSPACE, 0, 0, 0);
+	f->fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_CREAT, 0600);
+	if (f->fd < 0) {
+		e = f->fd;
+		f->fd = -1;
+		return fail_file(s, c, f, open_errno_code(e), e, 0, 0);
+	}
+	if (flock(f->fd, LOCK_EX | LOCK_NB)) {
+		close(f->fd);
+		f->fd = -1; /* not ours: leave it alone */
+		return fail_file(s, c, f, CP_E_BUSY, 0, 0, 0);
+	}
+	if (fstat(f->fd, &st) || !S_ISREG(st.st_mode))
+		return fail_file(s, c, f, CP_E_PATH, 0, 0, 0);
+	/* Resume: keep the chunk-aligned prefix and hash it; else start empty. */
+	if ((s->flags & CP_F_RESUME) && (r->flags & CP_BEGIN_WAIT)) {
+		uint64_t have = (uint64_t)st.st_size < f->size ? (uint64_t)st.st_size : f->size;
+
+		f->next_off = have - have % s->chunk;
+	}
+	if (ftruncate(f->fd, (off_t)f->next_off))
+		return fail_file(s, c, f, CP_E_IO, errno, 0, 1);
+	e = hash_prefix(s, f->fd, f->next_off, f->st);
+	if (e)
+		return fail_file(s, c, f, CP_E_IO, e, 0, 1);
+	f->start_off = f->next_off;
+	if (r->flags & CP_BEGIN_WAIT) {
+		XXH3_state_t *tmp = XXH3_createState();
+
+		result(c, f->id, CP_RES_READY, CP_OK, 0, f->next_off);
+		if (tmp) {
+			XXH3_copyState(tmp, f->st);
+			cp_hash_digest(tmp, c->res[c->nres - 1].hash);
+			XXH3_freeState(tmp);
+		}
+	}
+}
+
+static void restart_file(struct session *s, struct cp_credit *c, struct rfile *f)
+{
+	if (f->existing)
+		return fail_file(s, c, f, CP_E_PROTO, 0, 0, 0);
+	if (ftruncate(f->fd, 0))
+		return fail_file(s, c, f, CP_E_IO, errno, 0, 1);
+	f->next_off = f->start_off = 0;
+	XXH3_128bits_reset(f->st);
+}
+
+static void data_file(struct session *s, struct cp_credit *c, struct rfile *f,
+		      const struct cp_rec *r, const uint8_t *data)
+{
+	uint8_t h[16];
+	int e;
+
+	/* In order, inside the announced size: the whole-file hash streams. */
+	if (f->existing || r->a != f->next_off || r->data_len > f->size - f->next_off)
+		return fail_file(s, c, f, CP_E_PROTO, 0, r->a, 1);
+	cp_hash128(data + r->data_off, r->data_len, h);
+	if (memcmp(h, r->hash, 16))
+		return fail_file(s, c, f, CP_E_HASH, 0, r->a, 1);
+	e = pwrite_all(f->fd, data + r->data_off, r->data_len, r->a);
+	if (e)
+		return fail_file(s, c, f, open_errno_code(e), e, r->a, 1);
+	XXH3_128bits_update(f->st, data + r->data_off, r->data_len);
+	f->next_off += r->data_len;
+}
+
+static void end_file(struct session *s, struct cp_credit *c, struct rfile *f,
+		     const struct cp_rec *r)
+{
+	unsigned flags = (s->flags & CP_F_FORCE) ? 0 : RENAME_NOREPLACE;
+	char bytes[32], rate[32];
+	uint8_t h[16];
+	double secs;
+
+	if (f->existing) {
+		if (memcmp(r->hash, f->existing_hash, 16))
+			return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
+		result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
+		slog(s, "%s: already up to date (verified xxh3-128)", f->name);
+		return close_file(f, 0);
+	}
+	if (f->next_off != f->size)
+		return fail_file(s, c, f, CP_E_PROTO, 0, f->next_off, 1);
+	cp_hash_digest(f->st, h);
+	if (memcmp(h, r->hash, 16))
+		return fail_file(s, c, f, CP_E_HASH, 0, f->size, 1);
+	if (fchmod(f->fd, (mode_t)(f->mode & ~0022u) | 0600))
+		return fail_file(s, c, f, CP_E_IO, errno, f->size, 1);
+	if (fsync(f->fd))
+		return fail_file(s, c, f, CP_E_IO, errno, f->size, 1);
+	if (renameat2(f->dirfd, f->tmp, f->dirfd, f->leaf, flags))
+		return fail_file(s, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
+				 errno == EEXIST ? 0 : errno, f->size, 1);
+	if (fsync(f->dirfd))
+		fprintf(stderr, "rk serve: fsync of the directory of %s: %s\n", f->name,
+			strerror(errno));
+	secs = (double)(cli_now_ns() - f->t0) / 1e9;
+	slog(s, "%s  %s  %.2f s  %s  verified xxh3-128%s", f->name,
+	     cli_fmt_bytes(f->size, bytes, sizeof(bytes)), secs,
+	     cli_fmt_rate(secs > 0 ? (double)(f->size - f->start_off) * 8 / secs : 0, rate,
+			  sizeof(rate)),
+	     f->start_off ? " (resumed)" : "");
+	result(c, f->id, CP_RES_DONE, CP_OK, 0, f->size);
+	close_file(f, 0);
+}
+
+static void make_dir(struct session *s, struct cp_credit *c, const struct cp_rec *r)
+{
+	char name[CP_NAME_MAX + 1];
+	int fd;
+
+	if (cp_path_check(r->name, r->name_len))
+		return result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
+	memcpy(name, r->name, r->name_len);
+	name[r->name_len] = '\0';
+	fd = cp_open_dir(s->srv->rootfd, name, 1);
+	if (fd < 0) {
+		slog(s, "%s/: FAILED: %s", name, strerror(-fd));
+		return result(c, r->file_id, CP_RES_DONE, open_errno_code(fd), fd, 0);
+	}
+	close(fd);
+	result(c, r->file_id, CP_RES_DONE, CP_OK, 0, 0);
+}
+
+/*
+ * One record. File ids grow strictly with each DIR / BEGIN; a later record
+ * for an id that is no longer open belongs to a file that already failed,
+ * and is ignored. Anything else out of line is a protocol error.
+ */
+static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec *r,
+		     const uint8_t *data)
+{
+	struct rfile *f;
+
+	if (r->type == CP_REC_BYE) {
+		s->bye = 1;
+		return 0;
+	}
+	if (r->type == CP_REC_DIR || r->type == CP_REC_BEGIN) {
+		if (r->file_id < s->next_id || r->file_id == UINT32_MAX)
+			return -EPROTO;
+		s->next_id = r->file_id + 1;
+		if (r->type == CP_REC_DIR)
+			make_dir(s, c, r);
+		else
+			begin_file(s, c, r);
+		return 0;
+	}
+	if (r->file_id >= s->next_id)
+		return -EPROTO;
+	f = find_file(s, r->file_id);
+	if (!f)
+		return 0;
+	switch (r->type) {
+	case CP_REC_DATA:
+		data_file(s, c, f, r, data);
+		break;
+	case CP_REC_END:
+		end_file(s, c, f, r);
+		break;
+	case CP_REC_RESTART:
+		restart_file(s, c, f);
+		break;
+	case CP_REC_ABORT:
+		result(c, f->id, CP_RES_DONE, CP_E_ABORTED, 0, f->next_off);
+		slog(s, "%s: aborted by the client at offset %llu", f->name,
+		     (unsigned long long)f->next_off);
+		close_file(f, 0);
+		break;
+	default:
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* A slot arrived: validate, act on its records, give it back with results. */
+static int handle_slot(struct session *s, uint32_t imm, uint32_t byte_len, struct rk_error *err)
+{
+	uint8_t msg[CP_MSG_MAX];
+	struct cp_slot_reader rd;
+	struct cp_credit c;
+	struct cp_rec r;
+	uint16_t slot, hlen;
+	const uint8_t *base;
+	int n;
+
+	if (s->bye || cp_imm_parse(imm, s->nslots, &slot, &hlen) || byte_len > s->chunk ||
+	    s->slot_busy[slot])
+		return -EPROTO;
+	base = (const uint8_t *)rk_mr_addr(s->ring) + (size_t)slot * s->stride;
+	/* Our own copy: the client could rewrite the block while we parse it. */
+	memcpy(s->hdr, base, hlen);
+	if (cp_slot_reader_init(&rd, s->hdr, hlen, byte_len))
+		return -EPROTO;
+	s->slot_busy[slot] = 1;
+	memset(&c, 0, sizeof(c));
+	c.slot = slot;
+	while ((n = cp_slot_next(&rd, &r)) == 1)
+		if (do_record(s, &c, &r, base + CP_HDR_SIZE))
+			return -EPROTO;
+	if (n < 0)
+		return -EPROTO;
+	n = cp_credit_encode(&c, msg, sizeof(msg));
+	if (n < 0)
+		return -EPROTO;
+	s->slot_busy[slot] = 0;
+	return send_msg(s, msg, (size_t)n, err);
+}
+
+/* HELLO: size the ring to the client's chunk and depth, within our limit. */
+static int handle_hello(struct session *s, const void *buf, uint32_t len, struct rk_error *err)
+{
+	struct cp_welcome w = {0};
+	struct cp_hello h;
+	uint8_t msg[CP_MSG_MAX];
+	unsigned nslots;
+	int n, r;
+
+	if (cp_msg_peek(buf, len) == -EPROTO) {
+		send_error(s, CP_E_PROTO, "protocol version not supported");
+		return -EPROTO;
+	}
+	if (cp_hello_decode(buf, len, &h))
+		return -EPROTO;
+	s->chunk = h.chunk;
+	s->flags = h.flags;
+	s->stride = CP_HDR_SIZE + ((size_t)h.chunk + 4095) / 4096 * 4096;
+	nslots = h.depth < CP_MAX_SLOTS ? h.depth : CP_MAX_SLOTS;
+	while (nslots > 1 && nslots * s->stride > s->srv->max_ring)
+		nslots--;
+	s->nslots = (uint16_t)nslots;
+	s->slot_busy = calloc(nslots, 1);
+	if (!s->slot_busy)
+		return -ENOMEM;
+	r = rk_mr_alloc(s->srv->dev, nslots * s->stride, RK_ACCESS_REMOTE_WRITE, err, &s->ring);
+	if (r) {
+		send_error(s, CP_E_IO, "server out of registered memory");
+		return r;
+	}
+	w.ring_addr = (uintptr_t)rk_mr_addr(s->ring);
+	w.rkey = rk_mr_rkey(s->ring);
+	w.chunk = s->chunk;
+	w.nslots = s->nslots;
+	w.max_name = CP_NAME_MAX;
+	w.max_files = s->srv->max_files;
+	w.max_file_size = s->srv->max_file_size;
+	n = cp_welcome_encode(&w, msg, sizeof(msg));
+	if (n < 0)
+		return -EPROTO;
+	s->hello_done = 1;
+	return send_msg(s, msg, (size_t)n, err);
+}
+
+static int post_recv(struct session *s, unsigned i, struct rk_error *err)
+{
+	uint8_t *base = rk_mr_addr(s->rbufs);
+
+	return rk_post_recv(s->conn, base + (size_t)i * CP_MSG_MAX, CP_MSG_MAX,
+			    rk_mr_lkey(s->rbufs), i, err);
+}
+
+static int prepare(struct rk_conn *conn, void *arg)
+{
+	struct session *s = arg;
+
+	s->conn = conn;
+	for (unsigned i = 0; i < RQ_DEPTH; i++) {
+		int r = post_recv(s, i, NULL);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int handle_wc(struct session *s, const struct ibv_wc *wc, struct rk_error *err)
+{
+	if (wc->status != IBV_WC_SUCCESS) {
+		rk_error_from_wc(err, wc);
+		return -EIO;
+	}
+	if (wc->wr_id & SEND_TAG) {
+		s->send_busy[(wc->wr_id & 0xffff) % NSEND] = 0;
+		return 0;
+	}
+	if (wc->wr_id >= RQ_DEPTH)
+		return -EPROTO;
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && s->hello_done) {
+		int r = handle_slot(s, ntohl(wc->imm_data), wc->byte_len, err);
+
+		if (r == -EPROTO)
+			send_error(s, CP_E_PROTO, "malformed slot");
+		if (r)
+			return r;
+	} else if (wc->opcode == IBV_WC_RECV && !s->hello_done) {
+		uint8_t *buf = (uint8_t *)rk_mr_addr(s->rbufs) + wc->wr_id * CP_MSG_MAX;
+		int r = handle_hello(s, buf, wc->byte_len, err);
+
+		if (r)
+			return r;
+	} else {
+		send_error(s, CP_E_PROTO, "unexpected message");
+		return -EPROTO;
+	}
+	return post_recv(s, (unsigned)wc->wr_id, err);
+}
+
+static int sends_pending(const struct session *s)
+{
+	for (unsigned i = 0; i < NSEND; i++)
+		if (s->send_busy[i])
+			return 1;
+	return 0;
+}
+
+/*
+ * The event loop: completions and CM events (a client that dies is seen
+ * as DISCONNECTED), each wait bounded, and the session given up after
+ * idle_ms without a completion.
+ */
+static int serve(struct session *s, struct rk_error *err)
+{
+	struct rk_cq *cq = rk_conn_cq(s->conn);
+	struct pollfd pfd[2] = {{.fd = rk_cq_fd(cq), .events = POLLIN},
+				{.fd = rk_conn_cm_fd(s->conn), .events = POLLIN}};
+	uint64_t last = cli_now_ns();
+	struct ibv_wc wc[16];
+
+	for (;;) {
+		int n = rk_cq_poll(cq, wc, 16, err);
+
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			int r = handle_wc(s, &wc[i], err);
+
+			if (r)
+				return r;
+		}
+		if (n) {
+			last = cli_now_ns();
+			continue;
+		}
+		/* After BYE, let the client hang up first (it has our last CREDIT). */
+		if (s->bye && !sends_pending(s) && cli_now_ns() - last > BYE_LINGER_NS)
+			return 0;
+		if (*s->srv->stop)
+			return -ESHUTDOWN;
+		if (!s->hello_done && cli_now_ns() - last > (uint64_t)HELLO_MS * 1000000)
+			return -ETIMEDOUT;
+		if (cli_now_ns() - last > (uint64_t)s->srv->idle_ms * 1000000)
+			return -ETIMEDOUT;
+		n = rk_cq_arm(cq, err);
+		if (n)
+			return n;
+		n = rk_cq_poll(cq, wc, 16, err);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			int r = handle_wc(s, &wc[i], err);
+
+			if (r)
+				return r;
+		}
+		if (n) {
+			last = cli_now_ns();
+			continue;
+		}
+		if (poll(pfd, 2, 500) < 0 && errno != EINTR)
+			return -errno;
+		if (pfd[1].revents & POLLIN) {
+			int st = rk_conn_progress(s->conn, 0, err);
+
+			if (st != RK_CONN_CONNECTED)
+				return s->bye && !sends_pending(s) ? 0 : -ECONNRESET;
+		}
+	}
+}
+
+static void session_free(struct session *s)
+{
+	for (unsigned i = 0; i < MAX_OPEN; i++)
+		if (s->files[i].used)
+			close_file(&s->files[i], 0); /* keep the temporary for --resume */
+	rk_conn_destroy(s->conn);
+	rk_mr_dereg(s->ring);
+	rk_mr_dereg(s->sbufs);
+	rk_mr_dereg(s->rbufs);
+	free(s->slot_busy);
+	free(s->hashbuf);
+	free(s);
+}
+
+static void *session_main(void *arg)
+{
+	struct session *s = arg;
+	struct rk_conn_opts o = {
+	    .sq_depth = NSEND,
+	    .rq_depth = RQ_DEPTH,
+	    .wait_mode = RK_WAIT_EVENT,
+	    .prepare = prepare,
+	    .prepare_arg = s,
+	};
+	struct rk_conn *conn = NULL;
+	struct rk_error err;
+	int r;
+
+	rk_error_clear(&err);
+	r = rk_cm_request_accept(s->req, &o, NULL, 0, ACCEPT_MS, &err, &conn);
+	s->req = NULL;
+	s->conn = conn;
+	if (r) {
+		fprintf(stderr, "rk serve: %s: accept failed: %s\n", s->peer, rk_error_str(&err));
+	} else {
+		slog(s, "connected");
+		r = serve(s, &err);
+		if (r == 0)
+			slog(s, "done");
+		else if (r == -ECONNRESET)
+			slog(s, "client disconnected");
+		else if (r == -ETIMEDOUT)
+			slog(s, "client silent for too long; connection closed");
+		else if (r == -ESHUTDOWN)
+			slog(s, "server shutting down");
+		else if (r == -EPROTO)
+			slog(s, "protocol error; connection closed");
+		else
+			slog(s, "connection lost: %s", rk_error_str(&err));
+	}
+	atomic_fetch_sub(&s->srv->active, 1);
+	session_free(s);
+	return NULL;
+}
+
+int cp_session_start(struct cp_server *srv, struct rk_cm_request *req)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	struct rk_error err;
+	pthread_attr_t attr;
+	pthread_t th;
+	int r = -ENOMEM;
+
+	if (!s)
+		goto reject;
+	s->srv = srv;
+	s->req = req;
+	s->next_id = 1;
+	snprintf(s->peer, sizeof(s->peer), "%s", rk_cm_request_peer(req));
+	for (unsigned i = 0; i < MAX_OPEN; i++)
+		s->files[i].fd = s->files[i].dirfd = -1;
+	s->hashbuf = malloc(HASH_BUF);
+	if (!s->hashbuf)
+		goto reject;
+	r = rk_mr_alloc(srv->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err, &s->rbufs);
+	if (!r)
+		r = rk_mr_alloc(srv->dev, (size_t)NSEND * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
+				&s->sbufs);
+	if (r) {
+		fprintf(stderr, "rk serve: %s: %s\n", s->peer, rk_error_str(&err));
+		goto reject;
+	}
+	r = pthread_attr_init(&attr);
+	if (r) {
+		r = -r;
+		goto reject;
+	}
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	atomic_fetch_add(&srv->active, 1);
+	r = pthread_create(&th, &attr, session_main, s);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		atomic_fetch_sub(&srv->active, 1);
+		r = -r;
+		goto reject;
+	}
+	return 0;
+reject:
+	rk_cm_request_reject(req, RK_REJECT_BUSY, "server could not start a session", NULL);
+	if (s) {
+		s->req = NULL;
+		session_free(s);
+	}
+	return r;
+}

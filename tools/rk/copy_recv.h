@@ -1,0 +1,37 @@
+/*
+ * copy_recv.h - the receiving side of rk copy: one session per accepted
+ * connection, each on a thread of its own with its own CQ and its own
+ * registered ring, so a slow or hostile client never stalls the others and
+ * can only ever write into its own ring.
+ */
+#ifndef RK_COPY_RECV_H
+#define RK_COPY_RECV_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <rdmakit/cm.h>
+#include <rdmakit/device.h>
+
+/* What every session shares; read-only while sessions run (but @active). */
+struct cp_server {
+	struct rk_device *dev;
+	int rootfd; /* the served directory, O_DIRECTORY */
+	uint64_t max_file_size;
+	uint32_t max_files; /* per connection */
+	uint32_t max_ring;  /* bytes of ring per connection */
+	int idle_ms;	    /* end a session silent for this long */
+	volatile sig_atomic_t *stop;
+	atomic_int active; /* sessions running */
+};
+
+/*
+ * cp_session_start - accept @req on a new thread and serve it until the
+ * client says bye, disconnects, fails or goes silent. Takes ownership of
+ * @req (rejects it if the thread cannot start). @srv->active counts the
+ * session from now until its thread ends. Returns 0 or a negative errno.
+ */
+int cp_session_start(struct cp_server *srv, struct rk_cm_request *req);
+
+#endif

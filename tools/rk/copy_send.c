@@ -1,0 +1,779 @@
+/*
+ * copy_send.c - one rk copy session (see copy_send.h).
+ *
+ * Local staging mirrors the server's ring: slot i here is filled (records
+ * into its header block, file bytes read straight into its data block) and
+ * posted as WRITE (header) + WRITE WITH IMMEDIATE (data) into slot i there.
+ * A slot is reusable once the server's CREDIT for it has come back and our
+ * own send completion too, so up to nslots chunks are in flight while the
+ * next one is read from disk.
+ *
+ * Small files go several to a slot (BEGIN, DATA, END together) without
+ * waiting for anything. A file larger than a chunk, and every file with
+ * --resume, first announces itself (BEGIN with WAIT) and waits for READY:
+ * one round trip per large file, which lets the server refuse it before
+ * any data moves, or offer a verified prefix to resume from.
+ *
+ * Every wait is bounded: a completion error, a DISCONNECTED event or
+ * idle_ms without any completion ends the session with a message.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <rdmakit/cm.h>
+#include <rdmakit/conn.h>
+#include <rdmakit/cq.h>
+#include <rdmakit/device.h>
+#include <rdmakit/mr.h>
+#include <rdmakit/post.h>
+
+#include "cli.h"
+#include "copy_proto.h"
+#include "copy_send.h"
+#include "copy_token.h"
+
+#define RQ_DEPTH   (CP_MAX_SLOTS + 8)
+#define SQ_DEPTH   (2 * CP_MAX_SLOTS + 8)
+#define HELLO_WRID (1ull << 40)
+#define WAIT_MS	   200
+#define HASH_BUF   (1u << 20)
+
+enum { LS_FREE = 0, LS_FILL, LS_POSTED };
+
+struct lslot {
+	uint8_t state, credited, sent;
+};
+
+struct sender {
+	const struct cp_send_opts *o;
+	struct cp_plan *plan;
+	struct rk_device *dev;
+	struct rk_conn *conn;
+	struct rk_mr *stage, *rbufs, *hello;
+	struct cp_welcome w;
+	size_t stride;
+	struct lslot slots[CP_MAX_SLOTS];
+	int cur; /* slot being filled, or -1 */
+	struct cp_slot_writer wr;
+	uint32_t dlen;
+	int welcomed;
+	int gone;  /* the server disconnected after finishing */
+	int fatal; /* CP_EXIT_LOST / CP_EXIT_REFUSED once the session is over */
+	char *why;
+	size_t why_len;
+	uint64_t last_ns;
+	XXH3_state_t *st;
+	uint8_t *hashbuf;
+};
+
+static void fatal(struct sender *s, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fatal(struct sender *s, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (s->fatal)
+		return;
+	s->fatal = code;
+	va_start(ap, fmt);
+	vsnprintf(s->why, s->why_len, fmt, ap);
+	va_end(ap);
+}
+
+static uint8_t *slot_hdr(struct sender *s, int i)
+{
+	return (uint8_t *)rk_mr_addr(s->stage) + (size_t)i * s->stride;
+}
+
+static uint8_t *slot_data(struct sender *s, int i)
+{
+	return slot_hdr(s, i) + CP_HDR_SIZE;
+}
+
+static int post_recv(struct sender *s, unsigned i, struct rk_error *err)
+{
+	return rk_post_recv(s->conn, (uint8_t *)rk_mr_addr(s->rbufs) + (size_t)i * CP_MSG_MAX,
+			    CP_MSG_MAX, rk_mr_lkey(s->rbufs), i, err);
+}
+
+static int prepare(struct rk_conn *conn, void *arg)
+{
+	struct sender *s = arg;
+
+	s->conn = conn;
+	for (unsigned i = 0; i < RQ_DEPTH; i++) {
+		int r = post_recv(s, i, NULL);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- what the server tells us ---- */
+
+static void on_result(struct sender *s, const struct cp_result *r)
+{
+	struct cp_item *it;
+
+	if (r->file_id == 0 || r->file_id > s->plan->n)
+		return fatal(s, CP_EXIT_LOST, "protocol error: result for unknown file id %u",
+			     r->file_id);
+	it = &s->plan->items[r->file_id - 1];
+	if (it->state != CP_ITEM_SENT)
+		return fatal(s, CP_EXIT_LOST, "protocol error: unexpected result for %s", it->dst);
+	if (r->kind == CP_RES_READY) {
+		if (!it->waiting_ready || it->ready)
+			return fatal(s, CP_EXIT_LOST, "protocol error: unexpected READY for %s",
+				     it->dst);
+		it->ready = 1;
+		it->ready_res = *r;
+		return;
+	}
+	it->state = CP_ITEM_DONE;
+	it->code = r->code;
+	it->sys_errno = r->sys_errno;
+	it->offset = r->offset;
+}
+
+static void on_credit(struct sender *s, const void *buf, uint32_t len)
+{
+	struct cp_credit c;
+	struct lslot *ls;
+
+	if (cp_credit_decode(buf, len, &c) || c.slot >= s->w.nslots)
+		return fatal(s, CP_EXIT_LOST, "protocol error: malformed credit from the server");
+	ls = &s->slots[c.slot];
+	if (ls->state != LS_POSTED || ls->credited)
+		return fatal(s, CP_EXIT_LOST, "protocol error: credit for slot %u not in flight",
+			     c.slot);
+	ls->credited = 1;
+	if (ls->sent)
+		ls->state = LS_FREE;
+	for (unsigned i = 0; i < c.nres && !s->fatal; i++)
+		on_result(s, &c.res[i]);
+}
+
+static void on_message(struct sender *s, const void *buf, uint32_t len)
+{
+	char text[256];
+	uint16_t code;
+	int type = cp_msg_peek(buf, len);
+
+	if (type == CP_MSG_CREDIT && s->welcomed) {
+		on_credit(s, buf, len);
+	} else if (type == CP_MSG_WELCOME && !s->welcomed) {
+		if (cp_welcome_decode(buf, len, &s->w) || s->w.chunk != s->o->chunk)
+			return fatal(s, CP_EXIT_LOST, "protocol error: malformed welcome");
+		s->welcomed = 1;
+	} else if (type == CP_MSG_ERROR &&
+		   cp_error_decode(buf, len, &code, text, sizeof(text)) == 0) {
+		fatal(s, CP_EXIT_LOST, "the server ended the session: %s", text);
+	} else if (type == -EPROTO) {
+		fatal(s, CP_EXIT_LOST, "the server speaks another protocol version");
+	} else {
+		fatal(s, CP_EXIT_LOST, "protocol error: unexpected message from the server");
+	}
+}
+
+static void lost(struct sender *s, const char *what)
+{
+	struct rk_error e;
+
+	if (rk_conn_first_error(s->conn, &e))
+		fatal(s, CP_EXIT_LOST, "connection lost%s%s: %s", what ? " " : "", what ? what : "",
+		      rk_error_str(&e));
+	else
+		fatal(s, CP_EXIT_LOST, "connection lost%s%s", what ? " " : "", what ? what : "");
+}
+
+static void on_wc(struct sender *s, const struct ibv_wc *wc)
+{
+	struct rk_error e;
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		rk_error_from_wc(&e, wc);
+		return fatal(s, CP_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
+	}
+	s->last_ns = cli_now_ns();
+	if (wc->opcode == IBV_WC_RECV) {
+		if (wc->wr_id >= RQ_DEPTH)
+			return fatal(s, CP_EXIT_LOST, "internal error: bad receive id");
+		on_message(s, (uint8_t *)rk_mr_addr(s->rbufs) + wc->wr_id * CP_MSG_MAX,
+			   wc->byte_len);
+		if (!s->fatal && post_recv(s, (unsigned)wc->wr_id, &e))
+			fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+		return;
+	}
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+		return fatal(s, CP_EXIT_LOST, "protocol error: the server wrote into our memory");
+	if (wc->wr_id == HELLO_WRID || !(wc->wr_id & 1))
+		return; /* hello SEND, or a header WRITE: the data WRITE follows */
+	if ((wc->wr_id >> 1) < CP_MAX_SLOTS) {
+		struct lslot *ls = &s->slots[wc->wr_id >> 1];
+
+		ls->sent = 1;
+		if (ls->credited)
+			ls->state = LS_FREE;
+	}
+}
+
+static int all_done(const struct sender *s)
+{
+	for (size_t i = 0; i < s->plan->n; i++)
+		if (s->plan->items[i].state == CP_ITEM_SENT)
+			return 0;
+	for (int i = 0; i < s->w.nslots; i++)
+		if (s->slots[i].state == LS_POSTED)
+			return 0;
+	return 1;
+}
+
+/*
+ * pump - handle what has completed; with @wait_ms, sleep up to that long
+ * for something to happen first. Returns -1 once the session is over.
+ */
+static int pump(struct sender *s, int wait_ms)
+{
+	struct rk_cq *cq = rk_conn_cq(s->conn);
+	struct pollfd pfd[2] = {{.fd = rk_cq_fd(cq), .events = POLLIN},
+				{.fd = rk_conn_cm_fd(s->conn), .events = POLLIN}};
+	struct ibv_wc wc[16];
+	struct rk_error e;
+	int n, gone = 0;
+
+	if (s->fatal)
+		return -1;
+	n = rk_cq_poll(cq, wc, 16, &e);
+	if (n == 0 && wait_ms > 0) {
+		if (rk_cq_arm(cq, &e))
+			return fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e)), -1;
+		n = rk_cq_poll(cq, wc, 16, &e);
+		if (n == 0) {
+			if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR)
+				return fatal(s, CP_EXIT_LOST, "poll: %s", strerror(errno)), -1;
+			if ((pfd[1].revents & POLLIN) &&
+			    rk_conn_progress(s->conn, 0, &e) != RK_CONN_CONNECTED)
+				gone = 1;
+			n = rk_cq_poll(cq, wc, 16, &e);
+		}
+	}
+	if (n < 0)
+		return fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e)), -1;
+	for (int i = 0; i < n && !s->fatal; i++)
+		on_wc(s, &wc[i]);
+	/* What completed before the disconnect still counts: drain it first. */
+	while (gone && !s->fatal && (n = rk_cq_poll(cq, wc, 16, &e)) > 0)
+		for (int i = 0; i < n && !s->fatal; i++)
+			on_wc(s, &wc[i]);
+	if (gone && !s->fatal && !all_done(s))
+		lost(s, "(the server closed it)");
+	if (gone)
+		s->gone = 1;
+	if (!s->fatal && cli_now_ns() - s->last_ns > (uint64_t)s->o->idle_ms * 1000000)
+		fatal(s, CP_EXIT_LOST, "the server did not answer for %d s", s->o->idle_ms / 1000);
+	return s->fatal ? -1 : 0;
+}
+
+/* ---- slots ---- */
+
+static int flush(struct sender *s)
+{
+	uint64_t remote = s->w.ring_addr + (uint64_t)s->cur * s->stride;
+	struct rk_wr wrs[2] = {
+	    {.op = RK_OP_WRITE,
+	     .wr_id = (uint64_t)s->cur << 1,
+	     .addr = slot_hdr(s, s->cur),
+	     .len = (uint32_t)s->wr.len,
+	     .lkey = rk_mr_lkey(s->stage),
+	     .remote_addr = remote,
+	     .rkey = s->w.rkey},
+	    {.op = RK_OP_WRITE_IMM,
+	     .flags = RK_WR_SIGNALED,
+	     .wr_id = (uint64_t)s->cur << 1 | 1,
+	     .addr = slot_data(s, s->cur),
+	     .len = s->dlen,
+	     .lkey = rk_mr_lkey(s->stage),
+	     .remote_addr = remote + CP_HDR_SIZE,
+	     .rkey = s->w.rkey,
+	     .imm = cp_imm((uint16_t)s->cur, (uint16_t)s->wr.len)},
+	};
+	struct rk_error e;
+	int r;
+
+	if (s->cur < 0)
+		return 0;
+	while ((r = rk_post_list(s->conn, wrs, 2, &e)) == -ENOBUFS)
+		if (pump(s, WAIT_MS))
+			return -1;
+	if (r != 2) {
+		lost(s, "(posting failed)");
+		return -1;
+	}
+	s->slots[s->cur] = (struct lslot){.state = LS_POSTED};
+	s->cur = -1;
+	return 0;
+}
+
+/* Make sure a slot is being filled; wait for a credit if none is free. */
+static int get_slot(struct sender *s)
+{
+	if (s->cur >= 0)
+		return 0;
+	for (;;) {
+		for (int i = 0; i < s->w.nslots; i++) {
+			if (s->slots[i].state != LS_FREE)
+				continue;
+			s->slots[i].state = LS_FILL;
+			s->cur = i;
+			cp_slot_init(&s->wr, slot_hdr(s, i), CP_HDR_SIZE);
+			s->dlen = 0;
+			return 0;
+		}
+		if (pump(s, WAIT_MS))
+			return -1;
+	}
+}
+
+/* A slot with room for @nrec records, @name_len bytes of name and @data bytes. */
+static int need(struct sender *s, unsigned nrec, size_t name_len, uint64_t data)
+{
+	if (s->cur >= 0 &&
+	    (s->wr.nrec + nrec > CP_MAX_RECORDS ||
+	     s->wr.len + nrec * CP_REC_FIXED + name_len + 8 > CP_HDR_SIZE ||
+	     s->dlen + data > s->w.chunk) &&
+	    flush(s))
+		return -1;
+	return get_slot(s);
+}
+
+static void add(struct sender *s, const struct cp_rec *r)
+{
+	/* need() made room; a failure here is a bug, not a peer's doing. */
+	if (cp_slot_add(&s->wr, r))
+		abort();
+}
+
+/* ---- files ---- */
+
+static int read_full(int fd, uint8_t *p, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENODATA; /* the file shrank */
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static void local_fail(struct cp_item *it, const char *what, int e)
+{
+	snprintf(it->local_err, sizeof(it->local_err), "%s: %s", what,
+		 e == -ENODATA ? "the file changed while being copied" : strerror(abs(e)));
+	it->state = CP_ITEM_DONE;
+}
+
+static int hash_file(struct sender *s, int fd, uint64_t len)
+{
+	uint64_t off = 0;
+
+	XXH3_128bits_reset(s->st);
+	while (off < len) {
+		size_t n = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
+		int r = read_full(fd, s->hashbuf, n, off);
+
+		if (r)
+			return r;
+		XXH3_128bits_update(s->st, s->hashbuf, n);
+		off += n;
+		if (pump(s, 0))
+			return -EPIPE;
+	}
+	return 0;
+}
+
+/* A file that fits in the current slot's data block: no round trip. */
+static int send_small(struct sender *s, struct cp_item *it, uint32_t id, int fd)
+{
+	size_t nl = strlen(it->dst);
+	struct cp_rec r = {.file_id = id};
+	uint8_t h[16];
+	int e;
+
+	if (need(s, 3, nl, it->size))
+		return -1;
+	e = read_full(fd, slot_data(s, s->cur) + s->dlen, (size_t)it->size, 0);
+	if (e) {
+		local_fail(it, "read", e);
+		return 0;
+	}
+	cp_hash128(slot_data(s, s->cur) + s->dlen, (size_t)it->size, h);
+	r.type = CP_REC_BEGIN;
+	r.a = it->size;
+	r.b = it->mode;
+	r.name = it->dst;
+	r.name_len = (uint16_t)nl;
+	add(s, &r);
+	memset(&r, 0, sizeof(r));
+	r.file_id = id;
+	if (it->size) {
+		r.type = CP_REC_DATA;
+		r.data_off = s->dlen;
+		r.data_len = (uint32_t)it->size;
+		memcpy(r.hash, h, 16);
+		add(s, &r);
+	}
+	r.type = CP_REC_END;
+	r.data_off = r.data_len = 0;
+	memcpy(r.hash, h, 16);
+	add(s, &r);
+	s->dlen += (uint32_t)it->size;
+	it->state = CP_ITEM_SENT;
+	cp_progress_add(s->o->progress, it->size, it->dst);
+	return 0;
+}
+
+/* Add a record of @type for @id to a (possibly new) slot and post it. */
+static int send_record(struct sender *s, uint8_t type, uint32_t id, const uint8_t *hash)
+{
+	struct cp_rec r = {.type = type, .file_id = id};
+
+	if (hash)
+		memcpy(r.hash, hash, 16);
+	if (need(s, 1, 0, 0))
+		return -1;
+	add(s, &r);
+	return flush(s);
+}
+
+/* Resume offered the whole final file: identical means nothing to send. */
+static int send_existing(struct sender *s, struct cp_item *it, uint32_t id, int fd)
+{
+	uint8_t h[16];
+	int e;
+
+	if (it->ready_res.offset == it->size) {
+		e = hash_file(s, fd, it->size);
+		if (e == -EPIPE)
+			return -1;
+		if (e) {
+			local_fail(it, "read", e);
+			return send_record(s, CP_REC_ABORT, id, NULL);
+		}
+		cp_hash_digest(s->st, h);
+		if (!memcmp(h, it->ready_res.hash, 16))
+			return send_record(s, CP_REC_END, id, h);
+	}
+	snprintf(it->local_err, sizeof(it->local_err),
+		 "exists on the server with other content (use --force to overwrite)");
+	return send_record(s, CP_REC_ABORT, id, NULL);
+}
+
+static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
+{
+	size_t nl = strlen(it->dst);
+	struct cp_rec r = {.type = CP_REC_BEGIN,
+			   .flags = CP_BEGIN_WAIT,
+			   .file_id = id,
+			   .a = it->size,
+			   .b = it->mode,
+			   .name = it->dst,
+			   .name_len = (uint16_t)nl};
+	uint64_t off;
+	int restart = 0, e;
+
+	if (need(s, 1, nl, 0))
+		return -1;
+	add(s, &r);
+	it->waiting_ready = 1;
+	it->state = CP_ITEM_SENT;
+	if (flush(s))
+		return -1;
+	while (!it->ready && it->state != CP_ITEM_DONE)
+		if (pump(s, WAIT_MS))
+			return -1;
+	if (it->state == CP_ITEM_DONE)
+		return 0; /* refused */
+	if (it->ready_res.flags & CP_READY_COMPLETE)
+		return send_existing(s, it, id, fd);
+	off = it->ready_res.offset;
+	XXH3_128bits_reset(s->st);
+	if (off > it->size || off % s->w.chunk) {
+		restart = 1;
+	} else if (off) {
+		uint8_t h[16];
+
+		e = hash_file(s, fd, off);
+		if (e == -EPIPE)
+			return -1;
+		if (e) {
+			local_fail(it, "read", e);
+			return send_record(s, CP_REC_ABORT, id, NULL);
+		}
+		cp_hash_digest(s->st, h);
+		restart = memcmp(h, it->ready_res.hash, 16) != 0;
+	}
+	if (restart) {
+		off = 0;
+		XXH3_128bits_reset(s->st);
+	}
+	cp_progress_add(s->o->progress, off, it->dst);
+	/* One chunk per slot; the last one also carries END (a file of 0 bytes: END alone). */
+	do {
+		uint32_t n = it->size - off < s->w.chunk ? (uint32_t)(it->size - off) : s->w.chunk;
+
+		if (need(s, 3, 0, s->w.chunk))
+			return -1;
+		if (it->state == CP_ITEM_DONE) {
+			s->slots[s->cur].state = LS_FREE; /* failed on the server: stop */
+			s->cur = -1;
+			return 0;
+		}
+		memset(&r, 0, sizeof(r));
+		r.file_id = id;
+		if (restart) {
+			r.type = CP_REC_RESTART;
+			add(s, &r);
+			restart = 0;
+		}
+		e = read_full(fd, slot_data(s, s->cur), n, off);
+		if (e) {
+			local_fail(it, "read", e);
+			it->state = CP_ITEM_SENT; /* the server still owes its DONE for the abort */
+			r.type = CP_REC_ABORT;
+			add(s, &r);
+			return flush(s);
+		}
+		if (n) {
+			r.type = CP_REC_DATA;
+			r.a = off;
+			r.data_len = n;
+			cp_hash128(slot_data(s, s->cur), n, r.hash);
+			XXH3_128bits_update(s->st, slot_data(s, s->cur), n);
+			add(s, &r);
+			s->dlen = n;
+			off += n;
+		}
+		if (off == it->size) {
+			memset(&r, 0, sizeof(r));
+			r.type = CP_REC_END;
+			r.file_id = id;
+			cp_hash_digest(s->st, r.hash);
+			add(s, &r);
+		}
+		if (flush(s))
+			return -1;
+		cp_progress_add(s->o->progress, n, it->dst);
+	} while (off < it->size);
+	return 0;
+}
+
+static int send_item(struct sender *s, size_t idx)
+{
+	struct cp_item *it = &s->plan->items[idx];
+	uint32_t id = (uint32_t)idx + 1;
+	struct stat st;
+	int fd, r;
+
+	if (it->is_dir) {
+		struct cp_rec rec = {.type = CP_REC_DIR,
+				     .file_id = id,
+				     .b = it->mode,
+				     .name = it->dst,
+				     .name_len = (uint16_t)strlen(it->dst)};
+
+		if (need(s, 1, rec.name_len, 0))
+			return -1;
+		add(s, &rec);
+		it->state = CP_ITEM_SENT;
+		return 0;
+	}
+	fd = open(it->src, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		local_fail(it, "open", -errno);
+		return 0;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		local_fail(it, "open", S_ISREG(st.st_mode) ? -errno : -EINVAL);
+		close(fd);
+		return 0;
+	}
+	if (it->size != (uint64_t)st.st_size) {
+		s->o->progress->total += (uint64_t)st.st_size - it->size;
+		it->size = (uint64_t)st.st_size;
+	}
+	if (it->size > s->w.max_file_size) {
+		snprintf(it->local_err, sizeof(it->local_err),
+			 "larger than the server accepts (%llu bytes)",
+			 (unsigned long long)s->w.max_file_size);
+		it->state = CP_ITEM_DONE;
+		close(fd);
+		return 0;
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	if (!(s->o->flags & CP_F_RESUME) && it->size <= s->w.chunk)
+		r = send_small(s, it, id, fd);
+	else
+		r = send_large(s, it, id, fd);
+	close(fd);
+	return r;
+}
+
+static int run(struct sender *s)
+{
+	struct cp_rec bye = {.type = CP_REC_BYE};
+
+	for (size_t i = 0; i < s->plan->n; i++)
+		if (send_item(s, i))
+			return -1;
+	if (need(s, 1, 0, 0))
+		return -1;
+	add(s, &bye);
+	if (flush(s))
+		return -1;
+	while (!all_done(s) && !s->gone)
+		if (pump(s, WAIT_MS))
+			return -1;
+	return 0;
+}
+
+/* ---- session set-up ---- */
+
+static int open_device(const struct cp_send_opts *o, struct rk_device **dev, char *why,
+		       size_t why_len)
+{
+	struct rk_device_opts d = {.gid_index = -1};
+	struct ibv_device **list = NULL;
+	char name[64] = "";
+	struct rk_error e;
+	int n = 0;
+
+	d.name = o->dev ? o->dev : getenv("RK_DEV");
+	if (!d.name) {
+		list = ibv_get_device_list(&n);
+		if (!list || n < 1) {
+			snprintf(why, why_len, "no RDMA device found");
+			if (list)
+				ibv_free_device_list(list);
+			return CP_EXIT_LOST;
+		}
+		snprintf(name, sizeof(name), "%s", ibv_get_device_name(list[0]));
+		ibv_free_device_list(list);
+		if (n > 1) {
+			snprintf(why, why_len, "%d RDMA devices: choose one with --dev", n);
+			return CP_EXIT_USAGE;
+		}
+		d.name = name;
+	}
+	if (rk_device_open(&d, &e, dev)) {
+		snprintf(why, why_len, "%s", rk_error_str(&e));
+		return CP_EXIT_LOST;
+	}
+	return 0;
+}
+
+static int connect_and_hello(struct sender *s)
+{
+	struct rk_hello hello = {.app_id = CP_APP_ID, .app_arg = CP_VERSION};
+	struct rk_cm_connect_opts co = {
+	    .host = s->o->host,
+	    .port = s->o->port,
+	    .hello = &hello,
+	    .conn = {.sq_depth = SQ_DEPTH,
+		     .rq_depth = RQ_DEPTH,
+		     .wait_mode = RK_WAIT_EVENT,
+		     .prepare = prepare,
+		     .prepare_arg = s},
+	};
+	struct cp_hello h = {
+	    .chunk = s->o->chunk, .depth = (uint16_t)s->o->depth, .flags = (uint16_t)s->o->flags};
+	struct rk_wr wr = {.op = RK_OP_SEND, .flags = RK_WR_SIGNALED, .wr_id = HELLO_WRID};
+	struct rk_error e;
+	int n, r;
+
+	if (s->o->token) {
+		hello.token_len = CP_TOKEN_LEN;
+		memcpy(hello.token, s->o->token, CP_TOKEN_LEN);
+	}
+	r = rk_cm_connect(s->dev, &co, &e, &s->conn);
+	if (r) {
+		s->conn = NULL; /* the library destroyed it */
+		fatal(s, strstr(e.msg, "rejected by peer") ? CP_EXIT_REFUSED : CP_EXIT_LOST,
+		      "cannot connect to %s:%s: %s", s->o->host, s->o->port, rk_error_str(&e));
+		return -1;
+	}
+	n = cp_hello_encode(&h, rk_mr_addr(s->hello), CP_MSG_MAX);
+	wr.addr = rk_mr_addr(s->hello);
+	wr.len = (uint32_t)n;
+	wr.lkey = rk_mr_lkey(s->hello);
+	if (n < 0 || rk_post(s->conn, &wr, &e)) {
+		lost(s, "(sending hello)");
+		return -1;
+	}
+	s->last_ns = cli_now_ns();
+	while (!s->welcomed)
+		if (pump(s, WAIT_MS))
+			return -1;
+	s->stride = CP_HDR_SIZE + ((size_t)s->w.chunk + 4095) / 4096 * 4096;
+	r = rk_mr_alloc(s->dev, s->w.nslots * s->stride, RK_ACCESS_LOCAL, &e, &s->stage);
+	if (r) {
+		fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+		return -1;
+	}
+	return 0;
+}
+
+int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, char *why, size_t why_len)
+{
+	struct sender s = {.o = o, .plan = plan, .cur = -1, .why = why, .why_len = why_len};
+	struct rk_error e;
+	int r;
+
+	why[0] = '\0';
+	r = open_device(o, &s.dev, why, why_len);
+	if (r)
+		return r;
+	s.st = XXH3_createState();
+	s.hashbuf = malloc(HASH_BUF);
+	if (!s.st || !s.hashbuf) {
+		fatal(&s, CP_EXIT_LOST, "out of memory");
+		goto out;
+	}
+	r = rk_mr_alloc(s.dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &s.rbufs);
+	if (!r)
+		r = rk_mr_alloc(s.dev, CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &s.hello);
+	if (r) {
+		fatal(&s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+		goto out;
+	}
+	if (connect_and_hello(&s) == 0)
+		run(&s);
+out:
+	if (s.conn && !s.fatal && !s.gone)
+		rk_conn_disconnect(s.conn, 2000, NULL);
+	rk_conn_destroy(s.conn);
+	rk_mr_dereg(s.stage);
+	rk_mr_dereg(s.hello);
+	rk_mr_dereg(s.rbufs);
+	free(s.hashbuf);
+	XXH3_freeState(s.st);
+	rk_device_close(s.dev);
+	return s.fatal;
+}
