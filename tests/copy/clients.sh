@@ -28,5 +28,5 @@ while [ $n -lt 8 ]; do
 	diff -r "$W/src$n/small" "$D/c$n/small" || fail "c$n/small differs"
 	n=$((n + 1))
 done
-[ "$(grep -c 'connected$' "$W/server.log")" = 8 ] || fail "expected 8 sessions"
+[ "$(server_log | grep -c 'connected$')" = 8 ] || fail "expected 8 sessions"
 echo "copy clients: ok"

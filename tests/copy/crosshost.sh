@@ -5,12 +5,13 @@ set -eu
 RK=${RK_BUILD:?}/tools/rk/rk
 port=7915
 [ -n "${RK_PEER_ADDR:-}" ] || { echo "crosshost: needs scripts/softroce run --hosts 2" >&2; exit 1; }
-src=$(mktemp /tmp/rkcopy-src.XXXXXX)
-log=$(mktemp /tmp/rkcopy-log.XXXXXX)
-json=$(mktemp /tmp/rkcopy-json.XXXXXX)
+t=${TMPDIR:-/tmp}
+src=$(mktemp "$t/rkcopy-src.XXXXXX")
+log=$(mktemp "$t/rkcopy-log.XXXXXX")
+json=$(mktemp "$t/rkcopy-json.XXXXXX")
 trap 'rm -f "$src" "$log" "$json"' EXIT
 head -c $((256 << 20)) /dev/urandom >"$src"
-"$RK_SOFTROCE" peer -- sh -c "mkdir -p /tmp/rkcopy-dst && echo \$\$ >/tmp/rkcopy-srv.pid && exec timeout 300 $RK serve --dir /tmp/rkcopy-dst --addr $RK_PEER_ADDR --port $port --idle 30" >"$log" 2>&1 &
+"$RK_SOFTROCE" peer -- sh -c "b=\${TMPDIR:-/tmp}; mkdir -p \$b/rkcopy-dst && echo \$\$ >\$b/rkcopy-srv.pid && exec timeout 300 $RK serve --dir \$b/rkcopy-dst --addr $RK_PEER_ADDR --port $port --idle 30" >"$log" 2>&1 &
 server=$!
 i=0
 until grep -q listening "$log"; do
@@ -20,8 +21,8 @@ until grep -q listening "$log"; do
 done
 "$RK" copy --json "$src" "$RK_PEER_ADDR:$port:big.bin" | tee "$json"
 want=$(sha256sum "$src" | cut -d' ' -f1)
-got=$("$RK_SOFTROCE" peer -- sha256sum /tmp/rkcopy-dst/big.bin | cut -d' ' -f1)
-"$RK_SOFTROCE" peer -- sh -c 'kill -TERM "$(cat /tmp/rkcopy-srv.pid)"' || true
+got=$("$RK_SOFTROCE" peer -- sh -c 'sha256sum "${TMPDIR:-/tmp}/rkcopy-dst/big.bin"' | cut -d' ' -f1)
+"$RK_SOFTROCE" peer -- sh -c 'kill -TERM "$(cat "${TMPDIR:-/tmp}/rkcopy-srv.pid")"' || true
 wait $server || true
 cat "$log"
 [ "$want" = "$got" ] || { echo "crosshost: hash mismatch: $want vs $got" >&2; exit 1; }

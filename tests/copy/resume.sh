@@ -33,7 +33,7 @@ kill -0 "$SERVER_PID" || fail "server died with its client"
 "$RK" copy --resume "$W/big.bin" "$RK_ADDR:$port:" >"$W/out" || fail "resume after client kill"
 cmp "$W/big.bin" "$D/big.bin" || fail "resumed file differs (client kill)"
 [ ! -e "$D/.big.bin.rkpart" ] || fail "temporary left after resume"
-grep -q "(resumed)" "$W/server.log" || fail "server did not resume from a prefix"
+server_log | grep -q "(resumed)" || fail "server did not resume from a prefix"
 
 # 2. The server dies.
 rm -f "$D/big.bin"
@@ -55,7 +55,7 @@ cat "$W/err"
 start_server $port "$D"
 "$RK" copy --resume "$W/big.bin" "$RK_ADDR:$port:" || fail "resume after server kill"
 cmp "$W/big.bin" "$D/big.bin" || fail "resumed file differs (server kill)"
-[ "$(grep -c '(resumed)' "$W/server.log")" = 2 ] || fail "second resume did not use the prefix"
+[ "$(server_log | grep -c '(resumed)')" = 2 ] || fail "second resume did not use the prefix"
 
 # 3. --resume with the file already complete: up to date, nothing sent.
 "$RK" copy --resume "$W/big.bin" "$RK_ADDR:$port:" >"$W/out" || fail "resume of a complete file"

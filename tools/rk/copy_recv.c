@@ -377,6 +377,32 @@ static void data_file(struct session *s, struct cp_credit *c, struct rfile *f,
 	f->next_off += r->data_len;
 }
 
+/*
+ * Move the verified temporary into place. Without --force the name must
+ * not exist: RENAME_NOREPLACE where the file system has it (tmpfs, ext4,
+ * xfs...), else link() + unlink(), which fails with EEXIST just as
+ * atomically; only where neither works (some network file systems) is it
+ * check-then-rename.
+ */
+static int commit_rename(int dirfd, const char *tmp, const char *leaf, unsigned flags)
+{
+	struct stat st;
+
+	if (renameat2(dirfd, tmp, dirfd, leaf, flags) == 0)
+		return 0;
+	if (!flags || errno != EINVAL)
+		return -1;
+	if (linkat(dirfd, tmp, dirfd, leaf, 0) == 0)
+		return unlinkat(dirfd, tmp, 0) && errno != ENOENT ? -1 : 0;
+	if (errno == EEXIST)
+		return -1;
+	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	return renameat(dirfd, tmp, dirfd, leaf);
+}
+
 static void end_file(struct session *s, struct cp_credit *c, struct rfile *f,
 		     const struct cp_rec *r)
 {
@@ -397,13 +423,19 @@ static void end_file(struct session *s, struct cp_credit *c, struct rfile *f,
 	cp_hash_digest(f->st, h);
 	if (memcmp(h, r->hash, 16))
 		return fail_file(s, c, f, CP_E_HASH, 0, f->size, 1);
-	if (fchmod(f->fd, (mode_t)(f->mode & ~0022u) | 0600))
+	if (fchmod(f->fd, (mode_t)(f->mode & ~0022u) | 0600)) {
+		slog(s, "%s: fchmod: %s", f->name, strerror(errno));
 		return fail_file(s, c, f, CP_E_IO, errno, f->size, 1);
-	if (fsync(f->fd))
+	}
+	if (fsync(f->fd)) {
+		slog(s, "%s: fsync: %s", f->name, strerror(errno));
 		return fail_file(s, c, f, CP_E_IO, errno, f->size, 1);
-	if (renameat2(f->dirfd, f->tmp, f->dirfd, f->leaf, flags))
+	}
+	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
+		slog(s, "%s: rename: %s", f->name, strerror(errno));
 		return fail_file(s, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
 				 errno == EEXIST ? 0 : errno, f->size, 1);
+	}
 	if (fsync(f->dirfd))
 		fprintf(stderr, "rk serve: fsync of the directory of %s: %s\n", f->name,
 			strerror(errno));
