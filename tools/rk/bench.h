@@ -100,6 +100,7 @@ struct bench_local {
 	unsigned wait_s;     /* server: how long to wait for a client */
 	const char *json_path;
 	const char *plot_path;
+	uint32_t max_size;	  /* --max-size: where -a stops */
 	unsigned explicit_fields; /* enum bench_field bits given on the command line */
 };
 

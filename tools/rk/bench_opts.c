@@ -25,6 +25,7 @@ enum {
 	OPT_PLOT,
 	OPT_BIND,
 	OPT_RX_DEPTH,
+	OPT_MAX_SIZE,
 };
 
 static const struct option long_opts[] = {
@@ -32,6 +33,7 @@ static const struct option long_opts[] = {
     {"mode", required_argument, NULL, OPT_MODE},
     {"size", required_argument, NULL, 's'},
     {"all", no_argument, NULL, 'a'},
+    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
     {"iters", required_argument, NULL, 'n'},
     {"duration", required_argument, NULL, 'D'},
     {"warmup", required_argument, NULL, 'w'},
@@ -183,6 +185,9 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 		p->size_min = BENCH_ALL_MIN;
 		p->size_max = BENCH_MAX_SIZE;
 		return 0;
+	case OPT_MAX_SIZE:
+		l->explicit_fields |= BF_SIZE;
+		return parse_size(arg, &l->max_size);
 	case 'n':
 		l->explicit_fields |= BF_ITERS | BF_DURATION;
 		p->duration_s = 0;
@@ -296,6 +301,17 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 		}
 		if (apply(c, optarg, p, l))
 			return -1;
+	}
+	if (l->max_size) {
+		if (p->size_min == p->size_max) {
+			fprintf(stderr, "rk bench: --max-size goes with -a\n");
+			return -1;
+		}
+		if (l->max_size < BENCH_ALL_MIN || (l->max_size & (l->max_size - 1))) {
+			fprintf(stderr, "rk bench: --max-size: a power of two from 2 to 8M\n");
+			return -1;
+		}
+		p->size_max = l->max_size;
 	}
 	if (optind + 1 < argc) {
 		fprintf(stderr, "rk bench: one HOST expected, got '%s' too\n", argv[optind + 1]);
