@@ -77,7 +77,7 @@ struct rk_conn {
 /* Defaults that survive TCG-emulated Soft-RoCE yet notice a dead peer in seconds. */
 #define RK_DEF_DEPTH	     128
 #define RK_DEF_ACK_TIMEOUT   17
-#define RK_DEF_RETRY_CNT     7
+#define RK_DEF_RETRY_CNT     6 /* rxe treats 7 as "retry forever" */
 #define RK_DEF_RNR_RETRY     6
 #define RK_DEF_MIN_RNR_TIMER 20
 #define RK_DEF_RD_ATOMIC     16

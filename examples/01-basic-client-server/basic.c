@@ -273,7 +273,8 @@ static struct addrinfo *resolve(const char *host, const char *port, int passive)
 /* The connection parameters both sides use: no RDMA READs, patient retries. */
 static struct rdma_conn_param conn_param(void)
 {
-	return (struct rdma_conn_param){.retry_count = 7, .rnr_retry_count = 7};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
+	return (struct rdma_conn_param){.retry_count = 6, .rnr_retry_count = 7};
 }
 
 static void run_server(struct conn *c, const char *host, const char *port, const char *msg)

@@ -197,8 +197,12 @@ int main(int argc, char **argv)
 	};
 	/* A READ needs responder resources at the target and initiator depth at
 	 * the reader; with 0 (the classic default) every READ fails. */
-	struct rdma_conn_param param = {
-	    .responder_resources = 1, .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7};
+	struct rdma_conn_param param = {/* retry_count 6: rxe treats 7 like "retry forever", and a
+					   dead peer would go unnoticed */
+					.responder_resources = 1,
+					.initiator_depth = 1,
+					.retry_count = 6,
+					.rnr_retry_count = 7};
 	struct ibv_wc wc;
 	long v;
 

@@ -189,7 +189,8 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 	    .qp_type = IBV_QPT_RC,
 	    .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
 	};
-	struct rdma_conn_param param = {.retry_count = 7, .rnr_retry_count = 7};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
+	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	/* The client only WRITEs WITH IMMEDIATE: its receives need no buffer. */
 	struct ibv_recv_wr rwr = {.num_sge = 0}, *bad_rwr;
 	struct ibv_sge sge;
@@ -398,7 +399,8 @@ static void run_client(const char *host, const char *port, const char *path, con
 	    .qp_type = IBV_QPT_RC,
 	    .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
 	};
-	struct rdma_conn_param param = {.retry_count = 7, .rnr_retry_count = 7};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
+	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct ibv_sge sge;
 	struct ibv_send_wr swr = {
 	    .sg_list = &sge, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .send_flags = IBV_SEND_SIGNALED};

@@ -253,7 +253,8 @@ static struct addrinfo *resolve(const char *addr, const char *port, int passive)
 static void run_server(const char *addr, const char *port, int ready_fd)
 {
 	struct side s = {0};
-	struct rdma_conn_param param = {.retry_count = 7, .rnr_retry_count = 7};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
+	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct rdma_cm_event *ev;
 	struct addrinfo *ai = resolve(addr, port, 1);
 	struct plan plan;
@@ -332,7 +333,9 @@ static void run_client(const char *addr, const char *port, uint32_t iters, uint3
 	struct plan plan = {.version = PLAN_VERSION, .iters = htonl(iters), .size = htonl(size)};
 	struct rdma_conn_param param = {.private_data = &plan,
 					.private_data_len = sizeof(plan),
-					.retry_count = 7,
+					/* retry_count 6: rxe treats 7 like "retry forever", and a
+					   dead peer would go unnoticed */
+					.retry_count = 6,
 					.rnr_retry_count = 7};
 	struct addrinfo *ai = resolve(addr, port, 0);
 	static const char *names[] = {"busy-poll", "event"};

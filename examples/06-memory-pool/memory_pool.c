@@ -247,7 +247,8 @@ static void run_server(const char *addr, const char *port, int ready_fd, uint32_
 		       uint32_t size)
 {
 	struct side s = {0};
-	struct rdma_conn_param param = {.retry_count = 7, .rnr_retry_count = 7};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
+	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct addrinfo *ai = resolve(addr, port, 1);
 	struct rdma_cm_event *ev;
 	struct hello h = {.version = VERSION, .slots = htonl(slots), .slot_size = htonl(size)};
@@ -365,7 +366,8 @@ static int cmp_u64(const void *a, const void *b)
 static void run_client(const char *addr, const char *port, uint32_t iters)
 {
 	struct side s = {0};
-	struct rdma_conn_param param = {.retry_count = 7, .rnr_retry_count = 7};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
+	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct addrinfo *ai = resolve(addr, port, 0);
 	struct rdma_cm_event *ev;
 	struct hello h;

@@ -167,7 +167,9 @@ static void run_server(const char *addr, const char *port, int ready_fd)
 						.private_data_len = sizeof(rp),
 						.responder_resources = 1,
 						.initiator_depth = 1,
-						.retry_count = 7,
+						/* retry_count 6: rxe treats 7 like "retry forever",
+						   and a dead peer would go unnoticed */
+						.retry_count = 6,
 						.rnr_retry_count = 7};
 		uint32_t size;
 
@@ -334,7 +336,9 @@ static void run_client(const char *addr, const char *port, int max_qp, int batch
 					.private_data_len = sizeof(rq),
 					.responder_resources = 1,
 					.initiator_depth = 1,
-					.retry_count = 7,
+					/* retry_count 6: rxe treats 7 like "retry forever", and a
+					   dead peer would go unnoticed */
+					.retry_count = 6,
 					.rnr_retry_count = 7};
 	struct conn conns[2][MAX_QP] = {{{0}}}; /* [0]: shared CQ, [1]: a CQ per QP */
 	struct ibv_pd *pd = NULL;

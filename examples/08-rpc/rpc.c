@@ -205,7 +205,8 @@ static uint32_t make_payload(char *p, uint32_t id)
 static void run_server(const char *addr, const char *port, int ready_fd)
 {
 	struct side s = {0};
-	struct rdma_conn_param param = {.retry_count = 7, .rnr_retry_count = 7};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
+	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct addrinfo *ai = resolve(addr, port, 1);
 	struct rdma_cm_event *ev;
 	struct hello h;
@@ -413,7 +414,9 @@ static void run_client(const char *addr, const char *port, uint32_t iters, uint3
 	    .version = VERSION, .slots = htonl(depth), .slot_size = htonl(sizeof(struct response))};
 	struct rdma_conn_param param = {.private_data = &h,
 					.private_data_len = sizeof(h),
-					.retry_count = 7,
+					/* retry_count 6: rxe treats 7 like "retry forever", and a
+					   dead peer would go unnoticed */
+					.retry_count = 6,
 					.rnr_retry_count = 7};
 	struct addrinfo *ai = resolve(addr, port, 0);
 	uint32_t next_id = 0;

@@ -11,7 +11,7 @@
  * opts.cq to share one CQ between connections.
  *
  * Transport timers are finite: the defaults (ACK timeout 17 = 0.5 s,
- * retry_cnt 7, rnr_retry 6) survive slow Soft-RoCE under emulation yet
+ * retry_cnt 6, rnr_retry 6) survive slow Soft-RoCE under emulation yet
  * report a dead peer within about five seconds as a failed completion
  * (RETRY_EXC_ERR).
  *
@@ -55,7 +55,7 @@ struct rk_conn_opts {
 	uint32_t cq_depth;	     /* ... its depth; 0 = sq_depth + rq_depth */
 	/* Transport; 0 selects the default. */
 	uint8_t ack_timeout;	    /* 4.096 us * 2^n; default 17 (0.5 s) */
-	uint8_t retry_cnt;	    /* 1..7; default 7 */
+	uint8_t retry_cnt;	    /* 1..7; default 6 (rxe retries forever at 7) */
 	uint8_t rnr_retry;	    /* 1..6 (7 would be infinite); default 6 */
 	uint8_t min_rnr_timer;	    /* IB encoding; default 20 (10.24 ms) */
 	uint8_t max_rd_atomic;	    /* RDMA READs in flight each way; default

@@ -207,10 +207,13 @@ static int client(const char *addr, const char *port)
 		FAIL("rdma_resolve_route: %s", strerror(errno));
 	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
 	setup_qp(id, &c);
-	if (rdma_connect(id, &(struct rdma_conn_param){.responder_resources = 1,
-						       .initiator_depth = 1,
-						       .retry_count = 7,
-						       .rnr_retry_count = 7}))
+	if (rdma_connect(
+		id, &(struct rdma_conn_param){.responder_resources = 1,
+					      .initiator_depth = 1,
+					      /* retry_count 6: rxe treats 7 like "retry forever",
+						 and a dead peer would go unnoticed */
+					      .retry_count = 6,
+					      .rnr_retry_count = 7}))
 		FAIL("rdma_connect: %s", strerror(errno));
 	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
 

@@ -131,8 +131,8 @@ static void to_rtr_rts(struct endpoint *me, const struct endpoint *peer,
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = me->psn;
-	a.timeout = 17; /* 4.096 us * 2^17 = 0.5 s: survives slow Soft-RoCE */
-	a.retry_cnt = 7;
+	a.timeout = 17;	 /* 4.096 us * 2^17 = 0.5 s: survives slow Soft-RoCE */
+	a.retry_cnt = 6; /* rxe treats 7 as "retry forever" */
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
 	if (ibv_modify_qp(me->qp, &a,
