@@ -102,6 +102,8 @@ static int parse_target(const char *arg, char *host, size_t hl, char *port, size
 	return 0;
 }
 
+#define UNSENT_NAMED 5
+
 struct tally {
 	size_t ok, uptodate, failed, refused, unsent, dirs;
 	uint64_t bytes;
@@ -130,7 +132,7 @@ static const char *item_error(const struct cp_item *it, char *buf, size_t len)
 	return buf;
 }
 
-static void tally_plan(const struct cp_plan *p, struct tally *t, int quiet_ok)
+static void tally_plan(const struct cp_plan *p, struct tally *t)
 {
 	char why[256];
 
@@ -150,15 +152,19 @@ static void tally_plan(const struct cp_plan *p, struct tally *t, int quiet_ok)
 				t->bytes += it->size;
 			continue;
 		}
-		if (it->state != CP_ITEM_DONE && !it->local_err[0])
-			t->unsent++;
-		else if (!it->local_err[0] && refused_code(it->code))
+		if (it->state != CP_ITEM_DONE && !it->local_err[0]) {
+			/* After a lost connection, name a few, count the rest. */
+			if (t->unsent++ >= UNSENT_NAMED)
+				continue;
+		} else if (!it->local_err[0] && refused_code(it->code)) {
 			t->refused++;
-		else
+		} else {
 			t->failed++;
-		(void)quiet_ok;
+		}
 		fprintf(stderr, "rk copy: %s -> %s: %s\n", it->src, it->dst, why);
 	}
+	if (t->unsent > UNSENT_NAMED)
+		fprintf(stderr, "rk copy: ... and %zu more not copied\n", t->unsent - UNSENT_NAMED);
 }
 
 static void print_json(const struct cp_plan *p, const struct tally *t, double secs, int rc,
@@ -327,7 +333,7 @@ int rk_cmd_copy(int argc, char **argv)
 	cp_progress_clear(&prog);
 	if (rc)
 		fprintf(stderr, "rk copy: %s\n", why);
-	tally_plan(&plan, &t, quiet);
+	tally_plan(&plan, &t);
 	if (!rc && (t.failed || t.unsent))
 		rc = CP_EXIT_FAILED;
 	else if (!rc && t.refused)

@@ -79,7 +79,7 @@ static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int
 	}
 	if (h->app_arg != CP_VERSION) {
 		snprintf(text, sizeof(text), "rk copy protocol %u not supported (server: %u)",
-			 h->app_arg, CP_VERSION);
+			 (unsigned)h->app_arg, (unsigned)CP_VERSION);
 		rk_cm_request_reject(req, RK_REJECT_VERSION, text, NULL);
 		return;
 	}

@@ -20,11 +20,7 @@ static char *join(const char *a, const char *b)
 
 	if (!s)
 		return NULL;
-	if (la) {
-		memcpy(s, a, la);
-		s[la++] = '/';
-	}
-	memcpy(s + la, b, lb + 1);
+	snprintf(s, la + lb + 2, "%s%s%s", a, la ? "/" : "", b);
 	return s;
 }
 
@@ -107,15 +103,14 @@ static int walk(struct cp_plan *p, const char *src, const char *dst, char *why, 
 		if (lstat(s, &st)) {
 			snprintf(why, why_len, "%s: %s", s, strerror(errno));
 			r = -1;
-		} else if (S_ISLNK(st.st_mode) && stat(s, &st) == 0 && S_ISREG(st.st_mode)) {
-			r = add(p, 0, s, t, &st, why, why_len);
-			t = NULL;
 		} else if (S_ISDIR(st.st_mode)) {
 			r = add(p, 1, s, t, &st, why, why_len);
 			if (!r)
 				r = walk(p, s, t, why, why_len);
 			t = NULL;
-		} else if (S_ISREG(st.st_mode)) {
+		} else if (S_ISREG(st.st_mode) ||
+			   (S_ISLNK(st.st_mode) && stat(s, &st) == 0 && S_ISREG(st.st_mode))) {
+			/* a symlink counts only when it leads to a regular file */
 			r = add(p, 0, s, t, &st, why, why_len);
 			t = NULL;
 		} else {

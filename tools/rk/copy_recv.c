@@ -73,7 +73,6 @@ struct session {
 	uint32_t chunk;
 	uint16_t nslots, flags;
 	size_t stride;
-	uint8_t *slot_busy; /* a slot arrived and was not given back yet */
 	uint32_t next_id, nfiles;
 	int bye, hello_done;
 	struct rfile files[MAX_OPEN];
@@ -529,15 +528,13 @@ static int handle_slot(struct session *s, uint32_t imm, uint32_t byte_len, struc
 	const uint8_t *base;
 	int n;
 
-	if (s->bye || cp_imm_parse(imm, s->nslots, &slot, &hlen) || byte_len > s->chunk ||
-	    s->slot_busy[slot])
+	if (s->bye || cp_imm_parse(imm, s->nslots, &slot, &hlen) || byte_len > s->chunk)
 		return -EPROTO;
 	base = (const uint8_t *)rk_mr_addr(s->ring) + (size_t)slot * s->stride;
 	/* Our own copy: the client could rewrite the block while we parse it. */
 	memcpy(s->hdr, base, hlen);
 	if (cp_slot_reader_init(&rd, s->hdr, hlen, byte_len))
 		return -EPROTO;
-	s->slot_busy[slot] = 1;
 	memset(&c, 0, sizeof(c));
 	c.slot = slot;
 	while ((n = cp_slot_next(&rd, &r)) == 1)
@@ -548,7 +545,6 @@ static int handle_slot(struct session *s, uint32_t imm, uint32_t byte_len, struc
 	n = cp_credit_encode(&c, msg, sizeof(msg));
 	if (n < 0)
 		return -EPROTO;
-	s->slot_busy[slot] = 0;
 	return send_msg(s, msg, (size_t)n, err);
 }
 
@@ -574,9 +570,6 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	while (nslots > 1 && nslots * s->stride > s->srv->max_ring)
 		nslots--;
 	s->nslots = (uint16_t)nslots;
-	s->slot_busy = calloc(nslots, 1);
-	if (!s->slot_busy)
-		return -ENOMEM;
 	r = rk_mr_alloc(s->srv->dev, nslots * s->stride, RK_ACCESS_REMOTE_WRITE, err, &s->ring);
 	if (r) {
 		send_error(s, CP_E_IO, "server out of registered memory");
@@ -731,7 +724,6 @@ static void session_free(struct session *s)
 	rk_mr_dereg(s->ring);
 	rk_mr_dereg(s->sbufs);
 	rk_mr_dereg(s->rbufs);
-	free(s->slot_busy);
 	free(s->hashbuf);
 	free(s);
 }
