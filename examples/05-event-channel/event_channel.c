@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <sys/wait.h>
 
 #include <rdma/rdma_cma.h>
 
@@ -43,6 +41,12 @@ struct plan {
 	uint32_t size;	/* network byte order */
 };
 
+struct args {
+	struct ex_pair pair; /* first: ADDR, --port, --server/--client */
+	long iters;
+	long long size;
+};
+
 struct side {
 	struct rdma_event_channel *cm;
 	struct rdma_cm_id *listen_id, *id;
@@ -60,13 +64,9 @@ struct side {
 /* Wait for the next CM event, which must be `want`; anything else is fatal. */
 static struct rdma_cm_event *get_event(struct side *s, enum rdma_cm_event_type want)
 {
-	struct pollfd pfd = {.fd = s->cm->fd, .events = POLLIN};
 	struct rdma_cm_event *ev;
-	int n = poll(&pfd, 1, TIMEOUT_MS);
 
-	if (n < 0)
-		ex_die_errno("poll(cm channel)");
-	if (n == 0)
+	if (!ex_wait_fd(s->cm->fd, TIMEOUT_MS))
 		ex_die("no %s within %d ms", rdma_event_str(want), TIMEOUT_MS);
 	if (rdma_get_cm_event(s->cm, &ev))
 		ex_die_errno("rdma_get_cm_event");
@@ -209,14 +209,6 @@ static void fill(char *p, uint32_t size, uint32_t seq)
 		p[i] = (char)(seq * 31 + i);
 }
 
-static double cpu_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void teardown(struct side *s)
 {
 	if (s->unacked)
@@ -238,25 +230,16 @@ static void teardown(struct side *s)
 	rdma_destroy_event_channel(s->cm);
 }
 
-static struct addrinfo *resolve(const char *addr, const char *port, int passive)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-	struct addrinfo *ai;
-	int r = getaddrinfo(addr, port, &hints, &ai);
-
-	if (r)
-		ex_die("%s: %s", addr, gai_strerror(r));
-	return ai;
-}
-
 /* Echo every ping back: busy mode for the first `iters`, event mode after. */
-static void run_server(const char *addr, const char *port, int ready_fd)
+static void run_server(void *arg, int ready_fd)
 {
+	const struct args *a = arg;
+	const char *addr = a->pair.addr, *port = a->pair.port;
 	struct side s = {0};
 	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct rdma_cm_event *ev;
-	struct addrinfo *ai = resolve(addr, port, 1);
+	struct addrinfo *ai = ex_resolve(addr, port, 1);
 	struct plan plan;
 	struct ibv_wc wc[2];
 	double cpu[2];
@@ -272,9 +255,7 @@ static void run_server(const char *addr, const char *port, int ready_fd)
 	if (rdma_listen(s.listen_id, 1))
 		ex_die_errno("rdma_listen");
 	printf("server: listening on %s port %s\n", addr, port);
-	fflush(stdout);
-	if (ready_fd >= 0 && (write(ready_fd, "", 1) != 1 || close(ready_fd)))
-		ex_die_errno("ready pipe");
+	ex_server_ready(ready_fd);
 
 	/* The plan is the peer's word: check it before sizing anything by it. */
 	ev = get_event(&s, RDMA_CM_EVENT_CONNECT_REQUEST);
@@ -297,7 +278,7 @@ static void run_server(const char *addr, const char *port, int ready_fd)
 	rdma_ack_cm_event(get_event(&s, RDMA_CM_EVENT_ESTABLISHED));
 
 	for (int m = BUSY; m <= EVENT; m++) {
-		double start = cpu_seconds();
+		double start = ex_cpu_seconds();
 
 		for (uint32_t i = 0; i < s.iters; i++) {
 			/*
@@ -319,7 +300,7 @@ static void run_server(const char *addr, const char *port, int ready_fd)
 			post_send(&s);
 		}
 		wait_completions(&s, m, 1, wc); /* the last pong */
-		cpu[m] = (cpu_seconds() - start) * 1e6 / s.iters;
+		cpu[m] = (ex_cpu_seconds() - start) * 1e6 / s.iters;
 	}
 	rdma_ack_cm_event(get_event(&s, RDMA_CM_EVENT_DISCONNECTED));
 	printf("server: echoed 2 x %u pings; cpu us/msg: busy %.1f, event %.1f\n", s.iters,
@@ -327,17 +308,19 @@ static void run_server(const char *addr, const char *port, int ready_fd)
 	teardown(&s);
 }
 
-static void run_client(const char *addr, const char *port, uint32_t iters, uint32_t size)
+static void run_client(void *arg)
 {
+	const struct args *a = arg;
+	const char *addr = a->pair.addr, *port = a->pair.port;
+	uint32_t iters = a->iters, size = a->size;
 	struct side s = {.iters = iters, .size = size};
 	struct plan plan = {.version = PLAN_VERSION, .iters = htonl(iters), .size = htonl(size)};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.private_data = &plan,
 					.private_data_len = sizeof(plan),
-					/* retry_count 6: rxe treats 7 like "retry forever", and a
-					   dead peer would go unnoticed */
 					.retry_count = 6,
 					.rnr_retry_count = 7};
-	struct addrinfo *ai = resolve(addr, port, 0);
+	struct addrinfo *ai = ex_resolve(addr, port, 0);
 	static const char *names[] = {"busy-poll", "event"};
 	struct ibv_wc wc[2];
 
@@ -363,7 +346,7 @@ static void run_client(const char *addr, const char *port, uint32_t iters, uint3
 	       "cpu_us/msg", "cpu_%", "cq_events");
 	for (int m = BUSY; m <= EVENT; m++) {
 		uint64_t t0 = ex_now_ns();
-		double c0 = cpu_seconds(), wall, cpu;
+		double c0 = ex_cpu_seconds(), wall, cpu;
 
 		s.events = 0;
 		for (uint32_t i = 0; i < iters; i++) {
@@ -378,7 +361,7 @@ static void run_client(const char *addr, const char *port, uint32_t iters, uint3
 			post_recv(&s);
 		}
 		wall = (ex_now_ns() - t0) / 1e3;
-		cpu = (cpu_seconds() - c0) * 1e6;
+		cpu = (ex_cpu_seconds() - c0) * 1e6;
 		printf("%-10s %8u %8u %12.1f %12.1f %8.0f %10llu\n", names[m], iters, size,
 		       wall / iters, cpu / iters, 100 * cpu / wall, s.events);
 	}
@@ -391,18 +374,12 @@ static void run_client(const char *addr, const char *port, uint32_t iters, uint3
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: %s [--server|--client] [options] ADDR\n"
-		"Ping-pong over RC, busy-polling and then sleeping on a completion channel;\n"
-		"prints round-trip time and CPU time per message for both.\n"
-		"Without --server/--client both run, the server in a child process.\n"
-		"  -s, --server      listen on ADDR\n"
-		"  -c, --client      connect to a server at ADDR\n"
-		"  -p, --port PORT   rdma_cm port (default 7505)\n"
-		"  -n, --iters N     ping-pongs per mode (default 10000)\n"
-		"  -S, --size BYTES  message size, 8..1M (default 64)\n"
-		"  -h, --help        this text\n",
-		ex_prog);
+	ex_pair_usage(f,
+		      "Ping-pong over RC, busy-polling and then sleeping on a completion channel;\n"
+		      "prints round-trip time and CPU time per message for both.\n",
+		      "7505", "%s",
+		      "  -n, --iters N     ping-pongs per mode (default 10000)\n"
+		      "  -S, --size BYTES  message size, 8..1M (default 64)\n");
 }
 
 int main(int argc, char **argv)
@@ -414,73 +391,18 @@ int main(int argc, char **argv)
 					     {"size", required_argument, NULL, 'S'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
-	const char *port = "7505";
-	int server = 0, client = 0, opt, fds[2], status;
-	long iters = 10000, v;
-	long long size = 64;
-	pid_t pid;
-	char c;
+	struct args a = {.pair.port = "7505", .iters = 10000, .size = 64};
+	int opt;
 
 	ex_set_prog(argv[0]);
 	while ((opt = getopt_long(argc, argv, "scp:n:S:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			server = 1;
-			break;
-		case 'c':
-			client = 1;
-			break;
-		case 'p':
-			if (ex_parse_int(optarg, 1, 65535, &v))
-				ex_die("--port: '%s' is not a port number", optarg);
-			port = optarg;
-			break;
-		case 'n':
-			if (ex_parse_int(optarg, 1, 10000000, &iters))
-				ex_die("--iters: '%s' is not a number in 1..10000000", optarg);
-			break;
-		case 'S':
-			size = ex_parse_size(optarg);
-			if (size < 8 || size > (1 << 20))
-				ex_die("--size: '%s' is not a size in 8..1M", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+		if (ex_pair_option(&a.pair, opt, optarg, usage))
+			continue;
+		if (opt == 'n' && ex_parse_int(optarg, 1, 10000000, &a.iters))
+			ex_die("--iters: '%s' is not a number in 1..10000000", optarg);
+		if (opt == 'S' && ((a.size = ex_parse_size(optarg)) < 8 || a.size > (1 << 20)))
+			ex_die("--size: '%s' is not a size in 8..1M", optarg);
 	}
-	if (optind != argc - 1 || (server && client)) {
-		usage(stderr);
-		return 2;
-	}
-	if (server)
-		run_server(argv[optind], port, -1);
-	if (client)
-		run_client(argv[optind], port, iters, size);
-	if (server || client)
-		return 0;
-
-	/* Both: the server in a child, which says "listening" through a pipe. */
-	if (pipe(fds))
-		ex_die_errno("pipe");
-	fflush(stdout); /* or the child inherits and prints our buffered output */
-	pid = fork();
-	if (pid < 0)
-		ex_die_errno("fork");
-	if (pid == 0) {
-		close(fds[0]);
-		run_server(argv[optind], port, fds[1]);
-		exit(0);
-	}
-	close(fds[1]);
-	if (read(fds[0], &c, 1) != 1)
-		ex_die("the server did not start");
-	close(fds[0]);
-	run_client(argv[optind], port, iters, size);
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-		ex_die("the server failed");
+	ex_pair_run(&a.pair, argc, argv, usage, run_server, run_client, &a);
 	return 0;
 }

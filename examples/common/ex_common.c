@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <getopt.h>
+#include <poll.h>
+#include <unistd.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "ex_common.h"
 
@@ -154,4 +158,141 @@ uint64_t ex_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double ex_cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct addrinfo *ex_resolve(const char *addr, const char *port, int passive)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
+	struct addrinfo *ai;
+	int r = getaddrinfo(addr, port, &hints, &ai);
+
+	if (r)
+		ex_die("%s: %s", addr, gai_strerror(r));
+	return ai;
+}
+
+int ex_wait_fd(int fd, int timeout_ms)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	int n = poll(&pfd, 1, timeout_ms);
+
+	if (n < 0)
+		ex_die_errno("poll");
+	return n > 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+uint64_t ex_percentile(uint64_t *v, size_t n, unsigned pct)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return v[(unsigned long long)n * pct / 100];
+}
+
+void ex_server_ready(int ready_fd)
+{
+	fflush(stdout);
+	if (ready_fd >= 0 && (write(ready_fd, "", 1) != 1 || close(ready_fd)))
+		ex_die_errno("ready pipe");
+}
+
+void ex_run_pair(void (*server)(void *arg, int ready_fd), void (*client)(void *arg), void *arg)
+{
+	int fds[2], status;
+	pid_t pid;
+	char c;
+
+	if (pipe(fds))
+		ex_die_errno("pipe");
+	fflush(stdout); /* or the child inherits and prints our buffered output */
+	pid = fork();
+	if (pid < 0)
+		ex_die_errno("fork");
+	if (pid == 0) {
+		close(fds[0]);
+		server(arg, fds[1]);
+		exit(0);
+	}
+	close(fds[1]);
+	if (read(fds[0], &c, 1) != 1)
+		ex_die("the server did not start");
+	close(fds[0]);
+	client(arg);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+		ex_die("the server failed");
+}
+
+void ex_pair_usage(FILE *f, const char *what, const char *port, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(f,
+		"usage: %s [--server|--client] [options] ADDR\n"
+		"%s"
+		"Without --server/--client both run, the server in a child process.\n"
+		"  -s, --server      listen on ADDR\n"
+		"  -c, --client      connect to a server at ADDR\n"
+		"  -p, --port PORT   rdma_cm port (default %s)\n",
+		ex_prog, what, port);
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fprintf(f, "  -h, --help        this text\n");
+}
+
+int ex_pair_option(struct ex_pair *p, int opt, const char *arg, void (*usage)(FILE *f))
+{
+	long v;
+
+	switch (opt) {
+	case 's':
+		p->server = 1;
+		return 1;
+	case 'c':
+		p->client = 1;
+		return 1;
+	case 'p':
+		if (ex_parse_int(arg, 1, 65535, &v))
+			ex_die("--port: '%s' is not a port number", arg);
+		p->port = arg;
+		return 1;
+	case 'h':
+		usage(stdout);
+		exit(0);
+	case '?':
+	case ':':
+		usage(stderr);
+		exit(2);
+	default:
+		return 0;
+	}
+}
+
+void ex_pair_run(struct ex_pair *p, int argc, char **argv, void (*usage)(FILE *f),
+		 void (*server)(void *arg, int ready_fd), void (*client)(void *arg), void *arg)
+{
+	if (optind != argc - 1 || (p->server && p->client)) {
+		usage(stderr);
+		exit(2);
+	}
+	p->addr = argv[optind];
+	if (p->server)
+		server(arg, -1);
+	else if (p->client)
+		client(arg);
+	else
+		ex_run_pair(server, client, arg);
 }

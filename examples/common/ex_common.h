@@ -1,13 +1,17 @@
 /*
  * ex_common.h - the small helpers every example shares: error printing,
- * size/number parsing and a monotonic clock.  No verbs logic lives here: each
- * example shows its own calls in full.
+ * size/number parsing, a monotonic clock, address resolution, percentiles and
+ * "server in a child, client in the parent".  No verbs or rdma_cm logic lives
+ * here: each example shows its own calls in full.
  */
 #ifndef EX_COMMON_H
 #define EX_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include <netdb.h>
 
 #include <infiniband/verbs.h>
 
@@ -38,6 +42,75 @@ int ex_parse_int(const char *s, long min, long max, long *out);
 
 /* Monotonic time in nanoseconds. */
 uint64_t ex_now_ns(void);
+
+/* CPU time this process has used so far (user + system), in seconds. */
+double ex_cpu_seconds(void);
+
+/*
+ * Resolve ADDR and PORT into a socket address for rdma_bind_addr (passive
+ * != 0) or rdma_resolve_addr.  Dies with gai_strerror() on failure; free the
+ * result with freeaddrinfo().
+ */
+struct addrinfo *ex_resolve(const char *addr, const char *port, int passive);
+
+/*
+ * Wait up to timeout_ms for fd to become readable: returns 1 if it is, 0 at
+ * the deadline.  Dies if poll() fails.
+ */
+int ex_wait_fd(int fd, int timeout_ms);
+
+/* Sort v[0..n) in place and return its pct-th percentile, v[n * pct / 100]. */
+uint64_t ex_percentile(uint64_t *v, size_t n, unsigned pct);
+
+/*
+ * Server side of ex_run_pair: flush stdout (the "listening" line), then write
+ * one byte to ready_fd and close it.  Does nothing when ready_fd < 0 (the
+ * server runs alone).
+ */
+void ex_server_ready(int ready_fd);
+
+/*
+ * Run both sides on this machine: server(arg, ready_fd) in a forked child,
+ * which calls ex_server_ready(ready_fd) once it listens; then client(arg)
+ * here; then reap the child.  Dies if the server does not start or does not
+ * exit with status 0.
+ */
+void ex_run_pair(void (*server)(void *arg, int ready_fd), void (*client)(void *arg), void *arg);
+
+/*
+ * The command line of the examples that run both sides (05 to 08):
+ *
+ *   PROG [--server|--client] [options] ADDR
+ *
+ * -s/--server runs the server only, -c/--client the client only, neither
+ * both (ex_run_pair).  -p/--port, -h/--help are also common.
+ */
+struct ex_pair {
+	int server, client;
+	const char *port, *addr;
+};
+
+/*
+ * Print the usage text: the common lines around the example's own option
+ * lines (fmt, printf-style).  `what` says what the program does.
+ */
+void ex_pair_usage(FILE *f, const char *what, const char *port, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * Handle getopt_long's result `opt` if it is a common option: -s, -c, -p,
+ * -h (usage(stdout), exit 0) or an unknown one (usage(stderr), exit 2).
+ * Returns 1 if it was handled, 0 if it is the example's own.
+ */
+int ex_pair_option(struct ex_pair *p, int opt, const char *arg, void (*usage)(FILE *f));
+
+/*
+ * After the options: check there is exactly one ADDR and not both -s and -c
+ * (else usage(stderr), exit 2), then run server(arg, -1), client(arg) or
+ * both (ex_run_pair).
+ */
+void ex_pair_run(struct ex_pair *p, int argc, char **argv, void (*usage)(FILE *f),
+		 void (*server)(void *arg, int ready_fd), void (*client)(void *arg), void *arg);
 
 /* The program name used in messages (set from argv[0] by ex_set_prog). */
 void ex_set_prog(const char *argv0);
