@@ -24,14 +24,11 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <sys/wait.h>
 
 #include <rdma/rdma_cma.h>
 
@@ -59,6 +56,12 @@ struct msg {
 	uint64_t cost_ns; /* ACK: the server's cost to allocate + free it */
 };
 
+struct args {
+	struct ex_pair pair; /* first: ADDR, --port, --server/--client */
+	long iters, slots;
+	long long size;
+};
+
 struct side {
 	struct rdma_event_channel *cm;
 	struct rdma_cm_id *listen_id, *id;
@@ -72,13 +75,9 @@ struct side {
 
 static struct rdma_cm_event *get_event(struct side *s, enum rdma_cm_event_type want)
 {
-	struct pollfd pfd = {.fd = s->cm->fd, .events = POLLIN};
 	struct rdma_cm_event *ev;
-	int n = poll(&pfd, 1, TIMEOUT_MS);
 
-	if (n < 0)
-		ex_die_errno("poll(cm channel)");
-	if (n == 0)
+	if (!ex_wait_fd(s->cm->fd, TIMEOUT_MS))
 		ex_die("no %s within %d ms", rdma_event_str(want), TIMEOUT_MS);
 	if (rdma_get_cm_event(s->cm, &ev))
 		ex_die_errno("rdma_get_cm_event");
@@ -232,24 +231,15 @@ static void teardown(struct side *s)
 	rdma_destroy_event_channel(s->cm);
 }
 
-static struct addrinfo *resolve(const char *addr, const char *port, int passive)
+static void run_server(void *arg, int ready_fd)
 {
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-	struct addrinfo *ai;
-	int r = getaddrinfo(addr, port, &hints, &ai);
-
-	if (r)
-		ex_die("%s: %s", addr, gai_strerror(r));
-	return ai;
-}
-
-static void run_server(const char *addr, const char *port, int ready_fd, uint32_t slots,
-		       uint32_t size)
-{
+	const struct args *a = arg;
+	const char *addr = a->pair.addr, *port = a->pair.port;
+	uint32_t slots = a->slots, size = a->size;
 	struct side s = {0};
 	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
-	struct addrinfo *ai = resolve(addr, port, 1);
+	struct addrinfo *ai = ex_resolve(addr, port, 1);
 	struct rdma_cm_event *ev;
 	struct hello h = {.version = VERSION, .slots = htonl(slots), .slot_size = htonl(size)};
 	uint32_t *ring = calloc(slots, sizeof(*ring)), head = 0, nfree = slots;
@@ -274,9 +264,7 @@ static void run_server(const char *addr, const char *port, int ready_fd, uint32_
 	if (rdma_listen(s.listen_id, 1))
 		ex_die_errno("rdma_listen");
 	printf("server: listening on %s port %s\n", addr, port);
-	fflush(stdout);
-	if (ready_fd >= 0 && (write(ready_fd, "", 1) != 1 || close(ready_fd)))
-		ex_die_errno("ready pipe");
+	ex_server_ready(ready_fd);
 
 	ev = get_event(&s, RDMA_CM_EVENT_CONNECT_REQUEST);
 	create_resources(&s, ev->id);
@@ -356,19 +344,15 @@ static void run_server(const char *addr, const char *port, int ready_fd, uint32_
 	teardown(&s);
 }
 
-static int cmp_u64(const void *a, const void *b)
+static void run_client(void *arg)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void run_client(const char *addr, const char *port, uint32_t iters)
-{
+	const struct args *a = arg;
+	const char *addr = a->pair.addr, *port = a->pair.port;
+	uint32_t iters = a->iters;
 	struct side s = {0};
 	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
-	struct addrinfo *ai = resolve(addr, port, 0);
+	struct addrinfo *ai = ex_resolve(addr, port, 0);
 	struct rdma_cm_event *ev;
 	struct hello h;
 	uint32_t slots, size, pool_rkey;
@@ -410,7 +394,6 @@ static void run_client(const char *addr, const char *port, uint32_t iters)
 	       "request_p50_us", "verified");
 	for (uint32_t mode = ALLOC_REG; mode <= ALLOC_POOL; mode++) {
 		uint32_t verified = 0;
-		uint64_t cost_p50, lat_p50;
 
 		for (uint32_t i = 0; i < iters; i++) {
 			uint32_t seq = (mode - ALLOC_REG) * iters + i, rkey;
@@ -445,12 +428,9 @@ static void run_client(const char *addr, const char *port, uint32_t iters)
 			cost[i] = be64toh(m.cost_ns);
 			lat[i] = ex_now_ns() - t0;
 		}
-		qsort(cost, iters, sizeof(*cost), cmp_u64);
-		qsort(lat, iters, sizeof(*lat), cmp_u64);
-		cost_p50 = cost[iters / 2];
-		lat_p50 = lat[iters / 2];
-		printf("%-15s %9u %17.2f %15.1f %9u\n", mode_name[mode], iters, cost_p50 / 1e3,
-		       lat_p50 / 1e3, verified);
+		printf("%-15s %9u %17.2f %15.1f %9u\n", mode_name[mode], iters,
+		       ex_percentile(cost, iters, 50) / 1e3, ex_percentile(lat, iters, 50) / 1e3,
+		       verified);
 	}
 	free(lat);
 	free(cost);
@@ -464,19 +444,13 @@ static void run_client(const char *addr, const char *port, uint32_t iters)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: %s [--server|--client] [options] ADDR\n"
-		"RDMA WRITEs into memory registered per request versus a slot of a pool\n"
-		"registered once; prints the per-request cost of each.\n"
-		"Without --server/--client both run, the server in a child process.\n"
-		"  -s, --server      listen on ADDR\n"
-		"  -c, --client      connect to a server at ADDR\n"
-		"  -p, --port PORT   rdma_cm port (default 7506)\n"
-		"  -n, --iters N     requests per mode (default 1000)\n"
-		"  -k, --slots N     server: slots in the pool, 1..65536 (default 64)\n"
-		"  -S, --size BYTES  server: slot size, 64..1M (default 4K)\n"
-		"  -h, --help        this text\n",
-		ex_prog);
+	ex_pair_usage(f,
+		      "RDMA WRITEs into memory registered per request versus a slot of a pool\n"
+		      "registered once; prints the per-request cost of each.\n",
+		      "7506", "%s",
+		      "  -n, --iters N     requests per mode (default 1000)\n"
+		      "  -k, --slots N     server: slots in the pool, 1..65536 (default 64)\n"
+		      "  -S, --size BYTES  server: slot size, 64..1M (default 4K)\n");
 }
 
 int main(int argc, char **argv)
@@ -486,79 +460,22 @@ int main(int argc, char **argv)
 	    {"port", required_argument, NULL, 'p'},  {"iters", required_argument, NULL, 'n'},
 	    {"slots", required_argument, NULL, 'k'}, {"size", required_argument, NULL, 'S'},
 	    {"help", no_argument, NULL, 'h'},	     {NULL, 0, NULL, 0}};
-	const char *port = "7506";
-	int server = 0, client = 0, opt, fds[2], status;
-	long iters = 1000, slots = 64, v;
-	long long size = 4096;
-	pid_t pid;
-	char c;
+	struct args a = {.pair.port = "7506", .iters = 1000, .slots = 64, .size = 4096};
+	int opt;
 
 	ex_set_prog(argv[0]);
 	while ((opt = getopt_long(argc, argv, "scp:n:k:S:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			server = 1;
-			break;
-		case 'c':
-			client = 1;
-			break;
-		case 'p':
-			if (ex_parse_int(optarg, 1, 65535, &v))
-				ex_die("--port: '%s' is not a port number", optarg);
-			port = optarg;
-			break;
-		case 'n':
-			if (ex_parse_int(optarg, 1, 10000000, &iters))
-				ex_die("--iters: '%s' is not a number in 1..10000000", optarg);
-			break;
-		case 'k':
-			if (ex_parse_int(optarg, 1, 65536, &slots))
-				ex_die("--slots: '%s' is not a number in 1..65536", optarg);
-			break;
-		case 'S':
-			size = ex_parse_size(optarg);
-			if (size < 64 || size > (1 << 20))
-				ex_die("--size: '%s' is not a size in 64..1M", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+		if (ex_pair_option(&a.pair, opt, optarg, usage))
+			continue;
+		if (opt == 'n' && ex_parse_int(optarg, 1, 10000000, &a.iters))
+			ex_die("--iters: '%s' is not a number in 1..10000000", optarg);
+		if (opt == 'k' && ex_parse_int(optarg, 1, 65536, &a.slots))
+			ex_die("--slots: '%s' is not a number in 1..65536", optarg);
+		if (opt == 'S' && ((a.size = ex_parse_size(optarg)) < 64 || a.size > (1 << 20)))
+			ex_die("--size: '%s' is not a size in 64..1M", optarg);
 	}
-	if (optind != argc - 1 || (server && client)) {
-		usage(stderr);
-		return 2;
-	}
-	if (slots * size > (1ll << 30))
+	if (a.slots * a.size > (1ll << 30))
 		ex_die("--slots x --size: a pool over 1 GiB is not what this example is about");
-	if (server)
-		run_server(argv[optind], port, -1, slots, size);
-	if (client)
-		run_client(argv[optind], port, iters);
-	if (server || client)
-		return 0;
-
-	/* Both: the server in a child, which says "listening" through a pipe. */
-	if (pipe(fds))
-		ex_die_errno("pipe");
-	fflush(stdout); /* or the child inherits and prints our buffered output */
-	pid = fork();
-	if (pid < 0)
-		ex_die_errno("fork");
-	if (pid == 0) {
-		close(fds[0]);
-		run_server(argv[optind], port, fds[1], slots, size);
-		exit(0);
-	}
-	close(fds[1]);
-	if (read(fds[0], &c, 1) != 1)
-		ex_die("the server did not start");
-	close(fds[0]);
-	run_client(argv[optind], port, iters);
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-		ex_die("the server failed");
+	ex_pair_run(&a.pair, argc, argv, usage, run_server, run_client, &a);
 	return 0;
 }

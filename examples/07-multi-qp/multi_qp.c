@@ -16,14 +16,11 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <sys/wait.h>
 
 #include <rdma/rdma_cma.h>
 
@@ -45,6 +42,12 @@ struct rep_pdata {     /* server -> client in the accept */
 	uint64_t addr;
 };
 
+struct args {
+	struct ex_pair pair; /* first: ADDR, --port, --server/--client */
+	long num_qp, batch, iters;
+	long long size;
+};
+
 /* Client: one connection.  The first set shares a CQ, the second has one CQ each. */
 struct conn {
 	struct rdma_cm_id *id;
@@ -63,13 +66,9 @@ struct sconn {
 
 static struct rdma_cm_event *get_event(struct rdma_event_channel *ch)
 {
-	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
 	struct rdma_cm_event *ev;
-	int n = poll(&pfd, 1, TIMEOUT_MS);
 
-	if (n < 0)
-		ex_die_errno("poll(cm channel)");
-	if (n == 0)
+	if (!ex_wait_fd(ch->fd, TIMEOUT_MS))
 		ex_die("no connection event within %d ms", TIMEOUT_MS);
 	if (rdma_get_cm_event(ch, &ev))
 		ex_die_errno("rdma_get_cm_event");
@@ -118,27 +117,18 @@ static struct ibv_mr *reg(struct ibv_pd *pd, void *buf, size_t len, int access)
 	return mr;
 }
 
-static struct addrinfo *resolve(const char *addr, const char *port, int passive)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-	struct addrinfo *ai;
-	int r = getaddrinfo(addr, port, &hints, &ai);
-
-	if (r)
-		ex_die("%s: %s", addr, gai_strerror(r));
-	return ai;
-}
-
 /*
  * The server is passive: it exposes one region per connection for the
  * client's WRITEs and READs, which complete without involving its CPU.  It
  * only handles connection events, until every connection has gone again.
  */
-static void run_server(const char *addr, const char *port, int ready_fd)
+static void run_server(void *arg, int ready_fd)
 {
+	const struct args *a = arg;
+	const char *addr = a->pair.addr, *port = a->pair.port;
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_id *listen_id;
-	struct addrinfo *ai = resolve(addr, port, 1);
+	struct addrinfo *ai = ex_resolve(addr, port, 1);
 	struct sconn conns[2 * MAX_QP] = {{0}};
 	struct ibv_pd *pd = NULL;
 	struct ibv_cq *cq = NULL;
@@ -154,9 +144,7 @@ static void run_server(const char *addr, const char *port, int ready_fd)
 	if (rdma_listen(listen_id, 2 * MAX_QP))
 		ex_die_errno("rdma_listen");
 	printf("server: listening on %s port %s\n", addr, port);
-	fflush(stdout);
-	if (ready_fd >= 0 && (write(ready_fd, "", 1) != 1 || close(ready_fd)))
-		ex_die_errno("ready pipe");
+	ex_server_ready(ready_fd);
 
 	do {
 		struct rdma_cm_event *ev = get_event(ch);
@@ -326,18 +314,20 @@ static void verify(struct conn *c, uint32_t size, char *into, uint32_t lkey, con
 		       c->id->qp->qp_num);
 }
 
-static void run_client(const char *addr, const char *port, int max_qp, int batch, uint32_t size,
-		       uint32_t writes)
+static void run_client(void *arg)
 {
+	const struct args *a = arg;
+	const char *addr = a->pair.addr, *port = a->pair.port;
+	int max_qp = a->num_qp, batch = a->batch;
+	uint32_t size = a->size, writes = a->iters;
 	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct addrinfo *ai = resolve(addr, port, 0);
+	struct addrinfo *ai = ex_resolve(addr, port, 0);
 	struct req_pdata rq = {.version = VERSION, .size = htonl(size)};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.private_data = &rq,
 					.private_data_len = sizeof(rq),
 					.responder_resources = 1,
 					.initiator_depth = 1,
-					/* retry_count 6: rxe treats 7 like "retry forever", and a
-					   dead peer would go unnoticed */
 					.retry_count = 6,
 					.rnr_retry_count = 7};
 	struct conn conns[2][MAX_QP] = {{{0}}}; /* [0]: shared CQ, [1]: a CQ per QP */
@@ -436,20 +426,15 @@ static void run_client(const char *addr, const char *port, int max_qp, int batch
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: %s [--server|--client] [options] ADDR\n"
-		"RDMA WRITE bandwidth over 1, 2, 4 ... N QPs, with a shared CQ and with\n"
-		"one CQ per QP; prints a table.\n"
-		"Without --server/--client both run, the server in a child process.\n"
-		"  -s, --server      listen on ADDR\n"
-		"  -c, --client      connect to a server at ADDR\n"
-		"  -p, --port PORT   rdma_cm port (default 7507)\n"
-		"  -q, --num-qp N    largest number of QPs, 1..%d (default 8)\n"
-		"  -b, --batch B     WRITEs per ibv_post_send, 1..%d (default 8)\n"
-		"  -S, --size BYTES  bytes per WRITE, 1..8M (default 64K)\n"
-		"  -n, --iters N     WRITEs per measurement (default 2048)\n"
-		"  -h, --help        this text\n",
-		ex_prog, MAX_QP, MAX_BATCH);
+	ex_pair_usage(f,
+		      "RDMA WRITE bandwidth over 1, 2, 4 ... N QPs, with a shared CQ and with\n"
+		      "one CQ per QP; prints a table.\n",
+		      "7507",
+		      "  -q, --num-qp N    largest number of QPs, 1..%d (default 8)\n"
+		      "  -b, --batch B     WRITEs per ibv_post_send, 1..%d (default 8)\n"
+		      "  -S, --size BYTES  bytes per WRITE, 1..8M (default 64K)\n"
+		      "  -n, --iters N     WRITEs per measurement (default 2048)\n",
+		      MAX_QP, MAX_BATCH);
 }
 
 int main(int argc, char **argv)
@@ -463,82 +448,24 @@ int main(int argc, char **argv)
 					     {"iters", required_argument, NULL, 'n'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
-	const char *port = "7507";
-	int server = 0, client = 0, opt, fds[2], status;
-	long num_qp = 8, batch = 8, iters = 2048, v;
-	long long size = 65536;
-	pid_t pid;
-	char c;
+	struct args a = {
+	    .pair.port = "7507", .num_qp = 8, .batch = 8, .iters = 2048, .size = 65536};
+	int opt;
 
 	ex_set_prog(argv[0]);
 	while ((opt = getopt_long(argc, argv, "scp:q:b:S:n:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			server = 1;
-			break;
-		case 'c':
-			client = 1;
-			break;
-		case 'p':
-			if (ex_parse_int(optarg, 1, 65535, &v))
-				ex_die("--port: '%s' is not a port number", optarg);
-			port = optarg;
-			break;
-		case 'q':
-			if (ex_parse_int(optarg, 1, MAX_QP, &num_qp))
-				ex_die("--num-qp: '%s' is not a number in 1..%d", optarg, MAX_QP);
-			break;
-		case 'b':
-			if (ex_parse_int(optarg, 1, MAX_BATCH, &batch))
-				ex_die("--batch: '%s' is not a number in 1..%d", optarg, MAX_BATCH);
-			break;
-		case 'S':
-			/* rxe and some NICs misbehave on single WRs over 8 MiB */
-			size = ex_parse_size(optarg);
-			if (size < 1 || size > (8 << 20))
-				ex_die("--size: '%s' is not a size in 1..8M", optarg);
-			break;
-		case 'n':
-			if (ex_parse_int(optarg, 1, 100000000, &iters))
-				ex_die("--iters: '%s' is not a number in 1..100000000", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+		if (ex_pair_option(&a.pair, opt, optarg, usage))
+			continue;
+		if (opt == 'q' && ex_parse_int(optarg, 1, MAX_QP, &a.num_qp))
+			ex_die("--num-qp: '%s' is not a number in 1..%d", optarg, MAX_QP);
+		if (opt == 'b' && ex_parse_int(optarg, 1, MAX_BATCH, &a.batch))
+			ex_die("--batch: '%s' is not a number in 1..%d", optarg, MAX_BATCH);
+		/* rxe and some NICs misbehave on single WRs over 8 MiB */
+		if (opt == 'S' && ((a.size = ex_parse_size(optarg)) < 1 || a.size > (8 << 20)))
+			ex_die("--size: '%s' is not a size in 1..8M", optarg);
+		if (opt == 'n' && ex_parse_int(optarg, 1, 100000000, &a.iters))
+			ex_die("--iters: '%s' is not a number in 1..100000000", optarg);
 	}
-	if (optind != argc - 1 || (server && client)) {
-		usage(stderr);
-		return 2;
-	}
-	if (server)
-		run_server(argv[optind], port, -1);
-	if (client)
-		run_client(argv[optind], port, num_qp, batch, size, iters);
-	if (server || client)
-		return 0;
-
-	/* Both: the server in a child, which says "listening" through a pipe. */
-	if (pipe(fds))
-		ex_die_errno("pipe");
-	fflush(stdout); /* or the child inherits and prints our buffered output */
-	pid = fork();
-	if (pid < 0)
-		ex_die_errno("fork");
-	if (pid == 0) {
-		close(fds[0]);
-		run_server(argv[optind], port, fds[1]);
-		exit(0);
-	}
-	close(fds[1]);
-	if (read(fds[0], &c, 1) != 1)
-		ex_die("the server did not start");
-	close(fds[0]);
-	run_client(argv[optind], port, num_qp, batch, size, iters);
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-		ex_die("the server failed");
+	ex_pair_run(&a.pair, argc, argv, usage, run_server, run_client, &a);
 	return 0;
 }
