@@ -18,14 +18,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <sys/wait.h>
 
 #include <rdma/rdma_cma.h>
 
@@ -55,6 +52,11 @@ struct response { /* server -> client slot by RDMA WRITE WITH IMM (imm = id) */
 	char payload[MAX_PAYLOAD];
 };
 
+struct args {
+	struct ex_pair pair; /* first: ADDR, --port, --server/--client */
+	long iters, depth;
+};
+
 struct side {
 	struct rdma_event_channel *cm;
 	struct rdma_cm_id *listen_id, *id;
@@ -68,13 +70,9 @@ struct side {
 
 static struct rdma_cm_event *get_event(struct side *s, enum rdma_cm_event_type want)
 {
-	struct pollfd pfd = {.fd = s->cm->fd, .events = POLLIN};
 	struct rdma_cm_event *ev;
-	int n = poll(&pfd, 1, TIMEOUT_MS);
 
-	if (n < 0)
-		ex_die_errno("poll(cm channel)");
-	if (n == 0)
+	if (!ex_wait_fd(s->cm->fd, TIMEOUT_MS))
 		ex_die("no %s within %d ms", rdma_event_str(want), TIMEOUT_MS);
 	if (rdma_get_cm_event(s->cm, &ev))
 		ex_die_errno("rdma_get_cm_event");
@@ -178,17 +176,6 @@ static void teardown(struct side *s)
 	rdma_destroy_event_channel(s->cm);
 }
 
-static struct addrinfo *resolve(const char *addr, const char *port, int passive)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-	struct addrinfo *ai;
-	int r = getaddrinfo(addr, port, &hints, &ai);
-
-	if (r)
-		ex_die("%s: %s", addr, gai_strerror(r));
-	return ai;
-}
-
 /* The payload of request `id`, and its length; the response is it in upper case. */
 static uint32_t make_payload(char *p, uint32_t id)
 {
@@ -202,12 +189,14 @@ static uint32_t make_payload(char *p, uint32_t id)
 	return len;
 }
 
-static void run_server(const char *addr, const char *port, int ready_fd)
+static void run_server(void *arg, int ready_fd)
 {
+	const struct args *a = arg;
+	const char *addr = a->pair.addr, *port = a->pair.port;
 	struct side s = {0};
 	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
-	struct addrinfo *ai = resolve(addr, port, 1);
+	struct addrinfo *ai = ex_resolve(addr, port, 1);
 	struct rdma_cm_event *ev;
 	struct hello h;
 	uint64_t raddr;
@@ -226,9 +215,7 @@ static void run_server(const char *addr, const char *port, int ready_fd)
 	if (rdma_listen(s.listen_id, 1))
 		ex_die_errno("rdma_listen");
 	printf("server: listening on %s port %s\n", addr, port);
-	fflush(stdout);
-	if (ready_fd >= 0 && (write(ready_fd, "", 1) != 1 || close(ready_fd)))
-		ex_die_errno("ready pipe");
+	ex_server_ready(ready_fd);
 
 	ev = get_event(&s, RDMA_CM_EVENT_CONNECT_REQUEST);
 	if (ev->param.conn.private_data_len < sizeof(h))
@@ -307,13 +294,6 @@ static void run_server(const char *addr, const char *port, int ready_fd)
 	teardown(&s);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Check response `id` in its slot: same id and length, payload in upper case. */
 static void check_response(struct side *s, uint32_t slot, uint32_t id, uint32_t byte_len)
 {
@@ -363,7 +343,7 @@ static void run_phase(struct side *s, uint32_t depth, uint32_t iters, uint32_t *
 	enum { SENDING = 1, WAITING = 2 };
 	uint32_t first = *next_id, issued = 0, done = 0, outstanding = 0;
 	uint32_t state[MAX_DEPTH] = {0}, inflight[MAX_DEPTH] = {0};
-	uint64_t t_issue[MAX_DEPTH], t0 = ex_now_ns(), sum = 0, p50, p99;
+	uint64_t t_issue[MAX_DEPTH], t0 = ex_now_ns(), sum = 0;
 	double secs;
 	struct ibv_wc wc;
 
@@ -400,25 +380,24 @@ static void run_phase(struct side *s, uint32_t depth, uint32_t iters, uint32_t *
 	*next_id += iters;
 	for (uint32_t i = 0; i < iters; i++)
 		sum += lat[i];
-	qsort(lat, iters, sizeof(*lat), cmp_u64);
-	p50 = lat[iters / 2];
-	p99 = lat[iters * 99ull / 100];
 	printf("%5u %9u %10.0f %9.1f %9.1f %9.1f\n", depth, iters, iters / secs, sum / 1e3 / iters,
-	       p50 / 1e3, p99 / 1e3);
+	       ex_percentile(lat, iters, 50) / 1e3, ex_percentile(lat, iters, 99) / 1e3);
 }
 
-static void run_client(const char *addr, const char *port, uint32_t iters, uint32_t depth)
+static void run_client(void *arg)
 {
+	const struct args *a = arg;
+	const char *addr = a->pair.addr, *port = a->pair.port;
+	uint32_t iters = a->iters, depth = a->depth;
 	struct side s = {.slots = depth};
 	struct hello h = {
 	    .version = VERSION, .slots = htonl(depth), .slot_size = htonl(sizeof(struct response))};
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.private_data = &h,
 					.private_data_len = sizeof(h),
-					/* retry_count 6: rxe treats 7 like "retry forever", and a
-					   dead peer would go unnoticed */
 					.retry_count = 6,
 					.rnr_retry_count = 7};
-	struct addrinfo *ai = resolve(addr, port, 0);
+	struct addrinfo *ai = ex_resolve(addr, port, 0);
 	uint32_t next_id = 0;
 	uint64_t *lat = calloc(iters, sizeof(*lat));
 	struct ibv_wc wc;
@@ -466,18 +445,14 @@ static void run_client(const char *addr, const char *port, uint32_t iters, uint3
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: %s [--server|--client] [options] ADDR\n"
-		"RPC over one RC connection: request by SEND, response by RDMA WRITE WITH\n"
-		"IMMEDIATE into the client's registered slot.  Prints requests/s and latency.\n"
-		"Without --server/--client both run, the server in a child process.\n"
-		"  -s, --server      listen on ADDR\n"
-		"  -c, --client      connect to a server at ADDR\n"
-		"  -p, --port PORT   rdma_cm port (default 7508)\n"
-		"  -n, --iters N     requests per phase (default 10000)\n"
-		"  -d, --depth D     requests in flight in the second phase, 1..%d (default 8)\n"
-		"  -h, --help        this text\n",
-		ex_prog, MAX_DEPTH);
+	ex_pair_usage(
+	    f,
+	    "RPC over one RC connection: request by SEND, response by RDMA WRITE WITH\n"
+	    "IMMEDIATE into the client's registered slot.  Prints requests/s and latency.\n",
+	    "7508",
+	    "  -n, --iters N     requests per phase (default 10000)\n"
+	    "  -d, --depth D     requests in flight in the second phase, 1..%d (default 8)\n",
+	    MAX_DEPTH);
 }
 
 int main(int argc, char **argv)
@@ -489,71 +464,18 @@ int main(int argc, char **argv)
 					     {"depth", required_argument, NULL, 'd'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
-	const char *port = "7508";
-	int server = 0, client = 0, opt, fds[2], status;
-	long iters = 10000, depth = 8, v;
-	pid_t pid;
-	char c;
+	struct args a = {.pair.port = "7508", .iters = 10000, .depth = 8};
+	int opt;
 
 	ex_set_prog(argv[0]);
 	while ((opt = getopt_long(argc, argv, "scp:n:d:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			server = 1;
-			break;
-		case 'c':
-			client = 1;
-			break;
-		case 'p':
-			if (ex_parse_int(optarg, 1, 65535, &v))
-				ex_die("--port: '%s' is not a port number", optarg);
-			port = optarg;
-			break;
-		case 'n':
-			if (ex_parse_int(optarg, 1, 10000000, &iters))
-				ex_die("--iters: '%s' is not a number in 1..10000000", optarg);
-			break;
-		case 'd':
-			if (ex_parse_int(optarg, 1, MAX_DEPTH, &depth))
-				ex_die("--depth: '%s' is not a number in 1..%d", optarg, MAX_DEPTH);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+		if (ex_pair_option(&a.pair, opt, optarg, usage))
+			continue;
+		if (opt == 'n' && ex_parse_int(optarg, 1, 10000000, &a.iters))
+			ex_die("--iters: '%s' is not a number in 1..10000000", optarg);
+		if (opt == 'd' && ex_parse_int(optarg, 1, MAX_DEPTH, &a.depth))
+			ex_die("--depth: '%s' is not a number in 1..%d", optarg, MAX_DEPTH);
 	}
-	if (optind != argc - 1 || (server && client)) {
-		usage(stderr);
-		return 2;
-	}
-	if (server)
-		run_server(argv[optind], port, -1);
-	if (client)
-		run_client(argv[optind], port, iters, depth);
-	if (server || client)
-		return 0;
-
-	/* Both: the server in a child, which says "listening" through a pipe. */
-	if (pipe(fds))
-		ex_die_errno("pipe");
-	fflush(stdout); /* or the child inherits and prints our buffered output */
-	pid = fork();
-	if (pid < 0)
-		ex_die_errno("fork");
-	if (pid == 0) {
-		close(fds[0]);
-		run_server(argv[optind], port, fds[1]);
-		exit(0);
-	}
-	close(fds[1]);
-	if (read(fds[0], &c, 1) != 1)
-		ex_die("the server did not start");
-	close(fds[0]);
-	run_client(argv[optind], port, iters, depth);
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-		ex_die("the server failed");
+	ex_pair_run(&a.pair, argc, argv, usage, run_server, run_client, &a);
 	return 0;
 }
