@@ -30,8 +30,6 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,13 +102,9 @@ static void remove_partial(void)
 /* Wait, at most timeout_ms, for CM event `want`; explain anything else. */
 static struct rdma_cm_event *wait_event(enum rdma_cm_event_type want)
 {
-	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
 	struct rdma_cm_event *ev;
-	int n = poll(&pfd, 1, timeout_ms);
 
-	if (n < 0)
-		ex_die_errno("poll(CM channel)");
-	if (n == 0)
+	if (!ex_wait_fd(ch->fd, timeout_ms))
 		ex_die("no %s within %d ms: the peer is silent or gone", rdma_event_str(want),
 		       timeout_ms);
 	if (rdma_get_cm_event(ch, &ev))
@@ -131,14 +125,13 @@ static struct rdma_cm_event *wait_event(enum rdma_cm_event_type want)
 static void wait_cq(struct ibv_cq *cq, const char *what, struct ibv_wc *wc)
 {
 	uint64_t deadline = ex_now_ns() + (uint64_t)timeout_ms * 1000000;
-	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
 	struct rdma_cm_event *ev;
 	int n;
 
 	while ((n = ibv_poll_cq(cq, 1, wc)) == 0) {
 		if (ex_now_ns() > deadline)
 			ex_die("%s: no completion within %d ms", what, timeout_ms);
-		if (poll(&pfd, 1, 1) <= 0)
+		if (!ex_wait_fd(ch->fd, 1))
 			continue;
 		if (rdma_get_cm_event(ch, &ev))
 			ex_die_errno("rdma_get_cm_event");
@@ -180,15 +173,89 @@ static const char *bad_name(const char *name, size_t len)
 	return NULL;
 }
 
-static void run_server(const char *host, const char *port, size_t chunk, int force, uint8_t ack)
+/* What each side sets up the same way: one data buffer, one control message. */
+struct conn {
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *send_cq, *recv_cq;
+	struct ibv_mr *buf_mr, *ctrl_mr;
+	char *buf;
+	struct ctrl *msg;
+	XXH3_state_t *xxh;
+};
+
+static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
-	struct rdma_cm_id *listener, *id;
-	struct rdma_cm_event *ev;
-	struct addrinfo *ai, hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+	struct ibv_mr *mr = ibv_reg_mr(pd, addr, len, access);
+
+	if (!mr) {
+		ex_report_reg_mr_failure(len);
+		exit(1);
+	}
+	return mr;
+}
+
+/*
+ * The ACK timeout, PD, a CQ per direction, the QP and the two registered
+ * buffers.  The ACK timeout bounds how long a WRITE may go unacknowledged
+ * before it is sent again; 6 such retries and the QP fails with "transport
+ * retry counter exceeded".  It must be set before connecting.
+ */
+static void setup(struct conn *c, uint8_t ack, size_t chunk, int buf_access, int ctrl_access)
+{
 	struct ibv_qp_init_attr qpa = {
 	    .qp_type = IBV_QPT_RC,
 	    .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
 	};
+
+	if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack, sizeof(ack)))
+		ex_die_errno("rdma_set_option(ACK_TIMEOUT)");
+	c->pd = ibv_alloc_pd(c->id->verbs);
+	if (!c->pd)
+		ex_die_errno("ibv_alloc_pd");
+	c->send_cq = ibv_create_cq(c->id->verbs, 1, NULL, NULL, 0);
+	c->recv_cq = ibv_create_cq(c->id->verbs, 1, NULL, NULL, 0);
+	if (!c->send_cq || !c->recv_cq)
+		ex_die_errno("ibv_create_cq");
+	qpa.send_cq = c->send_cq;
+	qpa.recv_cq = c->recv_cq;
+	if (rdma_create_qp(c->id, c->pd, &qpa))
+		ex_die_errno("rdma_create_qp");
+	c->buf = aligned_alloc(4096, chunk);
+	c->msg = calloc(1, sizeof(*c->msg));
+	c->xxh = XXH3_createState();
+	if (!c->buf || !c->msg || !c->xxh || XXH3_64bits_reset(c->xxh) == XXH_ERROR)
+		ex_die("out of memory");
+	memset(c->buf, 0, chunk); /* valgrind cannot see the HCA write it: start defined */
+	c->buf_mr = reg(c->pd, c->buf, chunk, buf_access);
+	c->ctrl_mr = reg(c->pd, c->msg, sizeof(*c->msg), ctrl_access);
+}
+
+/* Release in reverse order. */
+static void teardown(struct conn *c)
+{
+	int err;
+
+	rdma_destroy_qp(c->id);
+	if ((err = ibv_dereg_mr(c->ctrl_mr)) || (err = ibv_dereg_mr(c->buf_mr)))
+		ex_die("ibv_dereg_mr: %s", strerror(err));
+	XXH3_freeState(c->xxh);
+	free(c->msg);
+	free(c->buf);
+	if ((err = ibv_destroy_cq(c->recv_cq)) || (err = ibv_destroy_cq(c->send_cq)))
+		ex_die("ibv_destroy_cq: %s", strerror(err));
+	if ((err = ibv_dealloc_pd(c->pd)))
+		ex_die("ibv_dealloc_pd: %s", strerror(err));
+	if (rdma_destroy_id(c->id))
+		ex_die_errno("rdma_destroy_id");
+}
+
+static void run_server(const char *host, const char *port, size_t chunk, int force, uint8_t ack)
+{
+	struct rdma_cm_id *listener;
+	struct conn c;
+	struct rdma_cm_event *ev;
+	struct addrinfo *ai = ex_resolve(host, port, 1);
 	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	/* The client only WRITEs WITH IMMEDIATE: its receives need no buffer. */
@@ -196,21 +263,14 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 	struct ibv_sge sge;
 	struct ibv_send_wr swr = {
 	    .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
-	struct ibv_pd *pd;
-	struct ibv_cq *send_cq, *recv_cq;
-	struct ibv_mr *buf_mr, *ctrl_mr;
-	struct ctrl *msg;
 	struct ibv_wc wc;
-	char *buf, name[NAME_MAX + 1];
+	char name[NAME_MAX + 1];
 	const char *why;
 	uint64_t total = 0, chunks = 0, hash;
 	uint32_t len;
-	XXH3_state_t *xxh;
 	ssize_t w;
-	int fd = -1, err, rc, code;
+	int fd = -1, code;
 
-	if ((rc = getaddrinfo(host, port, &hints, &ai)))
-		ex_die("%s: %s", host, gai_strerror(rc));
 	if (rdma_create_id(ch, &listener, NULL, RDMA_PS_TCP))
 		ex_die_errno("rdma_create_id");
 	if (rdma_bind_addr(listener, ai->ai_addr))
@@ -221,58 +281,29 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 	printf("server listening on %s port %s, buffer %zu bytes\n", host, port, chunk);
 
 	ev = wait_event(RDMA_CM_EVENT_CONNECT_REQUEST);
-	id = ev->id;
+	c.id = ev->id;
 	rdma_ack_cm_event(ev);
-	/* Our SENDs are small, but a slow link deserves a patient ACK timeout too. */
-	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack, sizeof(ack)))
-		ex_die_errno("rdma_set_option(ACK_TIMEOUT)");
-	pd = ibv_alloc_pd(id->verbs);
-	if (!pd)
-		ex_die_errno("ibv_alloc_pd");
-	send_cq = ibv_create_cq(id->verbs, 1, NULL, NULL, 0);
-	recv_cq = ibv_create_cq(id->verbs, 1, NULL, NULL, 0);
-	if (!send_cq || !recv_cq)
-		ex_die_errno("ibv_create_cq");
-	qpa.send_cq = send_cq;
-	qpa.recv_cq = recv_cq;
-	if (rdma_create_qp(id, pd, &qpa))
-		ex_die_errno("rdma_create_qp");
-
-	/* The peer writes into `buf` (REMOTE_WRITE, which needs LOCAL_WRITE);
+	/* Our SENDs are small, but a slow link deserves a patient ACK timeout too.
+	 * The peer writes into `buf` (REMOTE_WRITE, which needs LOCAL_WRITE);
 	 * the control message is ours alone. */
-	buf = aligned_alloc(4096, chunk);
-	msg = calloc(1, sizeof(*msg));
-	xxh = XXH3_createState();
-	if (!buf || !msg || !xxh || XXH3_64bits_reset(xxh) == XXH_ERROR)
-		ex_die("out of memory");
-	memset(buf, 0, chunk); /* valgrind cannot see the HCA write it: start defined */
-	buf_mr = ibv_reg_mr(pd, buf, chunk, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!buf_mr) {
-		ex_report_reg_mr_failure(chunk);
-		exit(1);
-	}
-	ctrl_mr = ibv_reg_mr(pd, msg, sizeof(*msg), 0);
-	if (!ctrl_mr) {
-		ex_report_reg_mr_failure(sizeof(*msg));
-		exit(1);
-	}
-	sge = (struct ibv_sge){(uintptr_t)msg, sizeof(*msg), ctrl_mr->lkey};
-	if (ibv_post_recv(id->qp, &rwr, &bad_rwr))
+	setup(&c, ack, chunk, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0);
+	sge = (struct ibv_sge){(uintptr_t)c.msg, sizeof(*c.msg), c.ctrl_mr->lkey};
+	if (ibv_post_recv(c.id->qp, &rwr, &bad_rwr))
 		ex_die_errno("ibv_post_recv");
-	if (rdma_accept(id, &param))
+	if (rdma_accept(c.id, &param))
 		ex_die_errno("rdma_accept");
 	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ESTABLISHED));
 
-	*msg = (struct ctrl){.magic = htobe32(MAGIC),
-			     .version = htobe16(VERSION),
-			     .type = MSG_MR,
-			     .addr = htobe64((uintptr_t)buf),
-			     .len = htobe64(chunk),
-			     .rkey = htobe32(buf_mr->rkey)};
-	post_send(id, &swr, send_cq, "send MR");
+	*c.msg = (struct ctrl){.magic = htobe32(MAGIC),
+			       .version = htobe16(VERSION),
+			       .type = MSG_MR,
+			       .addr = htobe64((uintptr_t)c.buf),
+			       .len = htobe64(chunk),
+			       .rkey = htobe32(c.buf_mr->rkey)};
+	post_send(c.id, &swr, c.send_cq, "send MR");
 
 	for (;;) {
-		wait_cq(recv_cq, "receive chunk", &wc);
+		wait_cq(c.recv_cq, "receive chunk", &wc);
 		/* The immediate is the peer's claim; byte_len is what the HCA placed.
 		 * Both must agree and fit the buffer. */
 		len = be32toh(wc.imm_data);
@@ -282,13 +313,13 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 		if (len > chunk || len != wc.byte_len)
 			ex_die("peer announced %u bytes, wrote %u, buffer holds %zu", len,
 			       wc.byte_len, chunk);
-		if (ibv_post_recv(id->qp, &rwr, &bad_rwr)) /* before READY lets it write again */
+		if (ibv_post_recv(c.id->qp, &rwr, &bad_rwr)) /* before READY lets it write again */
 			ex_die_errno("ibv_post_recv");
 
 		if (fd < 0) { /* the first message is the file name */
-			memcpy(name, buf, len < sizeof(name) ? len : sizeof(name) - 1);
+			memcpy(name, c.buf, len < sizeof(name) ? len : sizeof(name) - 1);
 			name[len < sizeof(name) ? len : sizeof(name) - 1] = '\0';
-			why = bad_name(buf, len);
+			why = bad_name(c.buf, len);
 			code = ERR_NAME;
 			if (!why) {
 				/* O_EXCL: never replace a file unless asked; O_NOFOLLOW:
@@ -303,9 +334,9 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 					why = strerror(errno), code = ERR_IO;
 			}
 			if (why) {
-				msg->type = MSG_ERROR;
-				msg->code = code;
-				post_send(id, &swr, send_cq, "send ERROR");
+				c.msg->type = MSG_ERROR;
+				c.msg->code = code;
+				post_send(c.id, &swr, c.send_cq, "send ERROR");
 				rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_DISCONNECTED));
 				ex_die("refused file name '%s': %s", name, why);
 			}
@@ -315,47 +346,38 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 			break;
 		} else {
 			for (size_t off = 0; off < len; off += (size_t)w) {
-				w = write(fd, buf + off, len - off);
+				w = write(fd, c.buf + off, len - off);
 				if (w < 0) {
-					msg->type = MSG_ERROR;
-					msg->code = ERR_IO;
-					post_send(id, &swr, send_cq, "send ERROR");
+					c.msg->type = MSG_ERROR;
+					c.msg->code = ERR_IO;
+					post_send(c.id, &swr, c.send_cq, "send ERROR");
 					ex_die("write(%s): %s", name, strerror(errno));
 				}
 			}
-			XXH3_64bits_update(xxh, buf, len);
+			XXH3_64bits_update(c.xxh, c.buf, len);
 			total += len;
 			chunks++;
 		}
-		msg->type = MSG_READY;
-		post_send(id, &swr, send_cq, "send READY");
+		c.msg->type = MSG_READY;
+		post_send(c.id, &swr, c.send_cq, "send READY");
 	}
 	if (fsync(fd) || close(fd))
 		ex_die("%s: %s", name, strerror(errno));
 	partial = NULL;
-	hash = XXH3_64bits_digest(xxh);
-	msg->type = MSG_DONE;
-	msg->len = htobe64(total);
-	msg->hash = htobe64(hash);
-	post_send(id, &swr, send_cq, "send DONE");
+	hash = XXH3_64bits_digest(c.xxh);
+	c.msg->type = MSG_DONE;
+	c.msg->len = htobe64(total);
+	c.msg->hash = htobe64(hash);
+	post_send(c.id, &swr, c.send_cq, "send DONE");
 	printf("received '%s': %llu bytes in %llu chunks, xxh3 %016llx\n", name,
 	       (unsigned long long)total, (unsigned long long)chunks, (unsigned long long)hash);
 
-	/* The client disconnects; we answer, then release in reverse order. */
+	/* The client disconnects; we answer, then release everything. */
 	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_DISCONNECTED));
-	if (rdma_disconnect(id))
+	if (rdma_disconnect(c.id))
 		ex_die_errno("rdma_disconnect");
-	rdma_destroy_qp(id);
-	if ((err = ibv_dereg_mr(ctrl_mr)) || (err = ibv_dereg_mr(buf_mr)))
-		ex_die("ibv_dereg_mr: %s", strerror(err));
-	XXH3_freeState(xxh);
-	free(msg);
-	free(buf);
-	if ((err = ibv_destroy_cq(recv_cq)) || (err = ibv_destroy_cq(send_cq)))
-		ex_die("ibv_destroy_cq: %s", strerror(err));
-	if ((err = ibv_dealloc_pd(pd)))
-		ex_die("ibv_dealloc_pd: %s", strerror(err));
-	if (rdma_destroy_id(id) || rdma_destroy_id(listener))
+	teardown(&c);
+	if (rdma_destroy_id(listener))
 		ex_die_errno("rdma_destroy_id");
 }
 
@@ -393,30 +415,21 @@ static struct ctrl *recv_ctrl(struct rdma_cm_id *id, struct ibv_cq *cq, struct c
 static void run_client(const char *host, const char *port, const char *path, const char *name,
 		       size_t chunk, uint8_t ack)
 {
-	struct rdma_cm_id *id;
-	struct addrinfo *ai, hints = {.ai_socktype = SOCK_STREAM};
-	struct ibv_qp_init_attr qpa = {
-	    .qp_type = IBV_QPT_RC,
-	    .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
-	};
+	struct conn c;
+	struct addrinfo *ai;
 	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
 	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct ibv_sge sge;
 	struct ibv_send_wr swr = {
 	    .sg_list = &sge, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .send_flags = IBV_SEND_SIGNALED};
 	struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad_rwr;
-	struct ibv_pd *pd;
-	struct ibv_cq *send_cq, *recv_cq;
-	struct ibv_mr *buf_mr, *ctrl_mr;
-	struct ctrl *msg, *peer;
+	struct ctrl *peer;
 	struct stat st;
-	char *buf;
 	size_t name_len = strlen(name), n;
 	uint64_t total = 0, chunks = 0, hash, t0;
-	XXH3_state_t *xxh;
 	ssize_t r;
 	double secs;
-	int fd, err, rc;
+	int fd;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st))
@@ -424,61 +437,26 @@ static void run_client(const char *host, const char *port, const char *path, con
 	if (!S_ISREG(st.st_mode))
 		ex_die("%s: not a regular file", path);
 
-	if ((rc = getaddrinfo(host, port, &hints, &ai)))
-		ex_die("%s: %s", host, gai_strerror(rc));
-	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+	ai = ex_resolve(host, port, 0);
+	if (rdma_create_id(ch, &c.id, NULL, RDMA_PS_TCP))
 		ex_die_errno("rdma_create_id");
-	if (rdma_resolve_addr(id, NULL, ai->ai_addr, timeout_ms))
+	if (rdma_resolve_addr(c.id, NULL, ai->ai_addr, timeout_ms))
 		ex_die_errno("rdma_resolve_addr");
 	freeaddrinfo(ai);
 	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ADDR_RESOLVED));
-	if (rdma_resolve_route(id, timeout_ms))
+	if (rdma_resolve_route(c.id, timeout_ms))
 		ex_die_errno("rdma_resolve_route");
 	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ROUTE_RESOLVED));
-	/*
-	 * The ACK timeout bounds how long a WRITE may go unacknowledged before
-	 * it is sent again; 7 such retries and the QP fails with "transport
-	 * retry counter exceeded".  It must be set before connecting.
-	 */
-	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack, sizeof(ack)))
-		ex_die_errno("rdma_set_option(ACK_TIMEOUT)");
-
-	pd = ibv_alloc_pd(id->verbs);
-	if (!pd)
-		ex_die_errno("ibv_alloc_pd");
-	send_cq = ibv_create_cq(id->verbs, 1, NULL, NULL, 0);
-	recv_cq = ibv_create_cq(id->verbs, 1, NULL, NULL, 0);
-	if (!send_cq || !recv_cq)
-		ex_die_errno("ibv_create_cq");
-	qpa.send_cq = send_cq;
-	qpa.recv_cq = recv_cq;
-	if (rdma_create_qp(id, pd, &qpa))
-		ex_die_errno("rdma_create_qp");
-
 	/* Our HCA only reads `buf` (the WRITE source) and writes `msg`. */
-	buf = aligned_alloc(4096, chunk);
-	msg = calloc(1, sizeof(*msg));
-	xxh = XXH3_createState();
-	if (!buf || !msg || !xxh || XXH3_64bits_reset(xxh) == XXH_ERROR)
-		ex_die("out of memory");
-	buf_mr = ibv_reg_mr(pd, buf, chunk, 0);
-	if (!buf_mr) {
-		ex_report_reg_mr_failure(chunk);
-		exit(1);
-	}
-	ctrl_mr = ibv_reg_mr(pd, msg, sizeof(*msg), IBV_ACCESS_LOCAL_WRITE);
-	if (!ctrl_mr) {
-		ex_report_reg_mr_failure(sizeof(*msg));
-		exit(1);
-	}
-	sge = (struct ibv_sge){(uintptr_t)msg, sizeof(*msg), ctrl_mr->lkey};
-	if (ibv_post_recv(id->qp, &rwr, &bad_rwr))
+	setup(&c, ack, chunk, 0, IBV_ACCESS_LOCAL_WRITE);
+	sge = (struct ibv_sge){(uintptr_t)c.msg, sizeof(*c.msg), c.ctrl_mr->lkey};
+	if (ibv_post_recv(c.id->qp, &rwr, &bad_rwr))
 		ex_die_errno("ibv_post_recv");
-	if (rdma_connect(id, &param))
+	if (rdma_connect(c.id, &param))
 		ex_die_errno("rdma_connect");
 	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ESTABLISHED));
 
-	peer = recv_ctrl(id, recv_cq, msg, ctrl_mr, MSG_MR);
+	peer = recv_ctrl(c.id, c.recv_cq, c.msg, c.ctrl_mr, MSG_MR);
 	swr.wr.rdma.remote_addr = be64toh(peer->addr);
 	swr.wr.rdma.rkey = be32toh(peer->rkey);
 	if (be64toh(peer->len) < chunk)
@@ -490,33 +468,33 @@ static void run_client(const char *host, const char *port, const char *path, con
 
 	/* The name first, then the data, then a zero-length WRITE: end of file.
 	 * Each waits for READY: the server's buffer is ours again. */
-	memcpy(buf, name, name_len + 1); /* the NUL is not sent: the length says it all */
+	memcpy(c.buf, name, name_len + 1); /* the NUL is not sent: the length says it all */
 	n = name_len;
 	t0 = ex_now_ns();
 	for (;;) {
-		sge = (struct ibv_sge){(uintptr_t)buf, (uint32_t)n, buf_mr->lkey};
+		sge = (struct ibv_sge){(uintptr_t)c.buf, (uint32_t)n, c.buf_mr->lkey};
 		swr.num_sge = n ? 1 : 0;
 		swr.imm_data = htobe32((uint32_t)n);
-		post_send(id, &swr, send_cq, n ? "RDMA WRITE WITH IMM" : "RDMA WRITE (end)");
-		sge = (struct ibv_sge){(uintptr_t)msg, sizeof(*msg), ctrl_mr->lkey};
+		post_send(c.id, &swr, c.send_cq, n ? "RDMA WRITE WITH IMM" : "RDMA WRITE (end)");
+		sge = (struct ibv_sge){(uintptr_t)c.msg, sizeof(*c.msg), c.ctrl_mr->lkey};
 		if (n == 0)
 			break;
-		recv_ctrl(id, recv_cq, msg, ctrl_mr, MSG_READY);
+		recv_ctrl(c.id, c.recv_cq, c.msg, c.ctrl_mr, MSG_READY);
 
 		for (n = 0; n < chunk; n += (size_t)r) {
-			r = read(fd, buf + n, chunk - n);
+			r = read(fd, c.buf + n, chunk - n);
 			if (r < 0)
 				ex_die("read(%s): %s", path, strerror(errno));
 			if (r == 0)
 				break;
 		}
-		XXH3_64bits_update(xxh, buf, n);
+		XXH3_64bits_update(c.xxh, c.buf, n);
 		total += n;
 		chunks += n > 0;
 	}
-	peer = recv_ctrl(id, recv_cq, msg, ctrl_mr, MSG_DONE);
+	peer = recv_ctrl(c.id, c.recv_cq, c.msg, c.ctrl_mr, MSG_DONE);
 	secs = (double)(ex_now_ns() - t0) / 1e9;
-	hash = XXH3_64bits_digest(xxh);
+	hash = XXH3_64bits_digest(c.xxh);
 	printf("sent '%s': %llu bytes in %llu chunks, %.2f s, %.1f MiB/s, xxh3 %016llx\n", path,
 	       (unsigned long long)total, (unsigned long long)chunks, secs,
 	       (double)total / (1 << 20) / secs, (unsigned long long)hash);
@@ -527,21 +505,10 @@ static void run_client(const char *host, const char *port, const char *path, con
 	printf("the server stored the same %llu bytes (xxh3 %016llx)\n", (unsigned long long)total,
 	       (unsigned long long)hash);
 
-	if (rdma_disconnect(id))
+	if (rdma_disconnect(c.id))
 		ex_die_errno("rdma_disconnect");
 	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_DISCONNECTED));
-	rdma_destroy_qp(id);
-	if ((err = ibv_dereg_mr(ctrl_mr)) || (err = ibv_dereg_mr(buf_mr)))
-		ex_die("ibv_dereg_mr: %s", strerror(err));
-	XXH3_freeState(xxh);
-	free(msg);
-	free(buf);
-	if ((err = ibv_destroy_cq(recv_cq)) || (err = ibv_destroy_cq(send_cq)))
-		ex_die("ibv_destroy_cq: %s", strerror(err));
-	if ((err = ibv_dealloc_pd(pd)))
-		ex_die("ibv_dealloc_pd: %s", strerror(err));
-	if (rdma_destroy_id(id))
-		ex_die_errno("rdma_destroy_id");
+	teardown(&c);
 	close(fd);
 }
 
