@@ -731,6 +731,7 @@ static void session_free(struct session *s)
 static void *session_main(void *arg)
 {
 	struct session *s = arg;
+	struct cp_server *srv;
 	struct rk_conn_opts o = {
 	    .sq_depth = NSEND,
 	    .rq_depth = RQ_DEPTH,
@@ -764,8 +765,10 @@ static void *session_main(void *arg)
 		else
 			slog(s, "connection lost: %s", rk_error_str(&err));
 	}
-	atomic_fetch_sub(&s->srv->active, 1);
+	srv = s->srv;
 	session_free(s);
+	/* Last: the main thread closes the device once no session is active. */
+	atomic_fetch_sub(&srv->active, 1);
 	return NULL;
 }
 
