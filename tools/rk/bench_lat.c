@@ -24,6 +24,7 @@ struct lat_state {
 	uint32_t size;
 	uint64_t count;	     /* pings sent (client) or answered (server) */
 	uint64_t pending_rx; /* receive completions not yet consumed */
+	uint64_t to_repost;  /* consumed receives to post again */
 	uint64_t t_end;	     /* when the last message of the run arrived */
 	struct rk_wr wr;
 	struct bench_watch w;
@@ -70,24 +71,34 @@ static void build_wr(struct bench_ctx *c, struct lat_state *s)
 	}
 }
 
-/* Take completions; count receives (and repost them). Returns how many. */
+/*
+ * Take completions and count receives. They are reposted later, by
+ * repost(), once the answer is on its way: the peer cannot send again
+ * before it has our answer, and rx-depth receives are posted anyway.
+ */
 static int reap(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+{
+	int n = bench_poll(c, err);
+
+	for (int i = 0; i < n; i++)
+		if (c->wc[i].opcode & IBV_WC_RECV)
+			s->pending_rx++;
+	return n;
+}
+
+static int repost(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 {
 	struct bench_qp *q = &c->qps[0];
 	uint32_t rlen = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0;
-	int n = bench_poll(c, err);
 
-	for (int i = 0; i < n; i++) {
-		if (!(c->wc[i].opcode & IBV_WC_RECV))
-			continue;
-		s->pending_rx++;
-		q->recvd++;
+	for (; s->to_repost; s->to_repost--) {
 		int r = rk_post_recv(q->conn, q->rx, rlen, c->lkey, 0, err);
 
 		if (r)
 			return r;
+		q->recvd++;
 	}
-	return n;
+	return 0;
 }
 
 /* Periodic work while waiting: 1 = the peer said DONE and all is answered. */
@@ -131,14 +142,18 @@ static int post(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 	return rk_post(conn, &s->wr, err);
 }
 
-/* Wait for the peer's message: 0 arrived, 1 the run is over, or an error. */
+/*
+ * Wait for the peer's message: 0 arrived, 1 the run is over, or an error.
+ * The clock and the control channel are looked at every 64th empty poll
+ * only: the spin must notice the message as soon as it lands.
+ */
 static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 {
 	const volatile uint8_t *flag = c->qps[0].rx + s->size - 1;
 	uint8_t want = marker(s->count);
 	int r;
 
-	for (unsigned spins = 0;; spins++) {
+	for (unsigned spins = 1;; spins++) {
 		if (c->p->op == BENCH_OP_WRITE) {
 			if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
 				return 0;
@@ -149,9 +164,12 @@ static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_erro
 		} else {
 			if (s->pending_rx) {
 				s->pending_rx--;
+				s->to_repost++;
 				return 0;
 			}
 			r = reap(c, s, err);
+			if (r > 0 || (r == 0 && (spins & 63)))
+				continue;
 		}
 		if (r < 0)
 			return r;
@@ -195,6 +213,9 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 		if (r)
 			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
 		t1 = cli_now_ns();
+		r = repost(c, s, err);
+		if (r)
+			return r;
 		if (out->hist)
 			bench_hist_add(out->hist,
 				       c->p->op == BENCH_OP_READ ? t1 - t0 : (t1 - t0) / 2);
@@ -255,6 +276,7 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 		if (r == 1)
 			break;
 		r = post(c, s, err);
+		r = r ?: repost(c, s, err);
 		if (r)
 			return r;
 		s->count++;

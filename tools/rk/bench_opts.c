@@ -81,7 +81,7 @@ static void usage(FILE *out)
 	    "  -q, --num-qp N      queue pairs (default 1)\n"
 	    "  -t, --tx-depth N    send queue depth per QP (default 128)\n"
 	    "      --rx-depth N    receives kept posted per QP (default 512)\n"
-	    "  -Q, --cq-mod N      one completion every N WRs (default 100)\n"
+	    "  -Q, --cq-mod N      one completion every N WRs (default 100; lat: 1)\n"
 	    "  -I, --inline N      send payloads up to N bytes inline (default 0)\n"
 	    "  -b, --bidir         both sides send at once (bw mode)\n"
 	    "\n"
@@ -302,6 +302,12 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 		if (apply(c, optarg, p, l))
 			return -1;
 	}
+	/*
+	 * One message in flight: signal each WR (as perftest's _lat tools do).
+	 * On rxe, latency with unsignaled WRs has a median of a timer tick.
+	 */
+	if (p->mode == BENCH_MODE_LAT && !(l->explicit_fields & BF_CQ_MOD))
+		p->cq_mod = 1;
 	if (l->max_size) {
 		if (p->size_min == p->size_max) {
 			fprintf(stderr, "rk bench: --max-size goes with -a\n");
