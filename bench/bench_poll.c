@@ -161,12 +161,13 @@ out:
 int main(int argc, char **argv)
 {
 	struct rk_device_opts o = {.addr = getenv("RK_ADDR"), .gid_index = -1};
-	int n = argc > 1 ? atoi(argv[1]) : 100, interval = argc > 2 ? atoi(argv[2]) : 20000;
+	long n = argc > 1 ? strtol(argv[1], NULL, 10) : 100;
+	long interval = argc > 2 ? strtol(argv[2], NULL, 10) : 20000;
 	struct rk_device *dev;
 	struct rk_error e;
 	int r = 0;
 
-	if (!o.addr || n <= 0 || interval < 0) {
+	if (!o.addr || n <= 0 || n > 1000000 || interval < 0 || interval > 10000000) {
 		fprintf(stderr, "usage: RK_ADDR=... bench_poll [MESSAGES [INTERVAL_US]]\n");
 		return 2;
 	}
@@ -175,10 +176,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_poll: %s\n", rk_error_str(&e));
 		return 1;
 	}
-	printf("%d messages of %d bytes, one every %d us\n", n, MSG, interval);
-	r |= run(dev, RK_WAIT_BUSY, "busy", n, interval);
-	r |= run(dev, RK_WAIT_EVENT, "event", n, interval);
-	r |= run(dev, RK_WAIT_ADAPTIVE, "adaptive", n, interval);
+	printf("%ld messages of %d bytes, one every %ld us\n", n, MSG, interval);
+	r |= run(dev, RK_WAIT_BUSY, "busy", (int)n, (int)interval);
+	r |= run(dev, RK_WAIT_EVENT, "event", (int)n, (int)interval);
+	r |= run(dev, RK_WAIT_ADAPTIVE, "adaptive", (int)n, (int)interval);
 	rk_device_close(dev);
 	return r;
 }
