@@ -189,14 +189,14 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 	int finals[BENCH_MAX_QP] = {0};
 	struct bw_state s = {.size = size, .iters = iters};
 	struct bench_watch w;
-	uint64_t t0, cpu0, t_end = 0, now;
+	uint64_t t0, cpu0, t_end = 0, now = 0;
 
 	for (uint32_t i = 0; i < p->num_qp; i++) {
 		c->qps[i].posted = c->qps[i].done = c->qps[i].recvd = 0;
 		build_templates(c, &c->qps[i], size);
 	}
 	cpu0 = bench_cpu_ns();
-	t0 = now = cli_now_ns();
+	t0 = cli_now_ns();
 	s.end_ns = t0 + dur_ns;
 	s.win_ns = t0;
 	s.win_min = iters ? iters * p->num_qp / 64 : 0;

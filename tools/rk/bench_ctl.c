@@ -109,7 +109,10 @@ int bench_ctl_send(struct bench_ctl *c, uint16_t type, const void *data, uint16_
 
 	if (len > BENCH_MSG_MAX)
 		return bench_fail(err, EMSGSIZE, "control message of %u bytes", len);
-	memcpy(frame, "RKBC", 4);
+	frame[0] = 'R';
+	frame[1] = 'K';
+	frame[2] = 'B';
+	frame[3] = 'C';
 	frame[4] = (uint8_t)(type >> 8);
 	frame[5] = (uint8_t)type;
 	frame[6] = (uint8_t)(len >> 8);

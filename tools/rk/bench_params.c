@@ -225,7 +225,10 @@ int bench_params_encode(const struct bench_params *p, uint8_t *buf, size_t len)
 	if (len < BENCH_PARAMS_LEN)
 		return -1;
 	memset(buf, 0, BENCH_PARAMS_LEN);
-	memcpy(buf, "RKBP", 4);
+	buf[0] = 'R';
+	buf[1] = 'K';
+	buf[2] = 'B';
+	buf[3] = 'P';
 	buf[4] = 0;
 	buf[5] = BENCH_PARAMS_VERSION;
 	buf[6] = 0;
@@ -247,7 +250,7 @@ int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, 
 	}
 	if (buf[4] != 0 || buf[5] != BENCH_PARAMS_VERSION) {
 		snprintf(why, why_len, "parameter message version %u, this rk speaks %u",
-			 (unsigned)buf[4] << 8 | buf[5], BENCH_PARAMS_VERSION);
+			 (unsigned)buf[4] << 8 | buf[5], (unsigned)BENCH_PARAMS_VERSION);
 		return -1;
 	}
 	if (buf[6] != 0 || buf[7] != BENCH_PARAMS_LEN) {
