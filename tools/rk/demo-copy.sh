@@ -31,7 +31,7 @@ server=$!
 i=0
 until grep -q listening "$w/serve.log"; do
 	i=$((i + 1))
-	[ $i -lt 200 ] || { cat "$w/serve.log"; echo "demo: rk serve did not start" >&2; exit 1; }
+	[ $i -lt 600 ] || { cat "$w/serve.log"; echo "demo: rk serve did not start" >&2; exit 1; }
 	sleep 0.05
 done
 
