@@ -16,7 +16,8 @@
  *  - one 10 MiB WRITE under a slow link outlived the default ACK timeout and
  *    died with "transport retry counter exceeded": we WRITE chunks of at most
  *    8 MiB (1 MiB by default; Soft-RoCE's limit per message is 8 MiB), set the
- *    ACK timeout with rdma_set_option() and ask for 7 retries;
+ *    ACK timeout with rdma_set_option() and ask for 6 retries (rxe treats 7
+ *    as "retry forever");
  *  - the immediate was trusted as a length: we check it against the buffer
  *    and against the number of bytes the HCA actually placed;
  *  - the file name was used as given: we refuse anything that is not a plain
@@ -28,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -87,12 +89,6 @@ static void usage(FILE *f)
 	    ex_prog, ex_prog);
 }
 
-static void __attribute__((noreturn)) bad_usage(const char *what)
-{
-	fprintf(stderr, "%s: %s (try --help)\n", ex_prog, what);
-	exit(2);
-}
-
 static void remove_partial(void)
 {
 	if (partial && unlink(partial) == 0)
@@ -145,17 +141,6 @@ static void wait_cq(struct ibv_cq *cq, const char *what, struct ibv_wc *wc)
 	}
 }
 
-static void post_send(struct rdma_cm_id *id, struct ibv_send_wr *wr, struct ibv_cq *cq,
-		      const char *what)
-{
-	struct ibv_send_wr *bad;
-	struct ibv_wc wc;
-
-	if (ibv_post_send(id->qp, wr, &bad))
-		ex_die("ibv_post_send(%s): %s", what, strerror(errno));
-	wait_cq(cq, what, &wc);
-}
-
 /* Why a file name from the peer is not acceptable, or NULL if it is. */
 static const char *bad_name(const char *name, size_t len)
 {
@@ -196,18 +181,85 @@ static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t len, int access)
 }
 
 /*
- * The ACK timeout, PD, a CQ per direction, the QP and the two registered
- * buffers.  The ACK timeout bounds how long a WRITE may go unacknowledged
- * before it is sent again; 6 such retries and the QP fails with "transport
- * retry counter exceeded".  It must be set before connecting.
+ * Arm one receive.  The client receives control messages into `msg`; the
+ * server receives only WRITE WITH IMMEDIATE, which needs no buffer (num_sge 0).
  */
-static void setup(struct conn *c, uint8_t ack, size_t chunk, int buf_access, int ctrl_access)
+static void post_recv(struct conn *c, int num_sge)
 {
+	struct ibv_sge sge = {(uintptr_t)c->msg, sizeof(*c->msg), c->ctrl_mr->lkey};
+	struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = num_sge}, *bad;
+
+	if (ibv_post_recv(c->id->qp, &wr, &bad))
+		ex_die_errno("ibv_post_recv");
+}
+
+/* Post one signaled work request and wait for its completion. */
+static void post_send(struct conn *c, struct ibv_send_wr *wr, const char *what)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+
+	if (ibv_post_send(c->id->qp, wr, &bad))
+		ex_die("ibv_post_send(%s): %s", what, strerror(errno));
+	wait_cq(c->send_cq, what, &wc);
+}
+
+/* Server: SEND the control message in `msg`, of type `type`. */
+static void send_ctrl(struct conn *c, int type, const char *what)
+{
+	struct ibv_sge sge = {(uintptr_t)c->msg, sizeof(*c->msg), c->ctrl_mr->lkey};
+	struct ibv_send_wr wr = {
+	    .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+
+	c->msg->type = type;
+	post_send(c, &wr, what);
+}
+
+/*
+ * Connect, the same way on both sides but for the first steps: the server
+ * listens and takes one CONNECT_REQUEST, the client resolves the address and
+ * the route.  Then the ACK timeout, PD, a CQ per direction, the QP, the two
+ * registered buffers, one receive armed, and rdma_accept / rdma_connect.
+ * Returns the server's listening id (NULL for the client).
+ */
+static struct rdma_cm_id *open_conn(struct conn *c, int server, const char *host, const char *port,
+				    uint8_t ack, size_t chunk)
+{
+	struct addrinfo *ai = ex_resolve(host, port, server);
+	struct rdma_cm_id *listener = NULL;
+	struct rdma_cm_event *ev;
+	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
+	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct ibv_qp_init_attr qpa = {
 	    .qp_type = IBV_QPT_RC,
 	    .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
 	};
 
+	if (rdma_create_id(ch, server ? &listener : &c->id, NULL, RDMA_PS_TCP))
+		ex_die_errno("rdma_create_id");
+	if (server) {
+		if (rdma_bind_addr(listener, ai->ai_addr))
+			ex_die_errno("rdma_bind_addr");
+		if (rdma_listen(listener, 1))
+			ex_die_errno("rdma_listen");
+		printf("server listening on %s port %s, buffer %zu bytes\n", host, port, chunk);
+		ev = wait_event(RDMA_CM_EVENT_CONNECT_REQUEST);
+		c->id = ev->id;
+		rdma_ack_cm_event(ev);
+	} else {
+		if (rdma_resolve_addr(c->id, NULL, ai->ai_addr, timeout_ms))
+			ex_die_errno("rdma_resolve_addr");
+		rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ADDR_RESOLVED));
+		if (rdma_resolve_route(c->id, timeout_ms))
+			ex_die_errno("rdma_resolve_route");
+		rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ROUTE_RESOLVED));
+	}
+	freeaddrinfo(ai);
+
+	/* The ACK timeout bounds how long a WRITE may go unacknowledged before it
+	 * is sent again; 6 such retries and the QP fails with "transport retry
+	 * counter exceeded".  It must be set before connecting.  The server's
+	 * SENDs are small, but a slow link deserves a patient timeout too. */
 	if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack, sizeof(ack)))
 		ex_die_errno("rdma_set_option(ACK_TIMEOUT)");
 	c->pd = ibv_alloc_pd(c->id->verbs);
@@ -227,15 +279,33 @@ static void setup(struct conn *c, uint8_t ack, size_t chunk, int buf_access, int
 	if (!c->buf || !c->msg || !c->xxh || XXH3_64bits_reset(c->xxh) == XXH_ERROR)
 		ex_die("out of memory");
 	memset(c->buf, 0, chunk); /* valgrind cannot see the HCA write it: start defined */
-	c->buf_mr = reg(c->pd, c->buf, chunk, buf_access);
-	c->ctrl_mr = reg(c->pd, c->msg, sizeof(*c->msg), ctrl_access);
+	/* The client writes into the server's `buf` (REMOTE_WRITE, which needs
+	 * LOCAL_WRITE); the server's control message is its own.  The client's
+	 * HCA only reads `buf` (the WRITE source) and writes `msg`. */
+	c->buf_mr = reg(c->pd, c->buf, chunk,
+			server ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0);
+	c->ctrl_mr = reg(c->pd, c->msg, sizeof(*c->msg), server ? 0 : IBV_ACCESS_LOCAL_WRITE);
+
+	post_recv(c, !server);
+	if (server ? rdma_accept(c->id, &param) : rdma_connect(c->id, &param))
+		ex_die_errno(server ? "rdma_accept" : "rdma_connect");
+	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ESTABLISHED));
+	return listener;
 }
 
-/* Release in reverse order. */
-static void teardown(struct conn *c)
+/*
+ * Disconnect: the client first, the server answers its DISCONNECTED.  Then
+ * release in reverse order; `listener` is the server's (NULL for the client).
+ */
+static void teardown(struct conn *c, struct rdma_cm_id *listener)
 {
 	int err;
 
+	if (!listener && rdma_disconnect(c->id))
+		ex_die_errno("rdma_disconnect");
+	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_DISCONNECTED));
+	if (listener && rdma_disconnect(c->id))
+		ex_die_errno("rdma_disconnect");
 	rdma_destroy_qp(c->id);
 	if ((err = ibv_dereg_mr(c->ctrl_mr)) || (err = ibv_dereg_mr(c->buf_mr)))
 		ex_die("ibv_dereg_mr: %s", strerror(err));
@@ -246,23 +316,14 @@ static void teardown(struct conn *c)
 		ex_die("ibv_destroy_cq: %s", strerror(err));
 	if ((err = ibv_dealloc_pd(c->pd)))
 		ex_die("ibv_dealloc_pd: %s", strerror(err));
-	if (rdma_destroy_id(c->id))
+	if (rdma_destroy_id(c->id) || (listener && rdma_destroy_id(listener)))
 		ex_die_errno("rdma_destroy_id");
 }
 
 static void run_server(const char *host, const char *port, size_t chunk, int force, uint8_t ack)
 {
-	struct rdma_cm_id *listener;
 	struct conn c;
-	struct rdma_cm_event *ev;
-	struct addrinfo *ai = ex_resolve(host, port, 1);
-	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
-	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
-	/* The client only WRITEs WITH IMMEDIATE: its receives need no buffer. */
-	struct ibv_recv_wr rwr = {.num_sge = 0}, *bad_rwr;
-	struct ibv_sge sge;
-	struct ibv_send_wr swr = {
-	    .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+	struct rdma_cm_id *listener = open_conn(&c, 1, host, port, ack, chunk);
 	struct ibv_wc wc;
 	char name[NAME_MAX + 1];
 	const char *why;
@@ -271,36 +332,12 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 	ssize_t w;
 	int fd = -1, code;
 
-	if (rdma_create_id(ch, &listener, NULL, RDMA_PS_TCP))
-		ex_die_errno("rdma_create_id");
-	if (rdma_bind_addr(listener, ai->ai_addr))
-		ex_die_errno("rdma_bind_addr");
-	freeaddrinfo(ai);
-	if (rdma_listen(listener, 1))
-		ex_die_errno("rdma_listen");
-	printf("server listening on %s port %s, buffer %zu bytes\n", host, port, chunk);
-
-	ev = wait_event(RDMA_CM_EVENT_CONNECT_REQUEST);
-	c.id = ev->id;
-	rdma_ack_cm_event(ev);
-	/* Our SENDs are small, but a slow link deserves a patient ACK timeout too.
-	 * The peer writes into `buf` (REMOTE_WRITE, which needs LOCAL_WRITE);
-	 * the control message is ours alone. */
-	setup(&c, ack, chunk, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0);
-	sge = (struct ibv_sge){(uintptr_t)c.msg, sizeof(*c.msg), c.ctrl_mr->lkey};
-	if (ibv_post_recv(c.id->qp, &rwr, &bad_rwr))
-		ex_die_errno("ibv_post_recv");
-	if (rdma_accept(c.id, &param))
-		ex_die_errno("rdma_accept");
-	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ESTABLISHED));
-
 	*c.msg = (struct ctrl){.magic = htobe32(MAGIC),
 			       .version = htobe16(VERSION),
-			       .type = MSG_MR,
 			       .addr = htobe64((uintptr_t)c.buf),
 			       .len = htobe64(chunk),
 			       .rkey = htobe32(c.buf_mr->rkey)};
-	post_send(c.id, &swr, c.send_cq, "send MR");
+	send_ctrl(&c, MSG_MR, "send MR");
 
 	for (;;) {
 		wait_cq(c.recv_cq, "receive chunk", &wc);
@@ -313,12 +350,10 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 		if (len > chunk || len != wc.byte_len)
 			ex_die("peer announced %u bytes, wrote %u, buffer holds %zu", len,
 			       wc.byte_len, chunk);
-		if (ibv_post_recv(c.id->qp, &rwr, &bad_rwr)) /* before READY lets it write again */
-			ex_die_errno("ibv_post_recv");
+		post_recv(&c, 0); /* before READY lets it write again */
 
 		if (fd < 0) { /* the first message is the file name */
-			memcpy(name, c.buf, len < sizeof(name) ? len : sizeof(name) - 1);
-			name[len < sizeof(name) ? len : sizeof(name) - 1] = '\0';
+			snprintf(name, sizeof(name), "%.*s", (int)len, c.buf);
 			why = bad_name(c.buf, len);
 			code = ERR_NAME;
 			if (!why) {
@@ -334,9 +369,8 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 					why = strerror(errno), code = ERR_IO;
 			}
 			if (why) {
-				c.msg->type = MSG_ERROR;
 				c.msg->code = code;
-				post_send(c.id, &swr, c.send_cq, "send ERROR");
+				send_ctrl(&c, MSG_ERROR, "send ERROR");
 				rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_DISCONNECTED));
 				ex_die("refused file name '%s': %s", name, why);
 			}
@@ -348,9 +382,8 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 			for (size_t off = 0; off < len; off += (size_t)w) {
 				w = write(fd, c.buf + off, len - off);
 				if (w < 0) {
-					c.msg->type = MSG_ERROR;
 					c.msg->code = ERR_IO;
-					post_send(c.id, &swr, c.send_cq, "send ERROR");
+					send_ctrl(&c, MSG_ERROR, "send ERROR");
 					ex_die("write(%s): %s", name, strerror(errno));
 				}
 			}
@@ -358,35 +391,23 @@ static void run_server(const char *host, const char *port, size_t chunk, int for
 			total += len;
 			chunks++;
 		}
-		c.msg->type = MSG_READY;
-		post_send(c.id, &swr, c.send_cq, "send READY");
+		send_ctrl(&c, MSG_READY, "send READY");
 	}
 	if (fsync(fd) || close(fd))
 		ex_die("%s: %s", name, strerror(errno));
 	partial = NULL;
 	hash = XXH3_64bits_digest(c.xxh);
-	c.msg->type = MSG_DONE;
 	c.msg->len = htobe64(total);
 	c.msg->hash = htobe64(hash);
-	post_send(c.id, &swr, c.send_cq, "send DONE");
-	printf("received '%s': %llu bytes in %llu chunks, xxh3 %016llx\n", name,
-	       (unsigned long long)total, (unsigned long long)chunks, (unsigned long long)hash);
-
-	/* The client disconnects; we answer, then release everything. */
-	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_DISCONNECTED));
-	if (rdma_disconnect(c.id))
-		ex_die_errno("rdma_disconnect");
-	teardown(&c);
-	if (rdma_destroy_id(listener))
-		ex_die_errno("rdma_destroy_id");
+	send_ctrl(&c, MSG_DONE, "send DONE");
+	printf("received '%s': %" PRIu64 " bytes in %" PRIu64 " chunks, xxh3 %016" PRIx64 "\n",
+	       name, total, chunks, hash);
+	teardown(&c, listener);
 }
 
-/* Wait for the server's next control message and check everything in it. */
-static struct ctrl *recv_ctrl(struct rdma_cm_id *id, struct ibv_cq *cq, struct ctrl *slot,
-			      struct ibv_mr *mr, int type)
+/* Client: wait for the server's next control message and check everything in it. */
+static struct ctrl *recv_ctrl(struct conn *c, int type)
 {
-	struct ibv_sge sge = {(uintptr_t)slot, sizeof(*slot), mr->lkey};
-	struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
 	static const char *const errors[] = {
 	    [ERR_NAME] = "the name is not a plain file name (no '/', not '.' or '..')",
 	    [ERR_EXISTS] = "a file of that name exists there (run the server with -f)",
@@ -394,35 +415,29 @@ static struct ctrl *recv_ctrl(struct rdma_cm_id *id, struct ibv_cq *cq, struct c
 	};
 	struct ibv_wc wc;
 
-	wait_cq(cq, "receive control message", &wc);
-	if (wc.opcode != IBV_WC_RECV || wc.byte_len != sizeof(*slot))
+	wait_cq(c->recv_cq, "receive control message", &wc);
+	if (wc.opcode != IBV_WC_RECV || wc.byte_len != sizeof(*c->msg))
 		ex_die("peer sent %u bytes (opcode %d), not a control message", wc.byte_len,
 		       wc.opcode);
-	if (be32toh(slot->magic) != MAGIC || be16toh(slot->version) != VERSION)
+	if (be32toh(c->msg->magic) != MAGIC || be16toh(c->msg->version) != VERSION)
 		ex_die("peer is not ex03_file_transfer version %d", VERSION);
-	if (slot->type == MSG_ERROR)
-		ex_die("the server refused: %s", slot->code >= ERR_NAME && slot->code <= ERR_IO
-						     ? errors[slot->code]
+	if (c->msg->type == MSG_ERROR)
+		ex_die("the server refused: %s", c->msg->code >= ERR_NAME && c->msg->code <= ERR_IO
+						     ? errors[c->msg->code]
 						     : "(unknown reason)");
-	if (slot->type != type)
-		ex_die("peer sent message type %d, expected %d", slot->type, type);
-	/* Re-arm the receive for the next message before asking for it. */
-	if (ibv_post_recv(id->qp, &wr, &bad))
-		ex_die_errno("ibv_post_recv");
-	return slot;
+	if (c->msg->type != type)
+		ex_die("peer sent message type %d, expected %d", c->msg->type, type);
+	post_recv(c, 1); /* re-arm the receive for the next message before asking for it */
+	return c->msg;
 }
 
 static void run_client(const char *host, const char *port, const char *path, const char *name,
 		       size_t chunk, uint8_t ack)
 {
 	struct conn c;
-	struct addrinfo *ai;
-	/* retry_count 6: rxe treats 7 like "retry forever", and a dead peer would go unnoticed */
-	struct rdma_conn_param param = {.retry_count = 6, .rnr_retry_count = 7};
 	struct ibv_sge sge;
 	struct ibv_send_wr swr = {
 	    .sg_list = &sge, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .send_flags = IBV_SEND_SIGNALED};
-	struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad_rwr;
 	struct ctrl *peer;
 	struct stat st;
 	size_t name_len = strlen(name), n;
@@ -437,26 +452,8 @@ static void run_client(const char *host, const char *port, const char *path, con
 	if (!S_ISREG(st.st_mode))
 		ex_die("%s: not a regular file", path);
 
-	ai = ex_resolve(host, port, 0);
-	if (rdma_create_id(ch, &c.id, NULL, RDMA_PS_TCP))
-		ex_die_errno("rdma_create_id");
-	if (rdma_resolve_addr(c.id, NULL, ai->ai_addr, timeout_ms))
-		ex_die_errno("rdma_resolve_addr");
-	freeaddrinfo(ai);
-	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ADDR_RESOLVED));
-	if (rdma_resolve_route(c.id, timeout_ms))
-		ex_die_errno("rdma_resolve_route");
-	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ROUTE_RESOLVED));
-	/* Our HCA only reads `buf` (the WRITE source) and writes `msg`. */
-	setup(&c, ack, chunk, 0, IBV_ACCESS_LOCAL_WRITE);
-	sge = (struct ibv_sge){(uintptr_t)c.msg, sizeof(*c.msg), c.ctrl_mr->lkey};
-	if (ibv_post_recv(c.id->qp, &rwr, &bad_rwr))
-		ex_die_errno("ibv_post_recv");
-	if (rdma_connect(c.id, &param))
-		ex_die_errno("rdma_connect");
-	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_ESTABLISHED));
-
-	peer = recv_ctrl(c.id, c.recv_cq, c.msg, c.ctrl_mr, MSG_MR);
+	open_conn(&c, 0, host, port, ack, chunk);
+	peer = recv_ctrl(&c, MSG_MR);
 	swr.wr.rdma.remote_addr = be64toh(peer->addr);
 	swr.wr.rdma.rkey = be32toh(peer->rkey);
 	if (be64toh(peer->len) < chunk)
@@ -475,11 +472,10 @@ static void run_client(const char *host, const char *port, const char *path, con
 		sge = (struct ibv_sge){(uintptr_t)c.buf, (uint32_t)n, c.buf_mr->lkey};
 		swr.num_sge = n ? 1 : 0;
 		swr.imm_data = htobe32((uint32_t)n);
-		post_send(c.id, &swr, c.send_cq, n ? "RDMA WRITE WITH IMM" : "RDMA WRITE (end)");
-		sge = (struct ibv_sge){(uintptr_t)c.msg, sizeof(*c.msg), c.ctrl_mr->lkey};
+		post_send(&c, &swr, n ? "RDMA WRITE WITH IMM" : "RDMA WRITE (end)");
 		if (n == 0)
 			break;
-		recv_ctrl(c.id, c.recv_cq, c.msg, c.ctrl_mr, MSG_READY);
+		recv_ctrl(&c, MSG_READY);
 
 		for (n = 0; n < chunk; n += (size_t)r) {
 			r = read(fd, c.buf + n, chunk - n);
@@ -492,23 +488,18 @@ static void run_client(const char *host, const char *port, const char *path, con
 		total += n;
 		chunks += n > 0;
 	}
-	peer = recv_ctrl(c.id, c.recv_cq, c.msg, c.ctrl_mr, MSG_DONE);
+	peer = recv_ctrl(&c, MSG_DONE);
 	secs = (double)(ex_now_ns() - t0) / 1e9;
 	hash = XXH3_64bits_digest(c.xxh);
-	printf("sent '%s': %llu bytes in %llu chunks, %.2f s, %.1f MiB/s, xxh3 %016llx\n", path,
-	       (unsigned long long)total, (unsigned long long)chunks, secs,
-	       (double)total / (1 << 20) / secs, (unsigned long long)hash);
+	printf("sent '%s': %" PRIu64 " bytes in %" PRIu64
+	       " chunks, %.2f s, %.1f MiB/s, xxh3 %016" PRIx64 "\n",
+	       path, total, chunks, secs, (double)total / (1 << 20) / secs, hash);
 	if (be64toh(peer->len) != total || be64toh(peer->hash) != hash)
-		ex_die("the server stored %llu bytes with xxh3 %016llx: NOT the same file",
-		       (unsigned long long)be64toh(peer->len),
-		       (unsigned long long)be64toh(peer->hash));
-	printf("the server stored the same %llu bytes (xxh3 %016llx)\n", (unsigned long long)total,
-	       (unsigned long long)hash);
-
-	if (rdma_disconnect(c.id))
-		ex_die_errno("rdma_disconnect");
-	rdma_ack_cm_event(wait_event(RDMA_CM_EVENT_DISCONNECTED));
-	teardown(&c);
+		ex_die("the server stored %" PRIu64 " bytes with xxh3 %016" PRIx64
+		       ": NOT the same file",
+		       be64toh(peer->len), be64toh(peer->hash));
+	printf("the server stored the same %" PRIu64 " bytes (xxh3 %016" PRIx64 ")\n", total, hash);
+	teardown(&c, NULL);
 	close(fd);
 }
 
@@ -525,16 +516,17 @@ int main(int argc, char **argv)
 	int force = 0, is_server, opt;
 	uint8_t ack = 17;
 	char *copy;
-	long v;
 
 	ex_set_prog(argv[0]);
 	setvbuf(stdout, NULL, _IOLBF, 0); /* a test reads our output while we run */
 	while ((opt = getopt_long(argc, argv, "c:n:fa:p:t:h", opts, NULL)) != -1) {
+		if (ex_role_option(opt, optarg, &port, &timeout_ms, usage))
+			continue;
 		switch (opt) {
 		case 'c':
 			chunk = ex_parse_size(optarg);
 			if (chunk < 4096 || chunk > CHUNK_MAX)
-				bad_usage("--chunk must be 4K..8M");
+				ex_bad_usage("--chunk must be 4K..8M");
 			break;
 		case 'n':
 			name = optarg;
@@ -543,25 +535,8 @@ int main(int argc, char **argv)
 			force = 1;
 			break;
 		case 'a':
-			if (ex_parse_int(optarg, 1, 31, &v))
-				bad_usage("--ack-timeout must be 1..31");
-			ack = (uint8_t)v;
+			ack = (uint8_t)ex_opt_num(optarg, 1, 31, "--ack-timeout must be 1..31");
 			break;
-		case 'p':
-			if (ex_parse_int(optarg, 1, 65535, &v))
-				bad_usage("--port must be 1..65535");
-			port = optarg;
-			break;
-		case 't':
-			if (ex_parse_int(optarg, 1, 3600, &v))
-				bad_usage("--timeout must be 1..3600 seconds");
-			timeout_ms = (int)v * 1000;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			bad_usage("unknown option");
 		}
 	}
 	role = optind < argc ? argv[optind++] : "";
@@ -569,11 +544,11 @@ int main(int argc, char **argv)
 	path = optind < argc ? argv[optind++] : NULL;
 	is_server = !strcmp(role, "server");
 	if (!is_server && strcmp(role, "client"))
-		bad_usage("say 'server' or 'client'");
+		ex_bad_usage("say 'server' or 'client'");
 	if (optind < argc || (is_server && path))
-		bad_usage("too many arguments");
+		ex_bad_usage("too many arguments");
 	if (name && (!*name || strlen(name) > NAME_MAX))
-		bad_usage("--name must be 1..NAME_MAX bytes");
+		ex_bad_usage("--name must be 1..NAME_MAX bytes");
 
 	ch = rdma_create_event_channel();
 	if (!ch)
@@ -583,7 +558,7 @@ int main(int argc, char **argv)
 		run_server(host ? host : "0.0.0.0", port, (size_t)chunk, force, ack);
 	} else {
 		if (!host || !path)
-			bad_usage("the client needs the server's address and a FILE");
+			ex_bad_usage("the client needs the server's address and a FILE");
 		/* Only the last component of FILE travels: "dir/../x.bin" -> "x.bin". */
 		copy = strdup(path);
 		if (!copy)

@@ -39,6 +39,43 @@ void ex_die_errno(const char *what)
 	ex_die("%s: %s", what, strerror(errno));
 }
 
+void ex_bad_usage(const char *what)
+{
+	fprintf(stderr, "%s: %s (try --help)\n", ex_prog, what);
+	exit(2);
+}
+
+long ex_opt_num(const char *s, long min, long max, const char *what)
+{
+	long v;
+
+	if (ex_parse_int(s, min, max, &v))
+		ex_bad_usage(what);
+	return v;
+}
+
+int ex_role_option(int opt, const char *arg, const char **port, int *timeout_ms,
+		   void (*usage)(FILE *f))
+{
+	switch (opt) {
+	case 'p':
+		ex_opt_num(arg, 1, 65535, "--port must be 1..65535");
+		*port = arg;
+		return 1;
+	case 't':
+		*timeout_ms =
+		    1000 * (int)ex_opt_num(arg, 1, 3600, "--timeout must be 1..3600 seconds");
+		return 1;
+	case 'h':
+		usage(stdout);
+		exit(0);
+	case '?':
+		ex_bad_usage("unknown option");
+	default:
+		return 0;
+	}
+}
+
 void ex_report_reg_mr_failure(size_t len)
 {
 	int err = errno;

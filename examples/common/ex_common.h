@@ -40,6 +40,21 @@ long long ex_parse_size(const char *s);
 /* Parse a decimal integer in [min, max]; returns 0 and sets *out, or -1. */
 int ex_parse_int(const char *s, long min, long max, long *out);
 
+/* Print "PROG: what (try --help)" and exit(2): a bad command line. */
+void ex_bad_usage(const char *what) __attribute__((noreturn));
+
+/* An option's number: s parsed as a decimal in [min, max], else ex_bad_usage(what). */
+long ex_opt_num(const char *s, long min, long max, const char *what);
+
+/*
+ * The options the "server|client" examples (01 to 04) share: -p/--port PORT
+ * (1..65535), -t/--timeout SECONDS (1..3600, stored in *timeout_ms as ms),
+ * -h/--help (usage(stdout), exit 0) and an unknown one (ex_bad_usage).
+ * Returns 1 if it handled opt, 0 if it is the example's own.
+ */
+int ex_role_option(int opt, const char *arg, const char **port, int *timeout_ms,
+		   void (*usage)(FILE *f));
+
 /* Monotonic time in nanoseconds. */
 uint64_t ex_now_ns(void);
 
