@@ -76,12 +76,6 @@ static void usage(FILE *f)
 		ex_prog, ex_prog, MSG_MAX);
 }
 
-static void __attribute__((noreturn)) bad_usage(const char *what)
-{
-	fprintf(stderr, "%s: %s (try --help)\n", ex_prog, what);
-	exit(2);
-}
-
 /* Wait, at most timeout_ms, for CM event `want`; explain anything else. */
 static struct rdma_cm_event *wait_event(enum rdma_cm_event_type want)
 {
@@ -204,47 +198,33 @@ int main(int argc, char **argv)
 					.retry_count = 6,
 					.rnr_retry_count = 7};
 	struct ibv_wc wc;
-	long v;
 
 	ex_set_prog(argv[0]);
 	setvbuf(stdout, NULL, _IOLBF, 0); /* a test reads our output while we run */
 	while ((opt = getopt_long(argc, argv, "M:m:p:t:h", opts, NULL)) != -1) {
+		if (ex_role_option(opt, optarg, &port, &timeout_ms, usage))
+			continue;
 		switch (opt) {
 		case 'M':
 			if (strcmp(optarg, "write") && strcmp(optarg, "read"))
-				bad_usage("--mode is 'write' or 'read'");
+				ex_bad_usage("--mode is 'write' or 'read'");
 			mode = !strcmp(optarg, "read") ? MODE_READ : MODE_WRITE;
 			break;
 		case 'm':
 			if (strlen(optarg) > MSG_MAX)
-				bad_usage("--message is too long");
+				ex_bad_usage("--message is too long");
 			msg = optarg;
 			break;
-		case 'p':
-			if (ex_parse_int(optarg, 1, 65535, &v))
-				bad_usage("--port must be 1..65535");
-			port = optarg;
-			break;
-		case 't':
-			if (ex_parse_int(optarg, 1, 3600, &v))
-				bad_usage("--timeout must be 1..3600 seconds");
-			timeout_ms = (int)v * 1000;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			bad_usage("unknown option");
 		}
 	}
 	role = optind < argc ? argv[optind++] : "";
 	host = optind < argc ? argv[optind++] : NULL;
 	is_server = !strcmp(role, "server");
 	if (!is_server && strcmp(role, "client"))
-		bad_usage("say 'server' or 'client'");
+		ex_bad_usage("say 'server' or 'client'");
 	if (optind < argc || (!is_server && !host))
-		bad_usage(is_server ? "too many arguments"
-				    : "the client needs the server's address");
+		ex_bad_usage(is_server ? "too many arguments"
+				       : "the client needs the server's address");
 	if (!msg)
 		msg = is_server ? "hello from the server" : "hello from the client";
 	msg_len = (uint32_t)strlen(msg);
