@@ -59,12 +59,6 @@ static void usage(FILE *f)
 		ex_prog, ex_prog, MSG_MAX);
 }
 
-static void __attribute__((noreturn)) bad_usage(const char *what)
-{
-	fprintf(stderr, "%s: %s (try --help)\n", ex_prog, what);
-	exit(2);
-}
-
 /* Explain an event that is not the one a step waits for, then exit. */
 static void __attribute__((noreturn)) unexpected(struct rdma_cm_event *ev, const char *waiting_for)
 {
@@ -359,45 +353,31 @@ int main(int argc, char **argv)
 	};
 	struct conn c = {.timeout_ms = 30000};
 	const char *port = "7500", *msg = NULL, *role, *host;
-	long v;
 	int opt;
 
 	ex_set_prog(argv[0]);
 	setvbuf(stdout, NULL, _IOLBF, 0); /* a test reads our output while we run */
 	while ((opt = getopt_long(argc, argv, "p:m:t:h", opts, NULL)) != -1) {
+		if (ex_role_option(opt, optarg, &port, &c.timeout_ms, usage))
+			continue;
 		switch (opt) {
-		case 'p':
-			if (ex_parse_int(optarg, 1, 65535, &v))
-				bad_usage("--port must be 1..65535");
-			port = optarg;
-			break;
 		case 'm':
 			if (strlen(optarg) > MSG_MAX)
-				bad_usage("--message is too long");
+				ex_bad_usage("--message is too long");
 			msg = optarg;
 			break;
-		case 't':
-			if (ex_parse_int(optarg, 1, 3600, &v))
-				bad_usage("--timeout must be 1..3600 seconds");
-			c.timeout_ms = (int)v * 1000;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			bad_usage("unknown option");
 		}
 	}
 	if (optind >= argc)
-		bad_usage("say 'server' or 'client'");
+		ex_bad_usage("say 'server' or 'client'");
 	role = argv[optind++];
 	host = optind < argc ? argv[optind++] : NULL;
 	if (optind < argc)
-		bad_usage("too many arguments");
+		ex_bad_usage("too many arguments");
 	if (strcmp(role, "server") && strcmp(role, "client"))
-		bad_usage("the role is 'server' or 'client'");
+		ex_bad_usage("the role is 'server' or 'client'");
 	if (!strcmp(role, "client") && !host)
-		bad_usage("the client needs the server's address");
+		ex_bad_usage("the client needs the server's address");
 	if (!msg)
 		msg = !strcmp(role, "server") ? "hello from the server" : "hello from the client";
 
