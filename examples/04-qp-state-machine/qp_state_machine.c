@@ -75,12 +75,6 @@ static void usage(FILE *f)
 		ex_prog, ex_prog);
 }
 
-static void __attribute__((noreturn)) bad_usage(const char *what)
-{
-	fprintf(stderr, "%s: %s (try --help)\n", ex_prog, what);
-	exit(2);
-}
-
 static const char *gid_str(const void *gid, char *out)
 {
 	return inet_ntop(AF_INET6, gid, out, INET6_ADDRSTRLEN);
@@ -234,53 +228,35 @@ int main(int argc, char **argv)
 	struct ibv_wc wc, send_wc = {.status = IBV_WC_SUCCESS};
 	struct pollfd pfd;
 	uint64_t deadline;
-	long v;
 
 	ex_set_prog(argv[0]);
 	setvbuf(stdout, NULL, _IOLBF, 0); /* a test reads our output while we run */
 	while ((opt = getopt_long(argc, argv, "d:i:g:p:t:wh", opts, NULL)) != -1) {
+		if (ex_role_option(opt, optarg, &port, &timeout_ms, usage))
+			continue;
 		switch (opt) {
 		case 'd':
 			devname = optarg;
 			break;
 		case 'i':
-			if (ex_parse_int(optarg, 1, 255, &v))
-				bad_usage("--ib-port must be 1..255");
-			ib_port = (int)v;
+			ib_port = (int)ex_opt_num(optarg, 1, 255, "--ib-port must be 1..255");
 			break;
 		case 'g':
-			if (ex_parse_int(optarg, 0, 255, &v))
-				bad_usage("--gid-index must be 0..255");
-			gid_index = (int)v;
-			break;
-		case 'p':
-			if (ex_parse_int(optarg, 1, 65535, &v))
-				bad_usage("--port must be 1..65535");
-			port = optarg;
-			break;
-		case 't':
-			if (ex_parse_int(optarg, 1, 3600, &v))
-				bad_usage("--timeout must be 1..3600 seconds");
-			timeout_ms = (int)v * 1000;
+			gid_index = (int)ex_opt_num(optarg, 0, 255, "--gid-index must be 0..255");
 			break;
 		case 'w':
 			wrong_psn = 1;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			bad_usage("unknown option");
 		}
 	}
 	role = optind < argc ? argv[optind++] : "";
 	host = optind < argc ? argv[optind++] : NULL;
 	is_server = !strcmp(role, "server");
 	if (!is_server && strcmp(role, "client"))
-		bad_usage("say 'server' or 'client'");
+		ex_bad_usage("say 'server' or 'client'");
 	if (optind < argc || (!is_server && !host))
-		bad_usage(is_server ? "too many arguments"
-				    : "the client needs the server's address");
+		ex_bad_usage(is_server ? "too many arguments"
+				       : "the client needs the server's address");
 
 	/* 1. Device, port, GID. */
 	list = ibv_get_device_list(&n);
