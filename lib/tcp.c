@@ -125,7 +125,10 @@ int rk_tcp_connect(const char *host, const char *port, int timeout_ms, struct rk
 	return r;
 }
 
-/* The socket stays blocking for the caller; the waits bound each call. */
+/*
+ * Each send/recv is MSG_DONTWAIT after a bounded wait, so this works whether
+ * the socket is blocking (rk_tcp_accept) or not (rk_tcp_connect).
+ */
 static int xfer(int fd, void *buf, size_t len, int sending, int64_t deadline, struct rk_error *err)
 {
 	uint8_t *p = buf;

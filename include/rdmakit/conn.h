@@ -49,7 +49,8 @@ struct rk_conn_opts {
 	uint32_t max_recv_sge;	     /* 0 = 1 */
 	uint32_t max_inline;	     /* bytes sent inline; 0 = none */
 	uint32_t signal_every;	     /* selective signaling: request a completion every
-					N send WRs (0/1 = every WR), see post.h */
+					N send WRs (0/1 = every WR), see post.h; capped
+					at half the send queue so room always returns */
 	struct rk_cq *cq;	     /* shared CQ; NULL = a CQ of our own: */
 	enum rk_wait_mode wait_mode; /* ... its wait mode */
 	uint32_t cq_depth;	     /* ... its depth; 0 = sq_depth + rq_depth */
@@ -57,7 +58,9 @@ struct rk_conn_opts {
 	uint8_t ack_timeout;	    /* 4.096 us * 2^n; default 17 (0.5 s) */
 	uint8_t retry_cnt;	    /* 1..7; default 6 (rxe retries forever at 7) */
 	uint8_t rnr_retry;	    /* 1..6 (7 would be infinite); default 6 */
-	uint8_t min_rnr_timer;	    /* IB encoding; default 20 (10.24 ms) */
+	uint8_t min_rnr_timer;	    /* IB encoding; default 20 (10.24 ms): patient with
+				       slow receivers; 12 (0.64 ms) suits a benchmark
+				       whose receiver keeps receives posted */
 	uint8_t max_rd_atomic;	    /* RDMA READs in flight each way; default
 				       min(16, device caps) */
 	enum ibv_mtu max_mtu;	    /* never use a larger path MTU; 0 = port's */
