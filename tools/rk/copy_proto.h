@@ -32,6 +32,18 @@
 #include <stdint.h>
 
 #include <xxhash.h>
+/*
+ * On x86, XXH3_128bits() and XXH3_128bits_update() become libxxhash's
+ * runtime-dispatched variants (AVX2 or AVX-512 where the CPU has them,
+ * SSE2 otherwise) instead of the SSE2 build baseline. Same hash values;
+ * about 3x faster in the TCG sandbox, where hashing shares the emulated
+ * CPUs with rxe, and faster on real hosts with AVX2.
+ */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__has_include)
+#if __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#endif
+#endif
 
 #define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
 #define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
