@@ -651,6 +651,21 @@ static int sends_pending(const struct session *s)
 	return 0;
 }
 
+/* Handle every completion waiting now: their count, or a negative errno. */
+static int drain_cq(struct session *s, struct rk_cq *cq, struct rk_error *err)
+{
+	struct ibv_wc wc[16];
+	int n = rk_cq_poll(cq, wc, 16, err);
+
+	for (int i = 0; i < n; i++) {
+		int r = handle_wc(s, &wc[i], err);
+
+		if (r)
+			return r < 0 ? r : -EPROTO;
+	}
+	return n;
+}
+
 /*
  * The event loop: completions and CM events (a client that dies is seen
  * as DISCONNECTED), each wait bounded, and the session given up after
@@ -662,19 +677,12 @@ static int serve(struct session *s, struct rk_error *err)
 	struct pollfd pfd[2] = {{.fd = rk_cq_fd(cq), .events = POLLIN},
 				{.fd = rk_conn_cm_fd(s->conn), .events = POLLIN}};
 	uint64_t last = cli_now_ns();
-	struct ibv_wc wc[16];
 
 	for (;;) {
-		int n = rk_cq_poll(cq, wc, 16, err);
+		int n = drain_cq(s, cq, err);
 
 		if (n < 0)
 			return n;
-		for (int i = 0; i < n; i++) {
-			int r = handle_wc(s, &wc[i], err);
-
-			if (r)
-				return r;
-		}
 		if (n) {
 			last = cli_now_ns();
 			continue;
@@ -691,15 +699,9 @@ static int serve(struct session *s, struct rk_error *err)
 		n = rk_cq_arm(cq, err);
 		if (n)
 			return n;
-		n = rk_cq_poll(cq, wc, 16, err);
+		n = drain_cq(s, cq, err);
 		if (n < 0)
 			return n;
-		for (int i = 0; i < n; i++) {
-			int r = handle_wc(s, &wc[i], err);
-
-			if (r)
-				return r;
-		}
 		if (n) {
 			last = cli_now_ns();
 			continue;
