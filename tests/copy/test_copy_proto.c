@@ -16,7 +16,7 @@
 
 static void hello_roundtrip(void **state)
 {
-	struct cp_hello h = {.chunk = 1 << 20, .depth = 8, .flags = CP_F_RESUME}, g;
+	struct cp_hello h = {.chunk = 1 << 20, .depth = 8, .flags = CP_F_RESUME, .lanes = 4}, g;
 	uint8_t buf[CP_MSG_MAX];
 	int n = cp_hello_encode(&h, buf, sizeof(buf));
 
@@ -26,11 +26,12 @@ static void hello_roundtrip(void **state)
 	assert_int_equal(g.chunk, h.chunk);
 	assert_int_equal(g.depth, 8);
 	assert_int_equal(g.flags, CP_F_RESUME);
+	assert_int_equal(g.lanes, 4);
 }
 
 static void hello_bad(void **state)
 {
-	struct cp_hello h = {.chunk = 1 << 20, .depth = 8}, g;
+	struct cp_hello h = {.chunk = 1 << 20, .depth = 8, .lanes = 1}, g;
 	uint8_t buf[CP_MSG_MAX];
 	int n = cp_hello_encode(&h, buf, sizeof(buf));
 
@@ -60,8 +61,16 @@ static void hello_bad(void **state)
 	h.flags = 0x80;
 	n = cp_hello_encode(&h, buf, sizeof(buf));
 	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), -EBADMSG);
-	/* a HELLO is not a WELCOME */
+	/* no lanes, too many lanes */
 	h.flags = 0;
+	h.lanes = 0;
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), -EBADMSG);
+	h.lanes = CP_MAX_LANES + 1;
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), -EBADMSG);
+	h.lanes = 1;
+	/* a HELLO is not a WELCOME */
 	n = cp_hello_encode(&h, buf, sizeof(buf));
 	{
 		struct cp_welcome w;
@@ -100,7 +109,8 @@ static void welcome_roundtrip_and_bounds(void **state)
 			       .nslots = 16,
 			       .max_name = CP_NAME_MAX,
 			       .max_files = 1000,
-			       .max_file_size = 1ull << 40},
+			       .max_file_size = 1ull << 40,
+			       .key = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
 			  g;
 	uint8_t buf[CP_MSG_MAX];
 	int n = cp_welcome_encode(&w, buf, sizeof(buf));
@@ -270,6 +280,41 @@ static void slot_data_overflow(void **state)
 	assert_int_equal(cp_slot_add(&w, &r), -ENOSPC);
 }
 
+static void slot_seq(void **state)
+{
+	uint8_t buf[CP_HDR_SIZE];
+	struct cp_slot_writer w;
+	struct cp_slot_reader rd;
+
+	cp_slot_init(&w, buf, sizeof(buf));
+	assert_int_equal(cp_slot_seq(buf, w.len), 0);
+	cp_slot_set_seq(&w, 0xdeadbeefu);
+	assert_int_equal(cp_slot_seq(buf, w.len), 0xdeadbeefu);
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 0), 0);
+	assert_int_equal(rd.seq, 0xdeadbeefu);
+	assert_int_equal(cp_slot_seq(buf, CP_SLOT_HDR - 1), -EBADMSG);
+	/* the reserved word after the sequence must be zero */
+	buf[15] = 1;
+	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 0), -EBADMSG);
+	buf[0] ^= 0xff;
+	assert_int_equal(cp_slot_seq(buf, w.len), -EBADMSG);
+}
+
+static void lane_args(void **state)
+{
+	unsigned lane = 99;
+
+	assert_int_equal(cp_lane_parse(cp_lane_arg(0), &lane), 0);
+	assert_int_equal(lane, 0);
+	assert_int_equal(cp_lane_parse(cp_lane_arg(3), &lane), 1);
+	assert_int_equal(lane, 3);
+	assert_int_equal(cp_lane_parse(cp_lane_arg(CP_MAX_LANES), &lane), -EBADMSG);
+	assert_int_equal(cp_lane_parse(CP_VERSION | CP_LANE_JOIN, &lane), -EBADMSG);
+	assert_int_equal(cp_lane_parse(CP_VERSION | 1u << 16, &lane), -EBADMSG);
+	assert_int_equal(cp_lane_parse(CP_VERSION + 1, &lane), -EPROTO);
+	assert_int_equal(cp_lane_parse(1, &lane), -EPROTO); /* a version 1 client */
+}
+
 static void imm(void **state)
 {
 	uint16_t slot, hl;
@@ -294,6 +339,8 @@ int main(void)
 	    cmocka_unit_test(garbage),
 	    cmocka_unit_test(slot_roundtrip),
 	    cmocka_unit_test(slot_data_overflow),
+	    cmocka_unit_test(slot_seq),
+	    cmocka_unit_test(lane_args),
 	    cmocka_unit_test(imm),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

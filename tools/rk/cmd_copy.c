@@ -41,7 +41,7 @@ static void usage(FILE *f)
 		"  -f, --force           overwrite existing files\n"
 		"      --chunk SIZE      bytes per RDMA write (default 1M, 4K..8M)\n"
 		"      --depth N         chunks in flight (default 8, 1..%d)\n"
-		"      --num-qp N        queue pairs (only 1 is supported so far)\n"
+		"      --num-qp N        stripe over N connections (1..8, default 1)\n"
 		"      --token-file FILE access token, if the server requires one\n"
 		"      --dev NAME        local RDMA device (default $RK_DEV, or the only one)\n"
 		"      --timeout SECONDS give up on a server silent this long (default 30)\n"
@@ -267,10 +267,11 @@ int rk_cmd_copy(int argc, char **argv)
 			so.depth = (unsigned)v;
 			break;
 		case 'n':
-			if (cli_parse_uint(optarg, 1, 1, &v)) {
-				fprintf(stderr, "rk copy: --num-qp: only 1 is supported so far\n");
+			if (cli_parse_uint(optarg, 1, CP_MAX_LANES, &v)) {
+				fprintf(stderr, "rk copy: --num-qp must be 1..%d\n", CP_MAX_LANES);
 				return CP_EXIT_USAGE;
 			}
+			so.lanes = (unsigned)v;
 			break;
 		case 't':
 			token_file = optarg;

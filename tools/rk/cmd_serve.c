@@ -63,24 +63,46 @@ static void usage(FILE *f)
 		CP_DEFAULT_PORT);
 }
 
-/* Refuse or hand over one connect request. */
+/*
+ * Refuse or hand over one connect request. A new session must bring the
+ * access token; a further lane of a running session brings that
+ * session's key instead (copy_recv.c checks it).
+ */
 static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int has_token,
 			   const uint8_t *token, unsigned max_clients)
 {
 	const struct rk_hello *h = rk_cm_request_hello(req);
+	unsigned lane;
 	char text[64];
+	int kind = cp_lane_parse(h->app_arg, &lane);
 
+	if (kind == -EPROTO) {
+		snprintf(text, sizeof(text), "rk copy protocol %u not supported (server: %u)",
+			 (unsigned)(h->app_arg & 0xffff), (unsigned)CP_VERSION);
+		rk_cm_request_reject(req, RK_REJECT_VERSION, text, NULL);
+		return;
+	}
+	if (kind < 0) {
+		rk_cm_request_reject(req, RK_REJECT_BAD_HELLO, "malformed lane request", NULL);
+		return;
+	}
+	if (kind == 1) {
+		if (h->token_len != CP_KEY_LEN) {
+			rk_cm_request_reject(req, RK_REJECT_BAD_HELLO, "lane without session key",
+					     NULL);
+			return;
+		}
+		snprintf(text, sizeof(text), "%s", rk_cm_request_peer(req));
+		if (cp_session_join(req, lane, h->token)) /* req is gone now */
+			fprintf(stderr, "rk serve: %s: refused a lane for an unknown session\n",
+				text);
+		return;
+	}
 	if (has_token &&
 	    (h->token_len != CP_TOKEN_LEN || !cp_token_equal(h->token, token, CP_TOKEN_LEN))) {
 		fprintf(stderr, "rk serve: %s: refused: wrong or missing access token\n",
 			rk_cm_request_peer(req));
 		rk_cm_request_reject(req, RK_REJECT_TOKEN, "access token refused", NULL);
-		return;
-	}
-	if (h->app_arg != CP_VERSION) {
-		snprintf(text, sizeof(text), "rk copy protocol %u not supported (server: %u)",
-			 (unsigned)h->app_arg, (unsigned)CP_VERSION);
-		rk_cm_request_reject(req, RK_REJECT_VERSION, text, NULL);
 		return;
 	}
 	if ((unsigned)atomic_load(&srv->active) >= max_clients) {

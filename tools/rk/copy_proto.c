@@ -46,6 +46,29 @@ static uint64_t get64(const uint8_t *p)
 	return (uint64_t)get32(p) << 32 | get32(p + 4);
 }
 
+uint32_t cp_lane_arg(unsigned lane)
+{
+	return lane ? CP_VERSION | CP_LANE_JOIN | (uint32_t)lane << 16 : CP_VERSION;
+}
+
+int cp_lane_parse(uint32_t app_arg, unsigned *lane)
+{
+	unsigned l = (app_arg >> 16) & 0x7fff;
+
+	if ((app_arg & 0xffff) != CP_VERSION)
+		return -EPROTO;
+	if (!(app_arg & CP_LANE_JOIN)) {
+		if (l)
+			return -EBADMSG;
+		*lane = 0;
+		return 0;
+	}
+	if (l == 0 || l >= CP_MAX_LANES)
+		return -EBADMSG;
+	*lane = l;
+	return 1;
+}
+
 uint32_t cp_imm(uint16_t slot, uint16_t hdr_len)
 {
 	return (uint32_t)slot << 16 | hdr_len;
@@ -65,8 +88,8 @@ int cp_imm_parse(uint32_t imm, uint16_t nslots, uint16_t *slot, uint16_t *hdr_le
 /* ---- control messages ---- */
 
 /* Payload sizes by type: exact for fixed ones, bounds for the others. */
-#define HELLO_LEN   8
-#define WELCOME_LEN 36
+#define HELLO_LEN   12
+#define WELCOME_LEN (36 + CP_KEY_LEN)
 #define CREDIT_MIN  4
 #define ERROR_MIN   4
 #define ERROR_TEXT  200
@@ -126,6 +149,8 @@ int cp_hello_encode(const struct cp_hello *h, void *buf, size_t len)
 	put32(p + 12, h->chunk);
 	put16(p + 16, h->depth);
 	put16(p + 18, h->flags);
+	put16(p + 20, h->lanes);
+	put16(p + 22, 0);
 	return CP_MSG_HDR + HELLO_LEN;
 }
 
@@ -134,13 +159,14 @@ int cp_hello_decode(const void *buf, size_t len, struct cp_hello *h)
 	size_t n;
 	const uint8_t *p = payload(buf, len, CP_MSG_HELLO, &n);
 
-	if (!p || n != HELLO_LEN)
+	if (!p || n != HELLO_LEN || get16(p + 10))
 		return -EBADMSG;
 	h->chunk = get32(p);
 	h->depth = get16(p + 4);
 	h->flags = get16(p + 6);
+	h->lanes = get16(p + 8);
 	if (h->chunk < CP_CHUNK_MIN || h->chunk > CP_CHUNK_MAX || h->depth == 0 ||
-	    (h->flags & ~CP_F_ALL))
+	    (h->flags & ~CP_F_ALL) || h->lanes == 0 || h->lanes > CP_MAX_LANES)
 		return -EBADMSG;
 	return 0;
 }
@@ -160,6 +186,7 @@ int cp_welcome_encode(const struct cp_welcome *w, void *buf, size_t len)
 	put32(p + 20, w->max_files);
 	put64(p + 24, w->max_file_size);
 	put32(p + 32, 0);
+	memcpy(p + 36, w->key, CP_KEY_LEN);
 	return CP_MSG_HDR + WELCOME_LEN;
 }
 
@@ -177,6 +204,7 @@ int cp_welcome_decode(const void *buf, size_t len, struct cp_welcome *w)
 	w->max_name = get16(p + 18);
 	w->max_files = get32(p + 20);
 	w->max_file_size = get64(p + 24);
+	memcpy(w->key, p + 36, CP_KEY_LEN);
 	if (w->chunk < CP_CHUNK_MIN || w->chunk > CP_CHUNK_MAX || w->nslots == 0 ||
 	    w->nslots > CP_MAX_SLOTS || w->max_name == 0)
 		return -EBADMSG;
@@ -287,6 +315,22 @@ void cp_slot_init(struct cp_slot_writer *w, void *buf, size_t cap)
 	put32(w->buf, CP_SLOT_MAGIC);
 	put16(w->buf + 4, 0);
 	put16(w->buf + 6, 0);
+	put32(w->buf + 8, 0);
+	put32(w->buf + 12, 0);
+}
+
+void cp_slot_set_seq(struct cp_slot_writer *w, uint32_t seq)
+{
+	put32(w->buf + 8, seq);
+}
+
+int64_t cp_slot_seq(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	if (len < CP_SLOT_HDR || get32(p) != CP_SLOT_MAGIC)
+		return -EBADMSG;
+	return get32(p + 8);
 }
 
 int cp_slot_room(const struct cp_slot_writer *w, size_t name_len)
@@ -325,13 +369,14 @@ int cp_slot_reader_init(struct cp_slot_reader *rd, const void *buf, size_t len, 
 	const uint8_t *p = buf;
 
 	if (len < CP_SLOT_HDR || len > CP_HDR_SIZE || get32(p) != CP_SLOT_MAGIC ||
-	    get16(p + 4) > CP_MAX_RECORDS || get16(p + 6) != 0)
+	    get16(p + 4) > CP_MAX_RECORDS || get16(p + 6) != 0 || get32(p + 12) != 0)
 		return -EBADMSG;
 	rd->buf = p;
 	rd->len = len;
 	rd->pos = CP_SLOT_HDR;
 	rd->data_len = data_len;
 	rd->nrec = get16(p + 4);
+	rd->seq = get32(p + 8);
 	rd->seen = 0;
 	return 0;
 }

@@ -7,9 +7,9 @@
  *
  *  1. Control messages (SEND): a 12-byte header {magic "RKCP", u8 version,
  *     u8 type, u16 zero, u32 payload length} then the payload. The client
- *     sends one, HELLO (chunk size, depth, flags); everything else flows
- *     server -> client: WELCOME (the ring), CREDIT (a slot given back plus
- *     per-file results), ERROR (fatal, with text).
+ *     sends one, HELLO (chunk size, depth, flags, lanes); everything else
+ *     flows server -> client: WELCOME (the ring and a session key), CREDIT
+ *     (a slot given back plus per-file results), ERROR (fatal, with text).
  *
  *  2. The ring: the receiver registers NSLOTS slots, each a header block
  *     (CP_HDR_SIZE bytes of records) followed by a data block (chunk bytes).
@@ -22,6 +22,16 @@
  *     tree of small files travels many files per slot with no round trip
  *     per file, and control traffic needs no flow control of its own: every
  *     slot the sender posts is answered by exactly one CREDIT.
+ *
+ * Lanes (--num-qp N): the first connection is lane 0 and carries HELLO and
+ * WELCOME; lanes 1..N-1 are more RC connections whose rdma_cm hello names
+ * the lane and carries the 16-byte session key from WELCOME instead of the
+ * access token. Slots are shared by all lanes; a slot's header block and
+ * data go over one lane (RC keeps the two in order) and its CREDIT comes
+ * back on the same lane. Slots may arrive out of order across lanes, so
+ * each header block carries a sequence number and the receiver handles
+ * slots strictly in sequence: file data, the streaming whole-file hash and
+ * records stay in the order the sender wrote them.
  *
  * All integers are big-endian. Hashes are XXH3-128 (high half first).
  */
@@ -47,13 +57,13 @@
 
 #define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
 #define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
-#define CP_VERSION    1
+#define CP_VERSION    2
 #define CP_APP_ID     0x524b4350u /* rdma_cm hello app_id of rk copy */
 
 #define CP_MSG_HDR	12
 #define CP_MSG_MAX	4096	   /* largest control message */
 #define CP_HDR_SIZE	4096	   /* a slot's header block */
-#define CP_SLOT_HDR	8	   /* magic, nrec, zero */
+#define CP_SLOT_HDR	16	   /* magic, nrec, zero, seq, zero */
 #define CP_REC_FIXED	48	   /* a record without its name */
 #define CP_MAX_RECORDS	64	   /* per slot, so one CREDIT holds every result */
 #define CP_NAME_MAX	1024	   /* bytes of a relative destination path */
@@ -62,6 +72,8 @@
 #define CP_CHUNK_MAX	(8u << 20) /* rxe: keep one work request <= 8 MiB */
 #define CP_MAX_SLOTS	64	   /* ring slots per connection */
 #define CP_RESULT_SIZE	40
+#define CP_MAX_LANES	8  /* connections (QPs) per session */
+#define CP_KEY_LEN	16 /* session key that lanes 1.. present */
 #define CP_DEFAULT_PORT "7900"
 
 /* Control message types. */
@@ -81,6 +93,7 @@ struct cp_hello {
 	uint32_t chunk;
 	uint16_t depth;
 	uint16_t flags;
+	uint16_t lanes; /* 1..CP_MAX_LANES connections in this session */
 };
 
 struct cp_welcome {
@@ -89,8 +102,9 @@ struct cp_welcome {
 	uint32_t chunk;	 /* data bytes per slot (the client's chunk) */
 	uint16_t nslots; /* credits the client starts with */
 	uint16_t max_name;
-	uint32_t max_files;	/* per connection */
-	uint64_t max_file_size; /* bytes */
+	uint32_t max_files;	 /* per connection */
+	uint64_t max_file_size;	 /* bytes */
+	uint8_t key[CP_KEY_LEN]; /* lanes 1.. join with it */
 };
 
 /* Result kinds and codes carried by CREDIT. */
@@ -155,6 +169,16 @@ struct cp_rec {
 	const char *name; /* points into the parsed block; not NUL-terminated */
 };
 
+/*
+ * The rdma_cm hello's app_arg: CP_VERSION for lane 0 (a new session),
+ * CP_VERSION | CP_LANE_JOIN | lane << 16 for lanes 1.. (token = key).
+ * cp_lane_parse returns 0 (new session, *lane = 0), 1 (join of *lane,
+ * 1..CP_MAX_LANES-1), -EPROTO (another version) or -EBADMSG.
+ */
+#define CP_LANE_JOIN (1u << 31)
+uint32_t cp_lane_arg(unsigned lane);
+int cp_lane_parse(uint32_t app_arg, unsigned *lane);
+
 /* cp_imm - the immediate of a slot's data WRITE; cp_imm_parse checks it. */
 uint32_t cp_imm(uint16_t slot, uint16_t hdr_len);
 int cp_imm_parse(uint32_t imm, uint16_t nslots, uint16_t *slot, uint16_t *hdr_len);
@@ -187,9 +211,18 @@ struct cp_slot_writer {
 };
 
 void cp_slot_init(struct cp_slot_writer *w, void *buf, size_t cap);
+/* cp_slot_set_seq - stamp the block with its sequence number (at posting). */
+void cp_slot_set_seq(struct cp_slot_writer *w, uint32_t seq);
 int cp_slot_add(struct cp_slot_writer *w, const struct cp_rec *r);
 /* cp_slot_room - whether a record with @name_len more bytes of name fits. */
 int cp_slot_room(const struct cp_slot_writer *w, size_t name_len);
+
+/*
+ * cp_slot_seq - the sequence number of a block of @len bytes, or -EBADMSG
+ * when it is too short or not a header block; read before the block is
+ * queued for in-order handling.
+ */
+int64_t cp_slot_seq(const void *buf, size_t len);
 
 /*
  * The reader validates the block header (magic, record count) and then,
@@ -202,6 +235,7 @@ struct cp_slot_reader {
 	const uint8_t *buf;
 	size_t len, pos;
 	uint32_t data_len;
+	uint32_t seq; /* the block's sequence number */
 	unsigned nrec, seen;
 };
 

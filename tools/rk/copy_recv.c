@@ -14,6 +14,13 @@
  * (streaming XXH3-128 in offset order) at END, fsync'ed, and only then
  * renamed into place (RENAME_NOREPLACE unless --force). A session that
  * ends early closes its files and leaves the temporaries for --resume.
+ *
+ * With lanes (rk copy --num-qp), more connections join the session: the
+ * listener hands their requests over through a registry keyed by the
+ * session key, and this thread accepts them and serves all lanes from one
+ * loop. Slots may then arrive out of sequence; they wait in a small
+ * reorder window (never larger than the ring) and are handled strictly in
+ * sequence, so everything below sees the same order as with one lane.
  */
 #define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
 #include <arpa/inet.h>
@@ -26,8 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/statvfs.h>
 
 #include <rdmakit/conn.h>
@@ -39,6 +48,7 @@
 #include "copy_path.h"
 #include "copy_proto.h"
 #include "copy_recv.h"
+#include "copy_token.h"
 
 #define RQ_DEPTH      (CP_MAX_SLOTS + 8) /* a receive per slot, and spares */
 #define NSEND	      (CP_MAX_SLOTS + 4) /* CREDIT buffers: one per slot, and spares */
@@ -63,13 +73,35 @@ struct rfile {
 	XXH3_state_t *st;
 };
 
+/* One connection of the session and its receive buffers. */
+struct lane {
+	struct rk_conn *conn;
+	struct rk_mr *rbufs;
+};
+
+/* A slot that arrived ahead of its turn. */
+struct pending {
+	uint8_t valid, lane;
+	uint16_t slot, hlen;
+	uint32_t byte_len, seq;
+};
+
 struct session {
 	struct cp_server *srv;
 	struct rk_cm_request *req;
-	struct rk_conn *conn;
 	char peer[64];
-	struct rk_mr *rbufs, *sbufs, *ring;
+	struct lane lanes[CP_MAX_LANES];
+	unsigned want_lanes, prep_lane;
+	struct rk_mr *sbufs, *ring;
 	uint8_t send_busy[NSEND];
+	struct pending pend[CP_MAX_SLOTS];
+	uint8_t slot_pending[CP_MAX_SLOTS];
+	uint32_t next_seq;
+	/* Joining lanes: set by the listener thread under reg_mu. */
+	uint8_t key[CP_KEY_LEN];
+	struct rk_cm_request *joins[CP_MAX_LANES];
+	int evfd, registered;
+	struct session *reg_next;
 	uint32_t chunk;
 	uint16_t nslots, flags;
 	size_t stride;
@@ -79,6 +111,14 @@ struct session {
 	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
 	uint8_t *hashbuf;
 };
+
+/*
+ * Sessions that accept lanes, for cp_session_join (listener thread). A
+ * session is registered once it has sent WELCOME (so has a key) and
+ * unregistered before it is freed; both under reg_mu.
+ */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct session *reg_head;
 
 static void slog(const struct session *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -97,7 +137,8 @@ static void slog(const struct session *s, const char *fmt, ...)
 
 /* ---- control messages out ---- */
 
-static int send_msg(struct session *s, const void *msg, size_t len, struct rk_error *err)
+static int send_msg(struct session *s, unsigned lane, const void *msg, size_t len,
+		    struct rk_error *err)
 {
 	uint8_t *base = rk_mr_addr(s->sbufs);
 	struct rk_wr wr = {.op = RK_OP_SEND, .flags = RK_WR_SIGNALED};
@@ -111,7 +152,7 @@ static int send_msg(struct session *s, const void *msg, size_t len, struct rk_er
 		wr.len = (uint32_t)len;
 		wr.lkey = rk_mr_lkey(s->sbufs);
 		s->send_busy[i] = 1;
-		return rk_post(s->conn, &wr, err);
+		return rk_post(s->lanes[lane].conn, &wr, err);
 	}
 	/* Cannot happen with one CREDIT per slot; a client breaking that is gone. */
 	return -ENOBUFS;
@@ -123,7 +164,7 @@ static void send_error(struct session *s, uint16_t code, const char *text)
 	int n = cp_error_encode(code, text, msg, sizeof(msg));
 
 	if (n > 0)
-		send_msg(s, msg, (size_t)n, NULL);
+		send_msg(s, 0, msg, (size_t)n, NULL);
 }
 
 /* ---- files ---- */
@@ -517,26 +558,25 @@ static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec
 	return 0;
 }
 
-/* A slot arrived: validate, act on its records, give it back with results. */
-static int handle_slot(struct session *s, uint32_t imm, uint32_t byte_len, struct rk_error *err)
+/* Its turn has come: act on a slot's records, give it back with results. */
+static int handle_slot(struct session *s, const struct pending *p, struct rk_error *err)
 {
 	uint8_t msg[CP_MSG_MAX];
 	struct cp_slot_reader rd;
 	struct cp_credit c;
 	struct cp_rec r;
-	uint16_t slot, hlen;
 	const uint8_t *base;
 	int n;
 
-	if (s->bye || cp_imm_parse(imm, s->nslots, &slot, &hlen) || byte_len > s->chunk)
+	if (s->bye)
 		return -EPROTO;
-	base = (const uint8_t *)rk_mr_addr(s->ring) + (size_t)slot * s->stride;
+	base = (const uint8_t *)rk_mr_addr(s->ring) + (size_t)p->slot * s->stride;
 	/* Our own copy: the client could rewrite the block while we parse it. */
-	memcpy(s->hdr, base, hlen);
-	if (cp_slot_reader_init(&rd, s->hdr, hlen, byte_len))
+	memcpy(s->hdr, base, p->hlen);
+	if (cp_slot_reader_init(&rd, s->hdr, p->hlen, p->byte_len) || rd.seq != p->seq)
 		return -EPROTO;
 	memset(&c, 0, sizeof(c));
-	c.slot = slot;
+	c.slot = p->slot;
 	while ((n = cp_slot_next(&rd, &r)) == 1)
 		if (do_record(s, &c, &r, base + CP_HDR_SIZE))
 			return -EPROTO;
@@ -545,7 +585,50 @@ static int handle_slot(struct session *s, uint32_t imm, uint32_t byte_len, struc
 	n = cp_credit_encode(&c, msg, sizeof(msg));
 	if (n < 0)
 		return -EPROTO;
-	return send_msg(s, msg, (size_t)n, err);
+	return send_msg(s, p->lane, msg, (size_t)n, err);
+}
+
+/*
+ * A slot arrived on @lane: check the immediate, the length and the
+ * sequence number (inside the window of slots the client can have in
+ * flight, not already waiting), park it, and handle every slot whose turn
+ * has come.
+ */
+static int slot_arrived(struct session *s, unsigned lane, uint32_t imm, uint32_t byte_len,
+			struct rk_error *err)
+{
+	struct pending *p;
+	uint16_t slot, hlen;
+	int64_t seq;
+
+	if (s->bye || cp_imm_parse(imm, s->nslots, &slot, &hlen) || byte_len > s->chunk ||
+	    s->slot_pending[slot])
+		return -EPROTO;
+	seq = cp_slot_seq((const uint8_t *)rk_mr_addr(s->ring) + (size_t)slot * s->stride, hlen);
+	if (seq < 0 || (uint32_t)seq - s->next_seq >= s->nslots)
+		return -EPROTO;
+	p = &s->pend[(uint32_t)seq % CP_MAX_SLOTS];
+	if (p->valid)
+		return -EPROTO;
+	*p = (struct pending){.valid = 1,
+			      .lane = (uint8_t)lane,
+			      .slot = slot,
+			      .hlen = hlen,
+			      .byte_len = byte_len,
+			      .seq = (uint32_t)seq};
+	s->slot_pending[slot] = 1;
+	while ((p = &s->pend[s->next_seq % CP_MAX_SLOTS])->valid) {
+		struct pending turn = *p;
+		int r;
+
+		p->valid = 0;
+		s->slot_pending[turn.slot] = 0;
+		s->next_seq++;
+		r = handle_slot(s, &turn, err);
+		if (r)
+			return r;
+	}
+	return 0;
 }
 
 /* HELLO: size the ring to the client's chunk and depth, within our limit. */
@@ -565,6 +648,7 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 		return -EPROTO;
 	s->chunk = h.chunk;
 	s->flags = h.flags;
+	s->want_lanes = h.lanes;
 	s->stride = CP_HDR_SIZE + ((size_t)h.chunk + 4095) / 4096 * 4096;
 	nslots = h.depth < CP_MAX_SLOTS ? h.depth : CP_MAX_SLOTS;
 	while (nslots > 1 && nslots * s->stride > s->srv->max_ring)
@@ -582,28 +666,42 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	w.max_name = CP_NAME_MAX;
 	w.max_files = s->srv->max_files;
 	w.max_file_size = s->srv->max_file_size;
+	if (getrandom(s->key, sizeof(s->key), 0) != (ssize_t)sizeof(s->key)) {
+		send_error(s, CP_E_IO, "server has no randomness for a session key");
+		return -EIO;
+	}
+	memcpy(w.key, s->key, sizeof(w.key));
 	n = cp_welcome_encode(&w, msg, sizeof(msg));
 	if (n < 0)
 		return -EPROTO;
 	s->hello_done = 1;
-	return send_msg(s, msg, (size_t)n, err);
+	if (s->want_lanes > 1) {
+		pthread_mutex_lock(&reg_mu);
+		s->reg_next = reg_head;
+		reg_head = s;
+		s->registered = 1;
+		pthread_mutex_unlock(&reg_mu);
+	}
+	return send_msg(s, 0, msg, (size_t)n, err);
 }
 
-static int post_recv(struct session *s, unsigned i, struct rk_error *err)
+/* Receive ids: lane in bits 8.., buffer index below. */
+static int post_recv(struct session *s, unsigned lane, unsigned i, struct rk_error *err)
 {
-	uint8_t *base = rk_mr_addr(s->rbufs);
+	struct lane *l = &s->lanes[lane];
+	uint8_t *base = rk_mr_addr(l->rbufs);
 
-	return rk_post_recv(s->conn, base + (size_t)i * CP_MSG_MAX, CP_MSG_MAX,
-			    rk_mr_lkey(s->rbufs), i, err);
+	return rk_post_recv(l->conn, base + (size_t)i * CP_MSG_MAX, CP_MSG_MAX,
+			    rk_mr_lkey(l->rbufs), (uint64_t)lane << 8 | i, err);
 }
 
 static int prepare(struct rk_conn *conn, void *arg)
 {
 	struct session *s = arg;
 
-	s->conn = conn;
+	s->lanes[s->prep_lane].conn = conn;
 	for (unsigned i = 0; i < RQ_DEPTH; i++) {
-		int r = post_recv(s, i, NULL);
+		int r = post_recv(s, s->prep_lane, i, NULL);
 
 		if (r)
 			return r;
@@ -611,8 +709,11 @@ static int prepare(struct rk_conn *conn, void *arg)
 	return 0;
 }
 
-static int handle_wc(struct session *s, const struct ibv_wc *wc, struct rk_error *err)
+static int handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc,
+		     struct rk_error *err)
 {
+	unsigned i = (unsigned)(wc->wr_id & 0xff);
+
 	if (wc->status != IBV_WC_SUCCESS) {
 		rk_error_from_wc(err, wc);
 		return -EIO;
@@ -621,17 +722,17 @@ static int handle_wc(struct session *s, const struct ibv_wc *wc, struct rk_error
 		s->send_busy[(wc->wr_id & 0xffff) % NSEND] = 0;
 		return 0;
 	}
-	if (wc->wr_id >= RQ_DEPTH)
+	if (wc->wr_id >> 8 != lane || i >= RQ_DEPTH)
 		return -EPROTO;
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && s->hello_done) {
-		int r = handle_slot(s, ntohl(wc->imm_data), wc->byte_len, err);
+		int r = slot_arrived(s, lane, ntohl(wc->imm_data), wc->byte_len, err);
 
 		if (r == -EPROTO)
 			send_error(s, CP_E_PROTO, "malformed slot");
 		if (r)
 			return r;
-	} else if (wc->opcode == IBV_WC_RECV && !s->hello_done) {
-		uint8_t *buf = (uint8_t *)rk_mr_addr(s->rbufs) + wc->wr_id * CP_MSG_MAX;
+	} else if (wc->opcode == IBV_WC_RECV && !s->hello_done && lane == 0) {
+		uint8_t *buf = (uint8_t *)rk_mr_addr(s->lanes[0].rbufs) + (size_t)i * CP_MSG_MAX;
 		int r = handle_hello(s, buf, wc->byte_len, err);
 
 		if (r)
@@ -640,7 +741,7 @@ static int handle_wc(struct session *s, const struct ibv_wc *wc, struct rk_error
 		send_error(s, CP_E_PROTO, "unexpected message");
 		return -EPROTO;
 	}
-	return post_recv(s, (unsigned)wc->wr_id, err);
+	return post_recv(s, lane, i, err);
 }
 
 static int sends_pending(const struct session *s)
@@ -651,19 +752,97 @@ static int sends_pending(const struct session *s)
 	return 0;
 }
 
-/* Handle every completion waiting now: their count, or a negative errno. */
-static int drain_cq(struct session *s, struct rk_cq *cq, struct rk_error *err)
+/* Handle every completion waiting now on all lanes: their count, or a negative errno. */
+static int drain_cq(struct session *s, struct rk_error *err)
 {
 	struct ibv_wc wc[16];
-	int n = rk_cq_poll(cq, wc, 16, err);
+	int total = 0;
 
-	for (int i = 0; i < n; i++) {
-		int r = handle_wc(s, &wc[i], err);
+	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
+		int n;
+
+		if (!s->lanes[l].conn)
+			continue;
+		n = rk_cq_poll(rk_conn_cq(s->lanes[l].conn), wc, 16, err);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			int r = handle_wc(s, l, &wc[i], err);
+
+			if (r)
+				return r < 0 ? r : -EPROTO;
+		}
+		total += n;
+	}
+	return total;
+}
+
+static int arm_all(struct session *s, struct rk_error *err)
+{
+	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
+		int r = s->lanes[l].conn ? rk_cq_arm(rk_conn_cq(s->lanes[l].conn), err) : 0;
 
 		if (r)
-			return r < 0 ? r : -EPROTO;
+			return r;
 	}
-	return n;
+	return 0;
+}
+
+static struct rk_conn_opts conn_opts(struct session *s)
+{
+	return (struct rk_conn_opts){
+	    .sq_depth = NSEND,
+	    .rq_depth = RQ_DEPTH,
+	    .wait_mode = RK_WAIT_EVENT,
+	    .prepare = prepare,
+	    .prepare_arg = s,
+	};
+}
+
+/* Accept the lanes the listener handed over (see cp_session_join). */
+static int take_joins(struct session *s, struct rk_error *err)
+{
+	struct rk_cm_request *reqs[CP_MAX_LANES];
+	uint64_t v;
+
+	if (read(s->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return -errno;
+	pthread_mutex_lock(&reg_mu);
+	memcpy(reqs, s->joins, sizeof(reqs));
+	memset(s->joins, 0, sizeof(s->joins));
+	pthread_mutex_unlock(&reg_mu);
+	for (unsigned l = 1; l < CP_MAX_LANES; l++) {
+		struct rk_conn_opts o = conn_opts(s);
+		struct rk_conn *conn = NULL;
+		int r;
+
+		if (!reqs[l])
+			continue;
+		r = rk_mr_alloc(s->srv->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, err,
+				&s->lanes[l].rbufs);
+		if (r) {
+			rk_cm_request_reject(reqs[l], RK_REJECT_BUSY, "server out of memory", NULL);
+			reqs[l] = NULL;
+			for (unsigned k = l + 1; k < CP_MAX_LANES; k++)
+				if (reqs[k])
+					rk_cm_request_reject(reqs[k], RK_REJECT_BUSY,
+							     "server out of memory", NULL);
+			return r;
+		}
+		s->prep_lane = l;
+		r = rk_cm_request_accept(reqs[l], &o, NULL, 0, ACCEPT_MS, err, &conn);
+		reqs[l] = NULL;
+		if (r) {
+			s->lanes[l].conn = NULL;
+			for (unsigned k = l + 1; k < CP_MAX_LANES; k++)
+				if (reqs[k])
+					rk_cm_request_reject(reqs[k], RK_REJECT_BUSY,
+							     "session failed", NULL);
+			return r;
+		}
+		s->lanes[l].conn = conn;
+	}
+	return 0;
 }
 
 /*
@@ -673,13 +852,12 @@ static int drain_cq(struct session *s, struct rk_cq *cq, struct rk_error *err)
  */
 static int serve(struct session *s, struct rk_error *err)
 {
-	struct rk_cq *cq = rk_conn_cq(s->conn);
-	struct pollfd pfd[2] = {{.fd = rk_cq_fd(cq), .events = POLLIN},
-				{.fd = rk_conn_cm_fd(s->conn), .events = POLLIN}};
 	uint64_t last = cli_now_ns();
 
 	for (;;) {
-		int n = drain_cq(s, cq, err);
+		struct pollfd pfd[1 + 2 * CP_MAX_LANES] = {{.fd = s->evfd, .events = POLLIN}};
+		unsigned lane_of[1 + 2 * CP_MAX_LANES] = {0}, npfd = 1;
+		int n = drain_cq(s, err);
 
 		if (n < 0)
 			return n;
@@ -696,36 +874,80 @@ static int serve(struct session *s, struct rk_error *err)
 			return -ETIMEDOUT;
 		if (cli_now_ns() - last > (uint64_t)s->srv->idle_ms * 1000000)
 			return -ETIMEDOUT;
-		n = rk_cq_arm(cq, err);
+		n = arm_all(s, err);
 		if (n)
 			return n;
-		n = drain_cq(s, cq, err);
+		n = drain_cq(s, err);
 		if (n < 0)
 			return n;
 		if (n) {
 			last = cli_now_ns();
 			continue;
 		}
-		if (poll(pfd, 2, 500) < 0 && errno != EINTR)
+		for (unsigned l = 0; l < CP_MAX_LANES; l++) {
+			if (!s->lanes[l].conn)
+				continue;
+			pfd[npfd++] = (struct pollfd){.fd = rk_cq_fd(rk_conn_cq(s->lanes[l].conn)),
+						      .events = POLLIN};
+			lane_of[npfd] = l;
+			pfd[npfd++] = (struct pollfd){.fd = rk_conn_cm_fd(s->lanes[l].conn),
+						      .events = POLLIN};
+		}
+		if (poll(pfd, npfd, 500) < 0 && errno != EINTR)
 			return -errno;
-		if (pfd[1].revents & POLLIN) {
-			int st = rk_conn_progress(s->conn, 0, err);
+		if (pfd[0].revents & POLLIN) {
+			n = take_joins(s, err);
+			if (n)
+				return n;
+		}
+		/* Any lane going down ends the session. */
+		for (unsigned i = 2; i < npfd; i += 2) {
+			int st;
 
+			if (!(pfd[i].revents & POLLIN))
+				continue;
+			st = rk_conn_progress(s->lanes[lane_of[i]].conn, 0, err);
 			if (st != RK_CONN_CONNECTED)
 				return s->bye && !sends_pending(s) ? 0 : -ECONNRESET;
 		}
 	}
 }
 
+/* Leave the registry; lanes handed over but not taken are refused. */
+static void unregister(struct session *s)
+{
+	pthread_mutex_lock(&reg_mu);
+	if (s->registered) {
+		struct session **pp = &reg_head;
+
+		while (*pp && *pp != s)
+			pp = &(*pp)->reg_next;
+		if (*pp)
+			*pp = s->reg_next;
+		s->registered = 0;
+	}
+	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
+		if (s->joins[l])
+			rk_cm_request_reject(s->joins[l], RK_REJECT_APP, "session is over", NULL);
+		s->joins[l] = NULL;
+	}
+	pthread_mutex_unlock(&reg_mu);
+}
+
 static void session_free(struct session *s)
 {
+	unregister(s);
 	for (unsigned i = 0; i < MAX_OPEN; i++)
 		if (s->files[i].used)
 			close_file(&s->files[i], 0); /* keep the temporary for --resume */
-	rk_conn_destroy(s->conn);
+	for (unsigned l = CP_MAX_LANES; l-- > 0;) {
+		rk_conn_destroy(s->lanes[l].conn);
+		rk_mr_dereg(s->lanes[l].rbufs);
+	}
 	rk_mr_dereg(s->ring);
 	rk_mr_dereg(s->sbufs);
-	rk_mr_dereg(s->rbufs);
+	if (s->evfd >= 0)
+		close(s->evfd);
 	free(s->hashbuf);
 	free(s);
 }
@@ -734,13 +956,7 @@ static void *session_main(void *arg)
 {
 	struct session *s = arg;
 	struct cp_server *srv;
-	struct rk_conn_opts o = {
-	    .sq_depth = NSEND,
-	    .rq_depth = RQ_DEPTH,
-	    .wait_mode = RK_WAIT_EVENT,
-	    .prepare = prepare,
-	    .prepare_arg = s,
-	};
+	struct rk_conn_opts o = conn_opts(s);
 	struct rk_conn *conn = NULL;
 	struct rk_error err;
 	int r;
@@ -748,7 +964,7 @@ static void *session_main(void *arg)
 	rk_error_clear(&err);
 	r = rk_cm_request_accept(s->req, &o, NULL, 0, ACCEPT_MS, &err, &conn);
 	s->req = NULL;
-	s->conn = conn;
+	s->lanes[0].conn = conn;
 	if (r) {
 		fprintf(stderr, "rk serve: %s: accept failed: %s\n", s->peer, rk_error_str(&err));
 	} else {
@@ -787,13 +1003,16 @@ int cp_session_start(struct cp_server *srv, struct rk_cm_request *req)
 	s->srv = srv;
 	s->req = req;
 	s->next_id = 1;
+	s->evfd = -1;
 	snprintf(s->peer, sizeof(s->peer), "%s", rk_cm_request_peer(req));
 	for (unsigned i = 0; i < MAX_OPEN; i++)
 		s->files[i].fd = s->files[i].dirfd = -1;
 	s->hashbuf = malloc(HASH_BUF);
-	if (!s->hashbuf)
+	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!s->hashbuf || s->evfd < 0)
 		goto reject;
-	r = rk_mr_alloc(srv->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err, &s->rbufs);
+	r = rk_mr_alloc(srv->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
+			&s->lanes[0].rbufs);
 	if (!r)
 		r = rk_mr_alloc(srv->dev, (size_t)NSEND * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
 				&s->sbufs);
@@ -823,4 +1042,28 @@ reject:
 		session_free(s);
 	}
 	return r;
+}
+
+int cp_session_join(struct rk_cm_request *req, unsigned lane, const uint8_t *key)
+{
+	struct session *found = NULL;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&reg_mu);
+	/* Compare with every session, in constant time each: no early exit. */
+	for (struct session *s = reg_head; s; s = s->reg_next)
+		if (cp_token_equal(s->key, key, CP_KEY_LEN))
+			found = s;
+	if (!found || lane >= found->want_lanes || found->joins[lane] || found->lanes[lane].conn) {
+		pthread_mutex_unlock(&reg_mu);
+		rk_cm_request_reject(req, RK_REJECT_APP, "no such session or lane", NULL);
+		return -ENOENT;
+	}
+	found->joins[lane] = req;
+	if (write(found->evfd, &one, sizeof(one)) < 0) {
+		/* Cannot happen with an eventfd below its maximum; the session
+		 * still finds the request on its next wake-up. */
+	}
+	pthread_mutex_unlock(&reg_mu);
+	return 0;
 }

@@ -34,4 +34,13 @@ struct cp_server {
  */
 int cp_session_start(struct cp_server *srv, struct rk_cm_request *req);
 
+/*
+ * cp_session_join - hand the connect request of lane @lane (1..) to the
+ * running session whose key is @key (CP_KEY_LEN bytes, compared in
+ * constant time); that session's thread accepts it. Rejects @req and
+ * returns -ENOENT when no session has that key or the lane is not expected
+ * or taken. Takes ownership of @req. Called from the listener thread.
+ */
+int cp_session_join(struct rk_cm_request *req, unsigned lane, const uint8_t *key);
+
 #endif

@@ -16,16 +16,29 @@
  *
  * Every wait is bounded: a completion error, a DISCONNECTED event or
  * idle_ms without any completion ends the session with a message.
+ *
+ * Threads: once the ring is agreed, each lane (connection; more than one
+ * with --num-qp) has a thread that posts the slots handed to it and
+ * handles its completions, while the main thread reads and hashes the
+ * next chunk. Posting is where the work of a software RDMA device (rxe)
+ * happens, in the poster's system call, so the two overlap even with one
+ * lane, and N lanes spread it over N CPUs. One mutex guards everything the
+ * threads share (slots, plan items, the session's fate); the main thread
+ * holds it except while it reads and hashes file data, which only it
+ * touches, and while it waits on the condition variable the lane threads
+ * signal after every batch of completions.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 
 #include <rdmakit/cm.h>
@@ -40,24 +53,50 @@
 #include "copy_send.h"
 #include "copy_token.h"
 
-#define RQ_DEPTH   (CP_MAX_SLOTS + 8)
-#define SQ_DEPTH   (2 * CP_MAX_SLOTS + 8)
-#define HELLO_WRID (1ull << 40)
-#define WAIT_MS	   200
-#define HASH_BUF   (1u << 20)
+#define RQ_DEPTH      (CP_MAX_SLOTS + 8)
+#define SQ_DEPTH      (2 * CP_MAX_SLOTS + 8)
+#define HELLO_WRID    (1ull << 40)
+#define WAIT_MS	      200
+#define HASH_BUF      (1u << 20)
+#define GONE_GRACE_NS 1000000000ull /* other lanes may still hold the last CREDITs */
 
 enum { LS_FREE = 0, LS_FILL, LS_POSTED };
 
 struct lslot {
 	uint8_t state, credited, sent;
+	uint16_t hlen; /* header block bytes, set when posted */
+	uint32_t dlen; /* data bytes */
+};
+
+struct sender;
+
+/* One connection of the session, and (once started) its thread. */
+struct lane {
+	struct sender *s;
+	unsigned idx;
+	struct rk_conn *conn;
+	struct rk_mr *rbufs;
+	int evfd;    /* wakes the thread: slots queued, or stop */
+	int gone;    /* the server disconnected this lane */
+	int started; /* the thread runs */
+	pthread_t th;
+	uint16_t q[CP_MAX_SLOTS]; /* slots to post, in order */
+	unsigned qhead, qtail;
 };
 
 struct sender {
 	const struct cp_send_opts *o;
 	struct cp_plan *plan;
 	struct rk_device *dev;
-	struct rk_conn *conn;
-	struct rk_mr *stage, *rbufs, *hello;
+	struct lane lanes[CP_MAX_LANES];
+	unsigned nlanes;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int threaded; /* lane threads run: the main thread holds mu */
+	int stop;     /* lane threads: finish */
+	uint32_t next_seq;
+	uint64_t gone_ns;
+	struct rk_mr *stage, *hello;
 	struct cp_welcome w;
 	size_t stride;
 	struct lslot slots[CP_MAX_SLOTS];
@@ -65,7 +104,6 @@ struct sender {
 	struct cp_slot_writer wr;
 	uint32_t dlen;
 	int welcomed;
-	int gone;  /* the server disconnected after finishing */
 	int fatal; /* CP_EXIT_LOST / CP_EXIT_REFUSED once the session is over */
 	char *why;
 	size_t why_len;
@@ -99,19 +137,32 @@ static uint8_t *slot_data(struct sender *s, int i)
 	return slot_hdr(s, i) + CP_HDR_SIZE;
 }
 
-static int post_recv(struct sender *s, unsigned i, struct rk_error *err)
+/* The main thread lets go of the shared state around file I/O and hashing. */
+static void unlock_main(struct sender *s)
 {
-	return rk_post_recv(s->conn, (uint8_t *)rk_mr_addr(s->rbufs) + (size_t)i * CP_MSG_MAX,
-			    CP_MSG_MAX, rk_mr_lkey(s->rbufs), i, err);
+	if (s->threaded)
+		pthread_mutex_unlock(&s->mu);
+}
+
+static void lock_main(struct sender *s)
+{
+	if (s->threaded)
+		pthread_mutex_lock(&s->mu);
+}
+
+static int post_recv(struct lane *l, unsigned i, struct rk_error *err)
+{
+	return rk_post_recv(l->conn, (uint8_t *)rk_mr_addr(l->rbufs) + (size_t)i * CP_MSG_MAX,
+			    CP_MSG_MAX, rk_mr_lkey(l->rbufs), i, err);
 }
 
 static int prepare(struct rk_conn *conn, void *arg)
 {
-	struct sender *s = arg;
+	struct lane *l = arg;
 
-	s->conn = conn;
+	l->conn = conn;
 	for (unsigned i = 0; i < RQ_DEPTH; i++) {
-		int r = post_recv(s, i, NULL);
+		int r = post_recv(l, i, NULL);
 
 		if (r)
 			return r;
@@ -185,19 +236,21 @@ static void on_message(struct sender *s, const void *buf, uint32_t len)
 	}
 }
 
-static void lost(struct sender *s, const char *what)
+static void lost(struct lane *l, const char *what)
 {
+	struct sender *s = l->s;
 	struct rk_error e;
 
-	if (rk_conn_first_error(s->conn, &e))
+	if (rk_conn_first_error(l->conn, &e))
 		fatal(s, CP_EXIT_LOST, "connection lost%s%s: %s", what ? " " : "", what ? what : "",
 		      rk_error_str(&e));
 	else
 		fatal(s, CP_EXIT_LOST, "connection lost%s%s", what ? " " : "", what ? what : "");
 }
 
-static void on_wc(struct sender *s, const struct ibv_wc *wc)
+static void on_wc(struct lane *l, const struct ibv_wc *wc)
 {
+	struct sender *s = l->s;
 	struct rk_error e;
 
 	if (wc->status != IBV_WC_SUCCESS) {
@@ -208,9 +261,9 @@ static void on_wc(struct sender *s, const struct ibv_wc *wc)
 	if (wc->opcode == IBV_WC_RECV) {
 		if (wc->wr_id >= RQ_DEPTH)
 			return fatal(s, CP_EXIT_LOST, "internal error: bad receive id");
-		on_message(s, (uint8_t *)rk_mr_addr(s->rbufs) + wc->wr_id * CP_MSG_MAX,
+		on_message(s, (uint8_t *)rk_mr_addr(l->rbufs) + wc->wr_id * CP_MSG_MAX,
 			   wc->byte_len);
-		if (!s->fatal && post_recv(s, (unsigned)wc->wr_id, &e))
+		if (!s->fatal && post_recv(l, (unsigned)wc->wr_id, &e))
 			fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
 		return;
 	}
@@ -239,88 +292,243 @@ static int all_done(const struct sender *s)
 }
 
 /*
- * pump - handle what has completed; with @wait_ms, sleep up to that long
- * for something to happen first. Returns -1 once the session is over.
+ * pump_lane - handle what has completed on @l; with @wait_ms, sleep up to
+ * that long for a completion, a CM event or (lane threads) a wake-up
+ * first. Takes the mutex only to act on what arrived. Returns -1 once the
+ * session is over.
  */
-static int pump(struct sender *s, int wait_ms)
+static int pump_lane(struct lane *l, int wait_ms)
 {
-	struct rk_cq *cq = rk_conn_cq(s->conn);
-	struct pollfd pfd[2] = {{.fd = rk_cq_fd(cq), .events = POLLIN},
-				{.fd = rk_conn_cm_fd(s->conn), .events = POLLIN}};
+	struct sender *s = l->s;
+	struct rk_cq *cq = rk_conn_cq(l->conn);
+	struct pollfd pfd[3] = {{.fd = rk_cq_fd(cq), .events = POLLIN},
+				{.fd = l->gone ? -1 : rk_conn_cm_fd(l->conn), .events = POLLIN},
+				{.fd = l->evfd, .events = POLLIN}};
 	struct ibv_wc wc[16];
 	struct rk_error e;
-	int n, gone = 0;
+	int n, gone = 0, poll_errno = 0;
+	uint64_t v;
 
-	if (s->fatal)
-		return -1;
 	n = rk_cq_poll(cq, wc, 16, &e);
 	if (n == 0 && wait_ms > 0) {
-		if (rk_cq_arm(cq, &e))
-			return fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e)), -1;
-		n = rk_cq_poll(cq, wc, 16, &e);
+		n = rk_cq_arm(cq, &e);
+		if (n == 0)
+			n = rk_cq_poll(cq, wc, 16, &e);
 		if (n == 0) {
-			if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR)
-				return fatal(s, CP_EXIT_LOST, "poll: %s", strerror(errno)), -1;
+			if (poll(pfd, 3, wait_ms) < 0 && errno != EINTR)
+				poll_errno = errno;
+			/* The eventfd only wakes us; an empty one (EAGAIN) is fine. */
+			if ((pfd[2].revents & POLLIN) && read(l->evfd, &v, sizeof(v)) < 0 &&
+			    errno != EAGAIN)
+				poll_errno = errno;
 			if ((pfd[1].revents & POLLIN) &&
-			    rk_conn_progress(s->conn, 0, &e) != RK_CONN_CONNECTED)
+			    rk_conn_progress(l->conn, 0, &e) != RK_CONN_CONNECTED)
 				gone = 1;
 			n = rk_cq_poll(cq, wc, 16, &e);
 		}
 	}
+	pthread_mutex_lock(&s->mu);
+	if (poll_errno)
+		fatal(s, CP_EXIT_LOST, "poll: %s", strerror(poll_errno));
 	if (n < 0)
-		return fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e)), -1;
+		fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
 	for (int i = 0; i < n && !s->fatal; i++)
-		on_wc(s, &wc[i]);
+		on_wc(l, &wc[i]);
 	/* What completed before the disconnect still counts: drain it first. */
 	while (gone && !s->fatal && (n = rk_cq_poll(cq, wc, 16, &e)) > 0)
 		for (int i = 0; i < n && !s->fatal; i++)
-			on_wc(s, &wc[i]);
-	if (gone && !s->fatal && !all_done(s))
-		lost(s, "(the server closed it)");
-	if (gone)
-		s->gone = 1;
-	if (!s->fatal && cli_now_ns() - s->last_ns > (uint64_t)s->o->idle_ms * 1000000)
+			on_wc(l, &wc[i]);
+	if (gone) {
+		l->gone = 1;
+		if (!s->gone_ns)
+			s->gone_ns = cli_now_ns();
+		/* Before the threads start there is no other lane to wait for. */
+		if (!s->fatal && (!s->threaded || !s->welcomed) && !all_done(s))
+			lost(l, "(the server closed it)");
+		if (!s->fatal && !s->welcomed)
+			lost(l, "(the server closed it before the session began)");
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return s->fatal ? -1 : 0;
+}
+
+/*
+ * Checks every wait of the main thread makes: the server silent for too
+ * long, or gone while work is outstanding (after a grace period: another
+ * lane may still be handing over the last CREDITs).
+ */
+static int check_session(struct sender *s)
+{
+	uint64_t now = cli_now_ns();
+
+	if (!s->fatal && s->gone_ns && now - s->gone_ns > GONE_GRACE_NS && !all_done(s))
+		fatal(s, CP_EXIT_LOST, "connection lost (the server closed it)");
+	if (!s->fatal && now - s->last_ns > (uint64_t)s->o->idle_ms * 1000000)
 		fatal(s, CP_EXIT_LOST, "the server did not answer for %d s", s->o->idle_ms / 1000);
 	return s->fatal ? -1 : 0;
 }
 
-/* ---- slots ---- */
-
-static int flush(struct sender *s)
+/*
+ * pump - the main thread waits up to @wait_ms for something to happen:
+ * before the lane threads start it polls lane 0 itself; afterwards it
+ * sleeps on the condition variable (holding the mutex otherwise). Returns
+ * -1 once the session is over.
+ */
+static int pump(struct sender *s, int wait_ms)
 {
-	uint64_t remote = s->w.ring_addr + (uint64_t)s->cur * s->stride;
+	struct timespec ts;
+	uint64_t ns;
+	int r;
+
+	if (!s->threaded) {
+		r = pump_lane(&s->lanes[0], wait_ms);
+		pthread_mutex_lock(&s->mu);
+		r = r ? r : check_session(s);
+		pthread_mutex_unlock(&s->mu);
+		return r;
+	}
+	if (!s->fatal && wait_ms > 0) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ns = (uint64_t)ts.tv_nsec + (uint64_t)wait_ms * 1000000;
+		ts.tv_sec += (time_t)(ns / 1000000000);
+		ts.tv_nsec = (long)(ns % 1000000000);
+		pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+	}
+	return check_session(s);
+}
+
+/* ---- lane threads ---- */
+
+/* Post slot @i (its header block, then its data with the immediate) on @l. */
+static int post_slot(struct lane *l, int i)
+{
+	struct sender *s = l->s;
+	const struct lslot *ls = &s->slots[i];
+	uint64_t remote = s->w.ring_addr + (uint64_t)i * s->stride;
 	struct rk_wr wrs[2] = {
 	    {.op = RK_OP_WRITE,
-	     .wr_id = (uint64_t)s->cur << 1,
-	     .addr = slot_hdr(s, s->cur),
-	     .len = (uint32_t)s->wr.len,
+	     .wr_id = (uint64_t)i << 1,
+	     .addr = slot_hdr(s, i),
+	     .len = ls->hlen,
 	     .lkey = rk_mr_lkey(s->stage),
 	     .remote_addr = remote,
 	     .rkey = s->w.rkey},
 	    {.op = RK_OP_WRITE_IMM,
 	     .flags = RK_WR_SIGNALED,
-	     .wr_id = (uint64_t)s->cur << 1 | 1,
-	     .addr = slot_data(s, s->cur),
-	     .len = s->dlen,
+	     .wr_id = (uint64_t)i << 1 | 1,
+	     .addr = slot_data(s, i),
+	     .len = ls->dlen,
 	     .lkey = rk_mr_lkey(s->stage),
 	     .remote_addr = remote + CP_HDR_SIZE,
 	     .rkey = s->w.rkey,
-	     .imm = cp_imm((uint16_t)s->cur, (uint16_t)s->wr.len)},
+	     .imm = cp_imm((uint16_t)i, ls->hlen)},
 	};
 	struct rk_error e;
 	int r;
 
+	/* Cannot fill up (two WRs per slot, fewer slots than room); be safe anyway. */
+	while ((r = rk_post_list(l->conn, wrs, 2, &e)) == -ENOBUFS)
+		if (pump_lane(l, 10))
+			return -1;
+	return r == 2 ? 0 : -1;
+}
+
+static void *lane_main(void *arg)
+{
+	struct lane *l = arg;
+	struct sender *s = l->s;
+
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop && !s->fatal) {
+		while (l->qhead != l->qtail && !s->fatal) {
+			int i = l->q[l->qhead++ % CP_MAX_SLOTS];
+			int r;
+
+			/* The slot is ours until its completion: post it unlocked. */
+			pthread_mutex_unlock(&s->mu);
+			r = post_slot(l, i);
+			pthread_mutex_lock(&s->mu);
+			if (r)
+				lost(l, "(posting failed)");
+		}
+		if (s->stop || s->fatal)
+			break;
+		pthread_mutex_unlock(&s->mu);
+		pump_lane(l, WAIT_MS);
+		pthread_mutex_lock(&s->mu);
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static void wake(struct lane *l)
+{
+	uint64_t one = 1;
+
+	if (write(l->evfd, &one, sizeof(one)) < 0) {
+		/* Only fails when the counter is full: the lane is awake anyway. */
+	}
+}
+
+/* Start a thread per lane; from now on the main thread holds the mutex. */
+static int start_lanes(struct sender *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->threaded = 1;
+	for (unsigned i = 0; i < s->nlanes; i++) {
+		int r = pthread_create(&s->lanes[i].th, NULL, lane_main, &s->lanes[i]);
+
+		if (r) {
+			fatal(s, CP_EXIT_LOST, "cannot start a thread: %s", strerror(r));
+			return -1;
+		}
+		s->lanes[i].started = 1;
+	}
+	return 0;
+}
+
+/* Stop and join the lane threads; the main thread lets go of the mutex. */
+static void stop_lanes(struct sender *s)
+{
+	if (!s->threaded)
+		return;
+	s->stop = 1;
+	pthread_mutex_unlock(&s->mu);
+	for (unsigned i = 0; i < s->nlanes; i++) {
+		if (!s->lanes[i].started)
+			continue;
+		wake(&s->lanes[i]);
+		pthread_join(s->lanes[i].th, NULL);
+		s->lanes[i].started = 0;
+	}
+	s->threaded = 0;
+}
+
+/* ---- slots ---- */
+
+/*
+ * Hand the filled slot to a lane (round robin, in sequence order) for
+ * posting. The sequence number lets the server handle slots in the order
+ * they were filled, whichever lane they travel on.
+ */
+static int flush(struct sender *s)
+{
+	uint32_t seq = s->next_seq;
+	struct lane *l = &s->lanes[seq % s->nlanes];
+
 	if (s->cur < 0)
 		return 0;
-	while ((r = rk_post_list(s->conn, wrs, 2, &e)) == -ENOBUFS)
-		if (pump(s, WAIT_MS))
-			return -1;
-	if (r != 2) {
-		lost(s, "(posting failed)");
+	if (s->fatal)
 		return -1;
-	}
-	s->slots[s->cur] = (struct lslot){.state = LS_POSTED};
+	s->next_seq++;
+	cp_slot_set_seq(&s->wr, seq);
+	s->slots[s->cur] =
+	    (struct lslot){.state = LS_POSTED, .hlen = (uint16_t)s->wr.len, .dlen = s->dlen};
+	l->q[l->qtail++ % CP_MAX_SLOTS] = (uint16_t)s->cur;
 	s->cur = -1;
+	wake(l);
 	return 0;
 }
 
@@ -397,11 +605,15 @@ static int hash_file(struct sender *s, int fd, uint64_t len)
 	XXH3_128bits_reset(s->st);
 	while (off < len) {
 		size_t n = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
-		int r = read_full(fd, s->hashbuf, n, off);
+		int r;
 
+		unlock_main(s);
+		r = read_full(fd, s->hashbuf, n, off);
+		if (!r)
+			XXH3_128bits_update(s->st, s->hashbuf, n);
+		lock_main(s);
 		if (r)
 			return r;
-		XXH3_128bits_update(s->st, s->hashbuf, n);
 		off += n;
 		if (pump(s, 0))
 			return -EPIPE;
@@ -419,12 +631,16 @@ static int send_small(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 
 	if (need(s, 3, nl, it->size))
 		return -1;
+	/* The slot being filled is ours alone: read and hash without the lock. */
+	unlock_main(s);
 	e = read_full(fd, slot_data(s, s->cur) + s->dlen, (size_t)it->size, 0);
+	if (!e)
+		cp_hash128(slot_data(s, s->cur) + s->dlen, (size_t)it->size, h);
+	lock_main(s);
 	if (e) {
 		local_fail(it, "read", e);
 		return 0;
 	}
-	cp_hash128(slot_data(s, s->cur) + s->dlen, (size_t)it->size, h);
 	r.type = CP_REC_BEGIN;
 	r.a = it->size;
 	r.b = it->mode;
@@ -553,11 +769,18 @@ static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 			add(s, &r);
 			restart = 0;
 		}
+		unlock_main(s);
 		e = read_full(fd, slot_data(s, s->cur), n, off);
+		if (!e && n) {
+			cp_hash128(slot_data(s, s->cur), n, r.hash);
+			XXH3_128bits_update(s->st, slot_data(s, s->cur), n);
+		}
+		lock_main(s);
 		if (e) {
 			local_fail(it, "read", e);
 			it->state = CP_ITEM_SENT; /* the server still owes its DONE for the abort */
 			r.type = CP_REC_ABORT;
+			memset(r.hash, 0, sizeof(r.hash));
 			add(s, &r);
 			return flush(s);
 		}
@@ -565,8 +788,6 @@ static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 			r.type = CP_REC_DATA;
 			r.a = off;
 			r.data_len = n;
-			cp_hash128(slot_data(s, s->cur), n, r.hash);
-			XXH3_128bits_update(s->st, slot_data(s, s->cur), n);
 			add(s, &r);
 			s->dlen = n;
 			off += n;
@@ -648,7 +869,7 @@ static int run(struct sender *s)
 	add(s, &bye);
 	if (flush(s))
 		return -1;
-	while (!all_done(s) && !s->gone)
+	while (!all_done(s))
 		if (pump(s, WAIT_MS))
 			return -1;
 	return 0;
@@ -689,21 +910,63 @@ static int open_device(const struct cp_send_opts *o, struct rk_device **dev, cha
 	return 0;
 }
 
-static int connect_and_hello(struct sender *s)
+/* Lane @l: its receive buffers, its wake-up fd, and (after WELCOME, l > 0) its connection. */
+static int lane_init(struct sender *s, unsigned idx)
 {
-	struct rk_hello hello = {.app_id = CP_APP_ID, .app_arg = CP_VERSION};
+	struct lane *l = &s->lanes[idx];
+	struct rk_error e;
+
+	l->s = s;
+	l->idx = idx;
+	l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (l->evfd < 0) {
+		fatal(s, CP_EXIT_LOST, "eventfd: %s", strerror(errno));
+		return -1;
+	}
+	if (rk_mr_alloc(s->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &l->rbufs)) {
+		fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+		return -1;
+	}
+	return 0;
+}
+
+static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *hello)
+{
+	struct lane *l = &s->lanes[idx];
 	struct rk_cm_connect_opts co = {
 	    .host = s->o->host,
 	    .port = s->o->port,
-	    .hello = &hello,
+	    .hello = hello,
 	    .conn = {.sq_depth = SQ_DEPTH,
 		     .rq_depth = RQ_DEPTH,
 		     .wait_mode = RK_WAIT_EVENT,
 		     .prepare = prepare,
-		     .prepare_arg = s},
+		     .prepare_arg = l},
 	};
-	struct cp_hello h = {
-	    .chunk = s->o->chunk, .depth = (uint16_t)s->o->depth, .flags = (uint16_t)s->o->flags};
+	struct rk_error e;
+
+	if (rk_cm_connect(s->dev, &co, &e, &l->conn)) {
+		l->conn = NULL; /* the library destroyed it */
+		fatal(s, strstr(e.msg, "rejected by peer") ? CP_EXIT_REFUSED : CP_EXIT_LOST,
+		      "cannot connect %s %u to %s:%s: %s", idx ? "lane" : "", idx, s->o->host,
+		      s->o->port, rk_error_str(&e));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Lane 0: connect with the access token, HELLO, wait for WELCOME (the
+ * ring and the session key). Then the other lanes join with the key, and
+ * the staging slots are registered.
+ */
+static int connect_and_hello(struct sender *s)
+{
+	struct rk_hello hello = {.app_id = CP_APP_ID, .app_arg = cp_lane_arg(0)};
+	struct cp_hello h = {.chunk = s->o->chunk,
+			     .depth = (uint16_t)s->o->depth,
+			     .flags = (uint16_t)s->o->flags,
+			     .lanes = (uint16_t)s->nlanes};
 	struct rk_wr wr = {.op = RK_OP_SEND, .flags = RK_WR_SIGNALED, .wr_id = HELLO_WRID};
 	struct rk_error e;
 	int n, r;
@@ -712,25 +975,28 @@ static int connect_and_hello(struct sender *s)
 		hello.token_len = CP_TOKEN_LEN;
 		memcpy(hello.token, s->o->token, CP_TOKEN_LEN);
 	}
-	r = rk_cm_connect(s->dev, &co, &e, &s->conn);
-	if (r) {
-		s->conn = NULL; /* the library destroyed it */
-		fatal(s, strstr(e.msg, "rejected by peer") ? CP_EXIT_REFUSED : CP_EXIT_LOST,
-		      "cannot connect to %s:%s: %s", s->o->host, s->o->port, rk_error_str(&e));
+	if (lane_init(s, 0) || lane_connect(s, 0, &hello))
 		return -1;
-	}
 	n = cp_hello_encode(&h, rk_mr_addr(s->hello), CP_MSG_MAX);
 	wr.addr = rk_mr_addr(s->hello);
 	wr.len = (uint32_t)n;
 	wr.lkey = rk_mr_lkey(s->hello);
-	if (n < 0 || rk_post(s->conn, &wr, &e)) {
-		lost(s, "(sending hello)");
+	if (n < 0 || rk_post(s->lanes[0].conn, &wr, &e)) {
+		lost(&s->lanes[0], "(sending hello)");
 		return -1;
 	}
 	s->last_ns = cli_now_ns();
 	while (!s->welcomed)
 		if (pump(s, WAIT_MS))
 			return -1;
+	for (unsigned i = 1; i < s->nlanes; i++) {
+		struct rk_hello join = {
+		    .app_id = CP_APP_ID, .app_arg = cp_lane_arg(i), .token_len = CP_KEY_LEN};
+
+		memcpy(join.token, s->w.key, CP_KEY_LEN);
+		if (lane_init(s, i) || lane_connect(s, i, &join))
+			return -1;
+	}
 	s->stride = CP_HDR_SIZE + ((size_t)s->w.chunk + 4095) / 4096 * 4096;
 	r = rk_mr_alloc(s->dev, s->w.nslots * s->stride, RK_ACCESS_LOCAL, &e, &s->stage);
 	if (r) {
@@ -742,38 +1008,57 @@ static int connect_and_hello(struct sender *s)
 
 int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, char *why, size_t why_len)
 {
-	struct sender s = {.o = o, .plan = plan, .cur = -1, .why = why, .why_len = why_len};
+	struct sender s = {.o = o,
+			   .plan = plan,
+			   .cur = -1,
+			   .why = why,
+			   .why_len = why_len,
+			   .nlanes = o->lanes ? o->lanes : 1};
 	struct rk_error e;
 	int r;
 
 	why[0] = '\0';
+	for (unsigned i = 0; i < CP_MAX_LANES; i++)
+		s.lanes[i].evfd = -1;
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.cv, NULL);
 	r = open_device(o, &s.dev, why, why_len);
 	if (r)
-		return r;
+		goto out_sync;
 	s.st = XXH3_createState();
 	s.hashbuf = malloc(HASH_BUF);
 	if (!s.st || !s.hashbuf) {
 		fatal(&s, CP_EXIT_LOST, "out of memory");
 		goto out;
 	}
-	r = rk_mr_alloc(s.dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &s.rbufs);
-	if (!r)
-		r = rk_mr_alloc(s.dev, CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &s.hello);
+	r = rk_mr_alloc(s.dev, CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &s.hello);
 	if (r) {
 		fatal(&s, CP_EXIT_LOST, "%s", rk_error_str(&e));
 		goto out;
 	}
-	if (connect_and_hello(&s) == 0)
+	if (connect_and_hello(&s) == 0 && start_lanes(&s) == 0)
 		run(&s);
+	stop_lanes(&s);
 out:
-	if (s.conn && !s.fatal && !s.gone)
-		rk_conn_disconnect(s.conn, 2000, NULL);
-	rk_conn_destroy(s.conn);
+	/* Reverse order of creation: lanes, staging, hello, state, device. */
+	for (unsigned i = CP_MAX_LANES; i-- > 0;) {
+		struct lane *l = &s.lanes[i];
+
+		if (l->conn && !s.fatal && !l->gone)
+			rk_conn_disconnect(l->conn, 2000, NULL);
+		rk_conn_destroy(l->conn);
+		rk_mr_dereg(l->rbufs);
+		if (l->evfd >= 0)
+			close(l->evfd);
+	}
 	rk_mr_dereg(s.stage);
 	rk_mr_dereg(s.hello);
-	rk_mr_dereg(s.rbufs);
 	free(s.hashbuf);
 	XXH3_freeState(s.st);
 	rk_device_close(s.dev);
-	return s.fatal;
+	r = s.fatal;
+out_sync:
+	pthread_cond_destroy(&s.cv);
+	pthread_mutex_destroy(&s.mu);
+	return r;
 }

@@ -27,6 +27,7 @@ struct cp_send_opts {
 	const uint8_t *token; /* CP_TOKEN_LEN bytes, or NULL */
 	uint32_t chunk;
 	unsigned depth;
+	unsigned lanes; /* connections (QPs) to stripe over, 1..CP_MAX_LANES */
 	unsigned flags; /* CP_F_FORCE, CP_F_RESUME */
 	int idle_ms;	/* give up on a server silent this long */
 	struct cp_progress *progress;

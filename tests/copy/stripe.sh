@@ -1,0 +1,41 @@
+#!/bin/sh
+# rk copy --num-qp: a large file striped over 4 connections, a tree of
+# small and medium files over 3 (slots arrive out of order across lanes and
+# the server must put them back in sequence), and lanes joining a server
+# that requires a token (they authenticate with the session key). Every
+# file byte for byte identical, one session per copy in the server's log.
+. "$(dirname "$0")/lib.sh"
+port=7915
+D=$W/dir S=$W/src T=$W/src/tree
+mkdir -p "$S" "$T/x/y"
+random "$S/big" $((24 * 1048576 + 4097))
+for i in 1 2 3 4 5 6; do
+	random "$T/x/m$i" $((i * 70000 + 3))
+done
+random "$T/x/y/large" $((3 * 1048576 + 1))
+awk -v d="$T/x/y" 'BEGIN {
+	for (i = 0; i < 300; i++) {
+		f = d "/s" i
+		printf "small %d %*s\n", i, i % 50, "" > f
+		close(f)
+	}
+}'
+start_server $port "$D"
+"$RK" copy --num-qp 4 --depth 12 "$S/big" "$RK_ADDR:$port:big" >"$W/out" || fail "copy --num-qp 4"
+cat "$W/out"
+cmp "$S/big" "$D/big" || fail "big differs"
+"$RK" copy -r --num-qp 3 --chunk 256K "$T" "$RK_ADDR:$port:t" >"$W/out" || fail "copy -r --num-qp 3"
+cat "$W/out"
+diff -r "$T" "$D/t/tree" || fail "trees differ"
+[ "$(grep -c ': connected' "$W/server.1.log")" = 2 ] ||
+	fail "expected two sessions: $(cat "$W/server.1.log")"
+expect_rc 2 "$RK" copy --num-qp 9 "$S/big" "$RK_ADDR:$port:nine"
+stop_server
+
+printf 'sesame\n' >"$W/token"
+start_server $port "$D" --token-file "$W/token"
+"$RK" copy -q --num-qp 2 --token-file "$W/token" "$S/big" "$RK_ADDR:$port:tok-big" ||
+	fail "lanes with a token"
+cmp "$S/big" "$D/tok-big" || fail "tok-big differs"
+[ -z "$(find "$D" -name '*.rkpart')" ] || fail "temporaries left"
+echo "copy stripe: ok"
