@@ -100,6 +100,7 @@ struct session {
 	/* Joining lanes: set by the listener thread under reg_mu. */
 	uint8_t key[CP_KEY_LEN];
 	struct rk_cm_request *joins[CP_MAX_LANES];
+	uint32_t claimed; /* lanes handed over so far (bit per lane) */
 	int evfd, registered;
 	struct session *reg_next;
 	uint32_t chunk;
@@ -1054,12 +1055,13 @@ int cp_session_join(struct rk_cm_request *req, unsigned lane, const uint8_t *key
 	for (struct session *s = reg_head; s; s = s->reg_next)
 		if (cp_token_equal(s->key, key, CP_KEY_LEN))
 			found = s;
-	if (!found || lane >= found->want_lanes || found->joins[lane] || found->lanes[lane].conn) {
+	if (!found || lane >= found->want_lanes || (found->claimed & 1u << lane)) {
 		pthread_mutex_unlock(&reg_mu);
 		rk_cm_request_reject(req, RK_REJECT_APP, "no such session or lane", NULL);
 		return -ENOENT;
 	}
 	found->joins[lane] = req;
+	found->claimed |= 1u << lane;
 	if (write(found->evfd, &one, sizeof(one)) < 0) {
 		/* Cannot happen with an eventfd below its maximum; the session
 		 * still finds the request on its next wake-up. */

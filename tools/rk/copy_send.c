@@ -306,7 +306,7 @@ static int pump_lane(struct lane *l, int wait_ms)
 				{.fd = l->evfd, .events = POLLIN}};
 	struct ibv_wc wc[16];
 	struct rk_error e;
-	int n, gone = 0, poll_errno = 0;
+	int n, gone = 0, poll_errno = 0, over;
 	uint64_t v;
 
 	n = rk_cq_poll(cq, wc, 16, &e);
@@ -348,9 +348,10 @@ static int pump_lane(struct lane *l, int wait_ms)
 		if (!s->fatal && !s->welcomed)
 			lost(l, "(the server closed it before the session began)");
 	}
+	over = s->fatal ? -1 : 0;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
-	return s->fatal ? -1 : 0;
+	return over;
 }
 
 /*
