@@ -26,7 +26,8 @@
 
 #define SHUTDOWN_MS 10000
 
-static volatile sig_atomic_t stop;
+/* Set by the signal handler, read by every session thread: a lock-free atomic. */
+static atomic_int stop;
 
 static void on_signal(int sig)
 {

@@ -869,7 +869,7 @@ static int serve(struct session *s, struct rk_error *err)
 		/* After BYE, let the client hang up first (it has our last CREDIT). */
 		if (s->bye && !sends_pending(s) && cli_now_ns() - last > BYE_LINGER_NS)
 			return 0;
-		if (*s->srv->stop)
+		if (atomic_load(s->srv->stop))
 			return -ESHUTDOWN;
 		if (!s->hello_done && cli_now_ns() - last > (uint64_t)HELLO_MS * 1000000)
 			return -ETIMEDOUT;
