@@ -65,6 +65,9 @@ def sizes(lo, hi):
 def check_doc(doc, want_sizes, what):
     """Every record's numbers must be consistent with the parameters."""
     p = doc["params"]
+    if p.get("clock") not in ("tsc", "clock_gettime") or \
+            (p["clock"] == "tsc") != (p.get("clock_mhz", 0) > 0):
+        fail("%s: clock %s at %s MHz" % (what, p.get("clock"), p.get("clock_mhz")))
     got = [r["size"] for r in doc["results"]]
     if got != want_sizes:
         fail("%s: sizes %s, expected %s" % (what, got, want_sizes))

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "bench_run.h"
-#include "cli.h"
 
 struct bw_state {
 	uint32_t size;
@@ -163,7 +162,8 @@ static int wait_passive(struct bench_ctx *c, struct bench_watch *w, struct rk_er
 
 		if (r < 0 && errno != EINTR)
 			return bench_fail(err, errno, "poll control socket: %s", strerror(errno));
-		r = bench_watch_check(c, w, cli_now_ns(), "waiting for the sender to finish", err);
+		r = bench_watch_check(c, w, bench_now_ns(), "waiting for the sender to finish",
+				      err);
 		if (r)
 			return r;
 	}
@@ -196,7 +196,7 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		build_templates(c, &c->qps[i], size);
 	}
 	cpu0 = bench_cpu_ns();
-	t0 = cli_now_ns();
+	t0 = bench_now_ns();
 	s.end_ns = t0 + dur_ns;
 	s.win_ns = t0;
 	s.win_min = iters ? iters * p->num_qp / 64 : 0;
@@ -227,7 +227,7 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		n = bench_poll(c, err);
 		if (n < 0)
 			return n;
-		now = cli_now_ns();
+		now = bench_now_ns();
 		if (n > 0) {
 			r = handle_completions(c, n, &s, err);
 			if (r)

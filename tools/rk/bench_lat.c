@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "bench_run.h"
-#include "cli.h"
 
 struct lat_state {
 	uint32_t size;
@@ -104,7 +103,7 @@ static int repost(struct bench_ctx *c, struct lat_state *s, struct rk_error *err
 /* Periodic work while waiting: 1 = the peer said DONE and all is answered. */
 static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
 {
-	uint64_t now = cli_now_ns();
+	uint64_t now = bench_now_ns();
 	int r;
 
 	if (now >= s->w.next_check) {
@@ -199,12 +198,13 @@ static int wait_read(struct bench_ctx *c, struct lat_state *s, struct rk_error *
 static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end_ns,
 		      struct bench_run *out, struct rk_error *err)
 {
-	uint64_t t0, t1;
+	uint64_t t0, t1, now;
 	int r;
 
 	for (;;) {
-		t0 = cli_now_ns();
-		if (iters ? s->count >= iters : t0 >= end_ns)
+		/* Ticks, not ns: a sample costs two TSC reads (bench_clock.h). */
+		t0 = bench_ticks();
+		if (iters ? s->count >= iters : bench_ns_at(t0) >= end_ns)
 			break;
 		r = post(c, s, err);
 		if (r)
@@ -212,18 +212,20 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 		r = c->p->op == BENCH_OP_READ ? wait_read(c, s, err) : wait_message(c, s, err);
 		if (r)
 			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
-		t1 = cli_now_ns();
+		t1 = bench_ticks();
 		r = repost(c, s, err);
 		if (r)
 			return r;
 		if (out->hist)
-			bench_hist_add(out->hist,
-				       c->p->op == BENCH_OP_READ ? t1 - t0 : (t1 - t0) / 2);
+			bench_hist_add(out->hist, c->p->op == BENCH_OP_READ
+						      ? bench_ticks_ns(t0, t1)
+						      : bench_ticks_ns(t0, t1) / 2);
 		s->count++;
-		s->t_end = t1;
-		s->w.last_progress = t1;
-		if (t1 >= s->w.next_check) {
-			r = bench_watch_check(c, &s->w, t1, "measuring latency", err);
+		now = bench_ns_at(t1);
+		s->t_end = now;
+		s->w.last_progress = now;
+		if (now >= s->w.next_check) {
+			r = bench_watch_check(c, &s->w, now, "measuring latency", err);
 			if (r)
 				return r;
 		}
@@ -237,7 +239,7 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 
 		if (poll(&pf, 1, 100) < 0 && errno != EINTR)
 			return bench_fail(err, errno, "poll control socket: %s", strerror(errno));
-		r = bench_watch_check(c, &s->w, cli_now_ns(), "waiting for the server's count",
+		r = bench_watch_check(c, &s->w, bench_now_ns(), "waiting for the server's count",
 				      err);
 		if (r)
 			return r;
@@ -262,7 +264,7 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 			if (poll(&pf, 1, 100) < 0 && errno != EINTR)
 				return bench_fail(err, errno, "poll control socket: %s",
 						  strerror(errno));
-			r = bench_watch_check(c, &s->w, cli_now_ns(), "waiting for the client",
+			r = bench_watch_check(c, &s->w, bench_now_ns(), "waiting for the client",
 					      err);
 			if (r)
 				return r;
@@ -280,7 +282,7 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 		if (r)
 			return r;
 		s->count++;
-		s->t_end = s->w.last_progress = cli_now_ns();
+		s->t_end = s->w.last_progress = bench_now_ns();
 	}
 	return bench_send_done(c, s->count, err);
 }
@@ -295,7 +297,7 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 	build_wr(c, &s);
 	c->qps[0].recvd = 0;
 	cpu0 = bench_cpu_ns();
-	t0 = cli_now_ns();
+	t0 = bench_now_ns();
 	bench_watch_start(&s.w, c, t0);
 	if (c->is_client)
 		r = run_client(c, &s, iters, t0 + dur_ns, out, err);

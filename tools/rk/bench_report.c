@@ -165,7 +165,10 @@ void bench_report_header(const struct bench_report *r)
 								    : bench_poll_name(l->poll),
 	       p->iters ? "iterations" : "duration", p->iters ? p->iters : p->duration_s,
 	       p->iters ? " per QP" : " s per size", p->warmup);
-	printf(" kernel %s\n", c->me.kernel);
+	printf(" kernel %s | clock %s", c->me.kernel, bench_clock_name());
+	if (bench_clock_mhz() > 0)
+		printf(" (%.0f MHz)", bench_clock_mhz());
+	printf("\n");
 	printf(" peer: device %s port %u | GID index %d (%s) | kernel %s\n", c->peer.dev,
 	       c->peer.ib_port, c->peer.gid_index, gid_type(c->peer.roce_v2, c), c->peer.kernel);
 	printf("%s\n", rule);

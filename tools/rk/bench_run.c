@@ -5,7 +5,6 @@
 #include <time.h>
 
 #include "bench_run.h"
-#include "cli.h"
 
 #define BEAT_NS 1000000000ull
 
@@ -71,7 +70,7 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 	}
 	if (w->passive && c->ctl.last_rx_ns != heard)
 		w->last_progress = now;
-	if (now - w->last_progress > w->limit_ns)
+	if (now > w->last_progress && now - w->last_progress > w->limit_ns)
 		return bench_fail(err, ETIMEDOUT,
 				  "watchdog: no progress for %u s while %s (is the peer alive?)",
 				  c->l->watchdog_s, what);

@@ -16,9 +16,14 @@
 
 #include <rdmakit/error.h>
 
+#include "bench_clock.h"
 #include "bench_conn.h"
 #include "bench_hist.h"
 
+/*
+ * Every time in a run (bench_run, bench_watch) is bench_now_ns(): the
+ * engines read the clock in their hot loops (bench_clock.h).
+ */
 struct bench_run {
 	uint64_t tx_msgs;	 /* messages this side sent (pings + pongs in lat) */
 	uint64_t rx_msgs;	 /* receive completions */
