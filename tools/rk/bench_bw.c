@@ -85,7 +85,8 @@ static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, 
 			}
 			n = 1;
 		}
-		if (rk_sq_room(q->conn) < n)
+		/* tx-depth in flight at most; the queue is deeper (bench_conn.c). */
+		if (q->posted + n - q->done > c->p->tx_depth || rk_sq_room(q->conn) < n)
 			return 0;
 		last = s->stopping || (s->iters && q->posted + n == s->iters);
 		for (uint32_t i = 0; i < n; i++) {

@@ -72,6 +72,24 @@ static int needs_receives(const struct bench_params *p, int is_client)
 	return p->mode == BENCH_MODE_LAT || p->bidir || !is_client;
 }
 
+/*
+ * Selective signaling as perftest does it: at most tx-depth WRs in flight
+ * (the engines count them), one signaled every cq-mod (at most tx-depth).
+ * The send queue holds cq-mod more than that: the library signals every
+ * WR posted into the last signal_every free slots (and caps signal_every
+ * at half the queue), so a queue of exactly tx-depth would signal nearly
+ * every WR once it is full, a completion per WR instead of one per cq-mod.
+ */
+static uint32_t signal_every(const struct bench_params *p)
+{
+	return p->cq_mod < p->tx_depth ? p->cq_mod : p->tx_depth;
+}
+
+static uint32_t sq_depth(const struct bench_params *p)
+{
+	return p->tx_depth + signal_every(p);
+}
+
 static uint64_t buffer_len(const struct bench_params *p)
 {
 	return (uint64_t)p->size_max * (1 + p->num_qp);
@@ -81,11 +99,11 @@ static uint64_t buffer_len(const struct bench_params *p)
 static int check_device(const struct bench_params *p, const struct rk_device_info *di, char *why,
 			size_t len)
 {
-	uint64_t cqe = (uint64_t)p->num_qp * (p->tx_depth + p->rx_depth);
+	uint64_t cqe = (uint64_t)p->num_qp * (sq_depth(p) + p->rx_depth);
 
-	if (p->tx_depth > di->max_qp_wr) {
-		snprintf(why, len, "tx-depth: %u exceeds the device's %u", p->tx_depth,
-			 di->max_qp_wr);
+	if (sq_depth(p) > di->max_qp_wr) {
+		snprintf(why, len, "tx-depth: %u (+ %u for signaling) exceeds the device's %u",
+			 p->tx_depth, signal_every(p), di->max_qp_wr);
 		return -1;
 	}
 	if (p->rx_depth > di->max_qp_wr) {
@@ -95,9 +113,9 @@ static int check_device(const struct bench_params *p, const struct rk_device_inf
 	}
 	if (cqe > di->max_cqe) {
 		snprintf(why, len,
-			 "num-qp: %u QPs x (tx-depth %u + rx-depth %u) exceed the device's %u "
+			 "num-qp: %u QPs x (tx-depth %u + %u + rx-depth %u) exceed the device's %u "
 			 "CQ entries",
-			 p->num_qp, p->tx_depth, p->rx_depth, di->max_cqe);
+			 p->num_qp, p->tx_depth, signal_every(p), p->rx_depth, di->max_cqe);
 		return -1;
 	}
 	if (buffer_len(p) > MAX_BUFFER || buffer_len(p) > di->max_mr_size) {
@@ -309,10 +327,10 @@ static int prepare_receives(struct rk_conn *conn, void *arg)
 static void conn_opts(struct bench_ctx *c, struct bench_qp *q, struct rk_conn_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->sq_depth = c->p->tx_depth;
+	o->sq_depth = sq_depth(c->p);
 	o->rq_depth = c->receives ? c->p->rx_depth : 1;
 	o->max_inline = c->p->inline_size;
-	o->signal_every = c->p->cq_mod;
+	o->signal_every = signal_every(c->p);
 	o->cq = c->cq;
 	o->max_mtu = c->l->mtu ? rk_mtu_from_bytes(c->l->mtu) : 0;
 	/*
@@ -483,7 +501,7 @@ int bench_connect(struct bench_ctx *c, struct rk_error *err)
 		return r;
 	c->base = rk_mr_addr(c->mr);
 	c->lkey = rk_mr_lkey(c->mr);
-	co.depth = p->num_qp * (p->tx_depth + (c->receives ? p->rx_depth : 1));
+	co.depth = p->num_qp * (sq_depth(p) + (c->receives ? p->rx_depth : 1));
 	co.mode = c->l->poll;
 	r = rk_cq_create(c->dev, &co, err, &c->cq);
 	if (r)
