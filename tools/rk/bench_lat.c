@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@ struct lat_state {
 	uint64_t pending_rx; /* receive completions not yet consumed */
 	uint64_t to_repost;  /* consumed receives to post again */
 	uint64_t t_end;	     /* when the last message of the run arrived */
+	uint64_t wait_from;  /* when the current wait began */
 	struct rk_wr wr;
 	struct bench_watch w;
 };
@@ -100,12 +102,24 @@ static int repost(struct bench_ctx *c, struct lat_state *s, struct rk_error *err
 	return 0;
 }
 
+/*
+ * A wait longer than this yields the CPU between polls. Both ends spin,
+ * and on a machine with as few CPUs as spinners (the sandbox: two), kernel
+ * work the message needs (rxe's packet processing, once deferred to
+ * ksoftirqd) would otherwise run only when the scheduler tick preempts a
+ * spinner: every round trip then takes a tick (4 ms), for a whole run.
+ * Well above a 4 KiB round trip, so short messages never pay the syscall.
+ */
+#define YIELD_AFTER_NS 100000ull
+
 /* Periodic work while waiting: 1 = the peer said DONE and all is answered. */
 static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
 {
 	uint64_t now = bench_now_ns();
 	int r;
 
+	if (now > s->wait_from + YIELD_AFTER_NS)
+		sched_yield();
 	if (now >= s->w.next_check) {
 		r = bench_watch_check(c, &s->w, now, what, err);
 		if (r)
@@ -127,6 +141,8 @@ static int post(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 	int r;
 
 	/* Unsignaled WRs hold slots until a signaled one retires them. */
+	if (rk_sq_room(conn) == 0)
+		s->wait_from = bench_now_ns();
 	while (rk_sq_room(conn) == 0) {
 		r = reap(c, s, err);
 		if (r < 0)
@@ -152,6 +168,7 @@ static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_erro
 	uint8_t want = marker(s->count);
 	int r;
 
+	s->wait_from = bench_now_ns();
 	for (unsigned spins = 1;; spins++) {
 		if (c->p->op == BENCH_OP_WRITE) {
 			if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
@@ -181,6 +198,7 @@ static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_erro
 /* A READ round trip: wait for the completion of WR @seq. */
 static int wait_read(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 {
+	s->wait_from = bench_now_ns();
 	for (;;) {
 		int n = bench_poll(c, err), r;
 
