@@ -108,9 +108,10 @@ static int repost(struct bench_ctx *c, struct lat_state *s, struct rk_error *err
  * work the message needs (rxe's packet processing, once deferred to
  * ksoftirqd) would otherwise run only when the scheduler tick preempts a
  * spinner: every round trip then takes a tick (4 ms), for a whole run.
- * Well above a 4 KiB round trip, so short messages never pay the syscall.
+ * Twice a 4 KiB round trip in the sandbox (about 120 us), so that up to
+ * there a normal wait never pays the system call.
  */
-#define YIELD_AFTER_NS 100000ull
+#define YIELD_AFTER_NS 250000ull
 
 /* Periodic work while waiting: 1 = the peer said DONE and all is answered. */
 static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
