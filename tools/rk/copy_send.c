@@ -390,7 +390,7 @@ static int pump(struct sender *s, int wait_ms)
 		return r;
 	}
 	if (!s->fatal && wait_ms > 0) {
-		clock_gettime(CLOCK_REALTIME, &ts);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ns = (uint64_t)ts.tv_nsec + (uint64_t)wait_ms * 1000000;
 		ts.tv_sec += (time_t)(ns / 1000000000);
 		ts.tv_nsec = (long)(ns % 1000000000);
@@ -1022,7 +1022,15 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, char *why, size_
 	for (unsigned i = 0; i < CP_MAX_LANES; i++)
 		s.lanes[i].evfd = -1;
 	pthread_mutex_init(&s.mu, NULL);
-	pthread_cond_init(&s.cv, NULL);
+	{
+		/* Timed waits on the monotonic clock: immune to the wall clock being set. */
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s.cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	r = open_device(o, &s.dev, why, why_len);
 	if (r)
 		goto out_sync;
