@@ -22,8 +22,8 @@ struct cp_server {
 	uint32_t max_files; /* per connection */
 	uint32_t max_ring;  /* bytes of ring per connection */
 	int idle_ms;	    /* end a session silent for this long */
-	atomic_int *stop; /* set on SIGINT/SIGTERM */
-	atomic_int active; /* sessions running */
+	atomic_int *stop;   /* set on SIGINT/SIGTERM */
+	atomic_int active;  /* sessions running */
 };
 
 /*
