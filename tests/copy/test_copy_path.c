@@ -121,13 +121,62 @@ static void beneath(void **state)
 	assert_int_equal(system(buf), 0);
 }
 
+/* Without openat2 (old kernels, valgrind): every symlink refused, the rest the same. */
+static void beneath_fallback(void **state)
+{
+	char root[] = "/tmp/rkpath.XXXXXX", out[] = "/tmp/rkpath-out.XXXXXX", buf[256];
+	int rfd, fd;
+
+	cp_path_use_openat2(0);
+	assert_non_null(mkdtemp(root));
+	assert_non_null(mkdtemp(out));
+	rfd = open(root, O_RDONLY | O_DIRECTORY);
+	assert_true(rfd >= 0);
+	snprintf(buf, sizeof(buf), "%s/esc", root);
+	assert_int_equal(symlink(out, buf), 0);
+	snprintf(buf, sizeof(buf), "%s/up", root);
+	assert_int_equal(symlink("..", buf), 0);
+	snprintf(buf, sizeof(buf), "%s/in", root);
+	assert_int_equal(symlink("x", buf), 0);
+
+	fd = cp_open_dir(rfd, "x/y/z", 1);
+	assert_true(fd >= 0);
+	close(fd);
+	fd = cp_open_dir(rfd, "x/y", 0);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(cp_open_dir(rfd, "in/y", 0), -EXDEV);
+	assert_int_equal(cp_open_dir(rfd, "esc", 1), -EXDEV);
+	assert_int_equal(cp_open_dir(rfd, "esc/sub", 1), -EXDEV);
+	assert_int_equal(cp_open_dir(rfd, "up/x", 0), -EXDEV);
+	assert_int_equal(cp_open_dir(rfd, "missing", 0), -ENOENT);
+	fd = cp_open_dir(rfd, "", 0);
+	assert_true(fd >= 0);
+	assert_int_equal(cp_openat_beneath(fd, "esc", O_RDONLY, 0), -EXDEV);
+	assert_int_equal(cp_openat_beneath(fd, "in", O_RDONLY, 0), -EXDEV);
+	assert_int_equal(cp_openat_beneath(fd, "x/y", O_RDONLY, 0), -EXDEV);
+	assert_int_equal(cp_openat_beneath(fd, "..", O_RDONLY, 0), -EXDEV);
+	{
+		int f = cp_openat_beneath(fd, "new", O_RDWR | O_CREAT, 0600);
+
+		assert_true(f >= 0);
+		close(f);
+	}
+	close(fd);
+	snprintf(buf, sizeof(buf), "%s/sub", out);
+	assert_int_equal(access(buf, F_OK), -1);
+
+	close(rfd);
+	snprintf(buf, sizeof(buf), "rm -rf '%s' '%s'", root, out);
+	assert_int_equal(system(buf), 0);
+	cp_path_use_openat2(1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(accepted),
-	    cmocka_unit_test(refused),
-	    cmocka_unit_test(split),
-	    cmocka_unit_test(beneath),
+	    cmocka_unit_test(accepted), cmocka_unit_test(refused),	    cmocka_unit_test(split),
+	    cmocka_unit_test(beneath),	cmocka_unit_test(beneath_fallback),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

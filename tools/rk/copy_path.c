@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,6 +80,20 @@ void cp_temp_name(const char *leaf, char *out, size_t out_len)
 	snprintf(out, out_len, ".%s" TEMP_SUFFIX, leaf);
 }
 
+/*
+ * openat2 arrived in Linux 5.6; older kernels (RHEL 8's 4.18) and valgrind
+ * answer ENOSYS. Then every lookup walks one component at a time with
+ * O_NOFOLLOW from an fd we hold: no symlink is followed at all (stricter
+ * than RESOLVE_BENEATH, which follows those that stay inside), and the
+ * names were checked for ".." before they got here.
+ */
+static atomic_int use_openat2 = 1;
+
+void cp_path_use_openat2(int on)
+{
+	atomic_store(&use_openat2, on);
+}
+
 static int openat2_beneath(int dirfd, const char *name, int flags, mode_t mode, uint64_t resolve)
 {
 	struct open_how how = {
@@ -88,12 +103,69 @@ static int openat2_beneath(int dirfd, const char *name, int flags, mode_t mode, 
 	};
 	long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
 
+	if (fd < 0 && errno == ENOSYS)
+		atomic_store(&use_openat2, 0);
 	return fd < 0 ? -errno : (int)fd;
+}
+
+/* One component @name under @dirfd, never through a symlink (-EXDEV). */
+static int open_component(int dirfd, const char *name, int flags, mode_t mode)
+{
+	struct stat st;
+	int fd;
+
+	if (strchr(name, '/') || !strcmp(name, ".."))
+		return -EXDEV;
+	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd >= 0)
+		return fd;
+	fd = -errno;
+	if ((fd == -ELOOP || fd == -ENOTDIR) &&
+	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+		return -EXDEV;
+	return fd;
 }
 
 int cp_openat_beneath(int dirfd, const char *name, int flags, mode_t mode)
 {
-	return openat2_beneath(dirfd, name, flags | O_NOFOLLOW, mode, RESOLVE_NO_SYMLINKS);
+	int fd;
+
+	if (atomic_load(&use_openat2)) {
+		fd = openat2_beneath(dirfd, name, flags | O_NOFOLLOW, mode, RESOLVE_NO_SYMLINKS);
+		if (fd != -ENOSYS)
+			return fd;
+	}
+	return open_component(dirfd, name, flags, mode);
+}
+
+/* cp_open_dir without openat2: from the top, a component at a time. */
+static int open_dir_walk(int rootfd, const char *rel, int create)
+{
+	char comp[CP_NAME_MAX + 1];
+	int parent = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
+	const char *p = rel;
+
+	if (parent < 0)
+		return -errno;
+	while (*p) {
+		size_t n = strcspn(p, "/");
+
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		p += n + (p[n] == '/');
+		fd = open_component(parent, comp, O_RDONLY | O_DIRECTORY, 0);
+		if (fd == -ENOENT && create) {
+			if (mkdirat(parent, comp, 0755) && errno != EEXIST)
+				fd = -errno;
+			else
+				fd = open_component(parent, comp, O_RDONLY | O_DIRECTORY, 0);
+		}
+		close(parent);
+		if (fd < 0)
+			return fd;
+		parent = fd;
+	}
+	return parent;
 }
 
 int cp_open_dir(int rootfd, const char *rel, int create)
@@ -104,8 +176,12 @@ int cp_open_dir(int rootfd, const char *rel, int create)
 
 	if (len > CP_NAME_MAX)
 		return -ENAMETOOLONG;
-	if (len == 0)
-		return openat2_beneath(rootfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
+	if (!atomic_load(&use_openat2))
+		return open_dir_walk(rootfd, rel, create);
+	if (len == 0) {
+		fd = openat2_beneath(rootfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
+		return fd == -ENOSYS ? open_dir_walk(rootfd, rel, create) : fd;
+	}
 	/*
 	 * Component by component, each lookup from the top: a symlink inside
 	 * the tree that stays inside is followed, one that leaves is -EXDEV.
@@ -116,6 +192,11 @@ int cp_open_dir(int rootfd, const char *rel, int create)
 		memcpy(prefix, rel, i);
 		prefix[i] = '\0';
 		fd = openat2_beneath(rootfd, prefix, O_RDONLY | O_DIRECTORY, 0, 0);
+		if (fd == -ENOSYS) {
+			if (parent >= 0)
+				close(parent);
+			return open_dir_walk(rootfd, rel, create);
+		}
 		if (fd == -ENOENT && create) {
 			char comp[CP_NAME_MAX + 1];
 

@@ -42,4 +42,12 @@ int cp_open_dir(int rootfd, const char *rel, int create);
  */
 int cp_openat_beneath(int dirfd, const char *name, int flags, mode_t mode);
 
+/*
+ * Where openat2 is missing (Linux < 5.6, valgrind) both functions fall back
+ * to a walk one component at a time with O_NOFOLLOW, which refuses every
+ * symlink, even one that stays inside. cp_path_use_openat2(0) forces that
+ * fallback (for tests).
+ */
+void cp_path_use_openat2(int on);
+
 #endif
