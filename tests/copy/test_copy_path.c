@@ -78,105 +78,121 @@ static void split(void **state)
 	assert_string_equal(l, ".c.rkpart");
 }
 
+/*
+ * The tree both beneath tests walk: ROOT holds "esc" (a symlink to OUT,
+ * outside), "up" (to "..") and "in" (to "x", inside).
+ */
+struct tree {
+	char root[32], out[32];
+	int rfd;
+};
+
+static int tree_setup(void **state)
+{
+	struct tree *t = calloc(1, sizeof(*t));
+	char buf[256];
+
+	if (!t)
+		return -1;
+	snprintf(t->root, sizeof(t->root), "/tmp/rkpath.XXXXXX");
+	snprintf(t->out, sizeof(t->out), "/tmp/rkpath-out.XXXXXX");
+	if (!mkdtemp(t->root) || !mkdtemp(t->out))
+		return -1;
+	t->rfd = open(t->root, O_RDONLY | O_DIRECTORY);
+	snprintf(buf, sizeof(buf), "%s/esc", t->root);
+	if (t->rfd < 0 || symlink(t->out, buf))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s/up", t->root);
+	if (symlink("..", buf))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s/in", t->root);
+	if (symlink("x", buf))
+		return -1;
+	*state = t;
+	return 0;
+}
+
+static int tree_teardown(void **state)
+{
+	struct tree *t = *state;
+	char buf[256];
+	int r;
+
+	/* nothing appeared outside */
+	snprintf(buf, sizeof(buf), "%s/sub", t->out);
+	r = access(buf, F_OK) == 0 ? -1 : 0;
+	close(t->rfd);
+	snprintf(buf, sizeof(buf), "rm -rf '%s' '%s'", t->root, t->out);
+	if (system(buf))
+		r = -1;
+	free(t);
+	cp_path_use_openat2(1);
+	return r;
+}
+
 static void beneath(void **state)
 {
-	char root[] = "/tmp/rkpath.XXXXXX", out[] = "/tmp/rkpath-out.XXXXXX", buf[256];
-	int rfd, fd;
-
-	assert_non_null(mkdtemp(root));
-	assert_non_null(mkdtemp(out));
-	rfd = open(root, O_RDONLY | O_DIRECTORY);
-	assert_true(rfd >= 0);
-	snprintf(buf, sizeof(buf), "%s/esc", root);
-	assert_int_equal(symlink(out, buf), 0);
-	snprintf(buf, sizeof(buf), "%s/up", root);
-	assert_int_equal(symlink("..", buf), 0);
-	snprintf(buf, sizeof(buf), "%s/in", root);
-	assert_int_equal(symlink("x", buf), 0);
+	struct tree *t = *state;
+	int fd;
 
 	/* creating nested directories works */
-	fd = cp_open_dir(rfd, "x/y/z", 1);
+	fd = cp_open_dir(t->rfd, "x/y/z", 1);
 	assert_true(fd >= 0);
 	close(fd);
 	/* a symlink inside that stays inside is followed */
-	fd = cp_open_dir(rfd, "in/y", 0);
+	fd = cp_open_dir(t->rfd, "in/y", 0);
 	assert_true(fd >= 0);
 	close(fd);
 	/* symlinks that leave are refused, with or without create */
-	assert_int_equal(cp_open_dir(rfd, "esc", 1), -EXDEV);
-	assert_int_equal(cp_open_dir(rfd, "esc/sub", 1), -EXDEV);
-	assert_int_equal(cp_open_dir(rfd, "up/x", 0), -EXDEV);
+	assert_int_equal(cp_open_dir(t->rfd, "esc", 1), -EXDEV);
+	assert_int_equal(cp_open_dir(t->rfd, "esc/sub", 1), -EXDEV);
+	assert_int_equal(cp_open_dir(t->rfd, "up/x", 0), -EXDEV);
 	/* a file opened beneath never follows a symlink */
-	fd = cp_open_dir(rfd, "", 0);
+	fd = cp_open_dir(t->rfd, "", 0);
 	assert_true(fd >= 0);
 	assert_true(cp_openat_beneath(fd, "esc", O_RDONLY, 0) < 0);
 	assert_true(cp_openat_beneath(fd, "in", O_RDONLY, 0) < 0);
 	close(fd);
-	/* nothing appeared outside */
-	snprintf(buf, sizeof(buf), "%s/sub", out);
-	assert_int_equal(access(buf, F_OK), -1);
-
-	close(rfd);
-	snprintf(buf, sizeof(buf), "rm -rf '%s' '%s'", root, out);
-	assert_int_equal(system(buf), 0);
 }
 
 /* Without openat2 (old kernels, valgrind): every symlink refused, the rest the same. */
 static void beneath_fallback(void **state)
 {
-	char root[] = "/tmp/rkpath.XXXXXX", out[] = "/tmp/rkpath-out.XXXXXX", buf[256];
-	int rfd, fd;
+	struct tree *t = *state;
+	int fd, f;
 
 	cp_path_use_openat2(0);
-	assert_non_null(mkdtemp(root));
-	assert_non_null(mkdtemp(out));
-	rfd = open(root, O_RDONLY | O_DIRECTORY);
-	assert_true(rfd >= 0);
-	snprintf(buf, sizeof(buf), "%s/esc", root);
-	assert_int_equal(symlink(out, buf), 0);
-	snprintf(buf, sizeof(buf), "%s/up", root);
-	assert_int_equal(symlink("..", buf), 0);
-	snprintf(buf, sizeof(buf), "%s/in", root);
-	assert_int_equal(symlink("x", buf), 0);
-
-	fd = cp_open_dir(rfd, "x/y/z", 1);
+	fd = cp_open_dir(t->rfd, "x/y/z", 1);
 	assert_true(fd >= 0);
 	close(fd);
-	fd = cp_open_dir(rfd, "x/y", 0);
+	fd = cp_open_dir(t->rfd, "x/y", 0);
 	assert_true(fd >= 0);
 	close(fd);
-	assert_int_equal(cp_open_dir(rfd, "in/y", 0), -EXDEV);
-	assert_int_equal(cp_open_dir(rfd, "esc", 1), -EXDEV);
-	assert_int_equal(cp_open_dir(rfd, "esc/sub", 1), -EXDEV);
-	assert_int_equal(cp_open_dir(rfd, "up/x", 0), -EXDEV);
-	assert_int_equal(cp_open_dir(rfd, "missing", 0), -ENOENT);
-	fd = cp_open_dir(rfd, "", 0);
+	assert_int_equal(cp_open_dir(t->rfd, "in/y", 0), -EXDEV);
+	assert_int_equal(cp_open_dir(t->rfd, "esc", 1), -EXDEV);
+	assert_int_equal(cp_open_dir(t->rfd, "esc/sub", 1), -EXDEV);
+	assert_int_equal(cp_open_dir(t->rfd, "up/x", 0), -EXDEV);
+	assert_int_equal(cp_open_dir(t->rfd, "missing", 0), -ENOENT);
+	fd = cp_open_dir(t->rfd, "", 0);
 	assert_true(fd >= 0);
 	assert_int_equal(cp_openat_beneath(fd, "esc", O_RDONLY, 0), -EXDEV);
 	assert_int_equal(cp_openat_beneath(fd, "in", O_RDONLY, 0), -EXDEV);
 	assert_int_equal(cp_openat_beneath(fd, "x/y", O_RDONLY, 0), -EXDEV);
 	assert_int_equal(cp_openat_beneath(fd, "..", O_RDONLY, 0), -EXDEV);
-	{
-		int f = cp_openat_beneath(fd, "new", O_RDWR | O_CREAT, 0600);
-
-		assert_true(f >= 0);
-		close(f);
-	}
+	f = cp_openat_beneath(fd, "new", O_RDWR | O_CREAT, 0600);
+	assert_true(f >= 0);
+	close(f);
 	close(fd);
-	snprintf(buf, sizeof(buf), "%s/sub", out);
-	assert_int_equal(access(buf, F_OK), -1);
-
-	close(rfd);
-	snprintf(buf, sizeof(buf), "rm -rf '%s' '%s'", root, out);
-	assert_int_equal(system(buf), 0);
-	cp_path_use_openat2(1);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(accepted), cmocka_unit_test(refused),	    cmocka_unit_test(split),
-	    cmocka_unit_test(beneath),	cmocka_unit_test(beneath_fallback),
+	    cmocka_unit_test(accepted),
+	    cmocka_unit_test(refused),
+	    cmocka_unit_test(split),
+	    cmocka_unit_test_setup_teardown(beneath, tree_setup, tree_teardown),
+	    cmocka_unit_test_setup_teardown(beneath_fallback, tree_setup, tree_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
