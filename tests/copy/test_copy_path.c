@@ -90,24 +90,25 @@ struct tree {
 static int tree_setup(void **state)
 {
 	struct tree *t = calloc(1, sizeof(*t));
-	char buf[256];
+	char esc[64], up[64], in[64];
 
 	if (!t)
 		return -1;
 	snprintf(t->root, sizeof(t->root), "/tmp/rkpath.XXXXXX");
 	snprintf(t->out, sizeof(t->out), "/tmp/rkpath-out.XXXXXX");
-	if (!mkdtemp(t->root) || !mkdtemp(t->out))
+	t->rfd = -1;
+	if (mkdtemp(t->root) && mkdtemp(t->out)) {
+		snprintf(esc, sizeof(esc), "%s/esc", t->root);
+		snprintf(up, sizeof(up), "%s/up", t->root);
+		snprintf(in, sizeof(in), "%s/in", t->root);
+		t->rfd = open(t->root, O_RDONLY | O_DIRECTORY);
+	}
+	if (t->rfd < 0 || symlink(t->out, esc) || symlink("..", up) || symlink("x", in)) {
+		if (t->rfd >= 0)
+			close(t->rfd);
+		free(t);
 		return -1;
-	t->rfd = open(t->root, O_RDONLY | O_DIRECTORY);
-	snprintf(buf, sizeof(buf), "%s/esc", t->root);
-	if (t->rfd < 0 || symlink(t->out, buf))
-		return -1;
-	snprintf(buf, sizeof(buf), "%s/up", t->root);
-	if (symlink("..", buf))
-		return -1;
-	snprintf(buf, sizeof(buf), "%s/in", t->root);
-	if (symlink("x", buf))
-		return -1;
+	}
 	*state = t;
 	return 0;
 }
