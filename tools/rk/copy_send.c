@@ -73,7 +73,6 @@ struct sender;
 /* One connection of the session, and (once started) its thread. */
 struct lane {
 	struct sender *s;
-	unsigned idx;
 	struct rk_conn *conn;
 	struct rk_mr *rbufs;
 	int evfd;    /* wakes the thread: slots queued, or stop */
@@ -918,7 +917,6 @@ static int lane_init(struct sender *s, unsigned idx)
 	struct rk_error e;
 
 	l->s = s;
-	l->idx = idx;
 	l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->evfd < 0) {
 		fatal(s, CP_EXIT_LOST, "eventfd: %s", strerror(errno));
@@ -945,12 +943,15 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 		     .prepare_arg = l},
 	};
 	struct rk_error e;
+	char which[32] = "";
 
 	if (rk_cm_connect(s->dev, &co, &e, &l->conn)) {
 		l->conn = NULL; /* the library destroyed it */
+		if (idx)
+			snprintf(which, sizeof(which), "lane %u ", idx);
 		fatal(s, strstr(e.msg, "rejected by peer") ? CP_EXIT_REFUSED : CP_EXIT_LOST,
-		      "cannot connect %s %u to %s:%s: %s", idx ? "lane" : "", idx, s->o->host,
-		      s->o->port, rk_error_str(&e));
+		      "cannot connect %sto %s:%s: %s", which, s->o->host, s->o->port,
+		      rk_error_str(&e));
 		return -1;
 	}
 	return 0;
