@@ -61,6 +61,18 @@ static inline uint64_t bench_ticks_ns(uint64_t from, uint64_t to)
 }
 
 /*
+ * bench_ticks_for - how many ticks @ns nanoseconds last: hot loops compare
+ * raw readings against deadlines computed once, with no conversion (a
+ * double multiply is a library call under emulation, ~40 ns in the sandbox).
+ */
+static inline uint64_t bench_ticks_for(uint64_t ns)
+{
+	return bench_clk.tsc && bench_clk.ns_per_tick > 0
+		   ? (uint64_t)((double)ns / bench_clk.ns_per_tick)
+		   : ns;
+}
+
+/*
  * bench_ns_at - the CLOCK_MONOTONIC-like time of reading @t, never less
  * than one returned before: deadlines and the watchdog use it.
  */

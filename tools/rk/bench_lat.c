@@ -20,13 +20,22 @@
 
 #include "bench_run.h"
 
+/*
+ * Times in this engine are raw clock ticks (bench_clock.h): the loops
+ * compare readings with deadlines converted once, when the run starts, and
+ * convert to nanoseconds only every BENCH_CHECK_NS, for the watchdog.
+ */
 struct lat_state {
 	uint32_t size;
-	uint64_t count;	     /* pings sent (client) or answered (server) */
-	uint64_t pending_rx; /* receive completions not yet consumed */
-	uint64_t to_repost;  /* consumed receives to post again */
-	uint64_t t_end;	     /* when the last message of the run arrived */
-	uint64_t wait_from;  /* when the current wait began */
+	uint64_t count;	      /* pings sent (client) or answered (server) */
+	uint64_t pending_rx;  /* receive completions not yet consumed */
+	uint64_t to_repost;   /* consumed receives to post again */
+	uint64_t t_end;	      /* tick: the last message of the run arrived */
+	uint64_t wait_from;   /* tick: the current wait began */
+	uint64_t next_check;  /* tick: look at the watchdog and control channel */
+	uint64_t check_ticks; /* BENCH_CHECK_NS in ticks */
+	uint64_t yield_ticks; /* YIELD_AFTER_NS in ticks */
+	uint64_t seen;	      /* count at the last check */
 	struct rk_wr wr;
 	struct bench_watch w;
 };
@@ -113,19 +122,38 @@ static int repost(struct bench_ctx *c, struct lat_state *s, struct rk_error *err
  */
 #define YIELD_AFTER_NS 250000ull
 
+/*
+ * The watchdog, heartbeats and the control channel, every BENCH_CHECK_NS.
+ * Progress is the count having moved since the last check. A reading far
+ * before the deadline's window means another CPU's TSC: check then too.
+ */
+static int check(struct bench_ctx *c, struct lat_state *s, uint64_t t, const char *what,
+		 struct rk_error *err)
+{
+	uint64_t now;
+
+	if (t < s->next_check && t + s->check_ticks >= s->next_check)
+		return 0;
+	now = bench_ns_at(t);
+	s->next_check = t + s->check_ticks;
+	if (s->count != s->seen) {
+		s->seen = s->count;
+		s->w.last_progress = now;
+	}
+	return bench_watch_check(c, &s->w, now, what, err);
+}
+
 /* Periodic work while waiting: 1 = the peer said DONE and all is answered. */
 static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
 {
-	uint64_t now = bench_now_ns();
+	uint64_t t = bench_ticks();
 	int r;
 
-	if (now > s->wait_from + YIELD_AFTER_NS)
+	if (t > s->wait_from + s->yield_ticks)
 		sched_yield();
-	if (now >= s->w.next_check) {
-		r = bench_watch_check(c, &s->w, now, what, err);
-		if (r)
-			return r;
-	}
+	r = check(c, s, t, what, err);
+	if (r)
+		return r;
 	if (!c->is_client && s->w.peer_done) {
 		if (s->w.peer_count != s->count)
 			return bench_fail(err, EPROTO, "the client sent %llu pings, %llu arrived",
@@ -143,7 +171,7 @@ static int post(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 
 	/* Unsignaled WRs hold slots until a signaled one retires them. */
 	if (rk_sq_room(conn) == 0)
-		s->wait_from = bench_now_ns();
+		s->wait_from = bench_ticks();
 	while (rk_sq_room(conn) == 0) {
 		r = reap(c, s, err);
 		if (r < 0)
@@ -169,7 +197,7 @@ static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_erro
 	uint8_t want = marker(s->count);
 	int r;
 
-	s->wait_from = bench_now_ns();
+	s->wait_from = bench_ticks();
 	for (unsigned spins = 1;; spins++) {
 		if (c->p->op == BENCH_OP_WRITE) {
 			if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
@@ -199,8 +227,8 @@ static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_erro
 /* A READ round trip: wait for the completion of WR @seq. */
 static int wait_read(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 {
-	s->wait_from = bench_now_ns();
-	for (;;) {
+	s->wait_from = bench_ticks();
+	for (unsigned spins = 1;; spins++) {
 		int n = bench_poll(c, err), r;
 
 		if (n < 0)
@@ -208,22 +236,24 @@ static int wait_read(struct bench_ctx *c, struct lat_state *s, struct rk_error *
 		for (int i = 0; i < n; i++)
 			if (c->wc[i].wr_id == s->count)
 				return 0;
+		if (spins & 63)
+			continue;
 		r = tick(c, s, "waiting for a READ", err);
 		if (r)
 			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
 	}
 }
 
-static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end_ns,
+static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
 		      struct bench_run *out, struct rk_error *err)
 {
-	uint64_t t0, t1, now;
+	uint64_t t0, t1;
 	int r;
 
 	for (;;) {
-		/* Ticks, not ns: a sample costs two TSC reads (bench_clock.h). */
+		/* A sample costs two TSC reads (bench_clock.h). */
 		t0 = bench_ticks();
-		if (iters ? s->count >= iters : bench_ns_at(t0) >= end_ns)
+		if (iters ? s->count >= iters : t0 >= end)
 			break;
 		r = post(c, s, err);
 		if (r)
@@ -240,14 +270,10 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 						      ? bench_ticks_ns(t0, t1)
 						      : bench_ticks_ns(t0, t1) / 2);
 		s->count++;
-		now = bench_ns_at(t1);
-		s->t_end = now;
-		s->w.last_progress = now;
-		if (now >= s->w.next_check) {
-			r = bench_watch_check(c, &s->w, now, "measuring latency", err);
-			if (r)
-				return r;
-		}
+		s->t_end = t1;
+		r = check(c, s, t1, "measuring latency", err);
+		if (r)
+			return r;
 	}
 	r = bench_send_done(c, s->count, err);
 	if (r)
@@ -301,7 +327,7 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 		if (r)
 			return r;
 		s->count++;
-		s->t_end = s->w.last_progress = bench_now_ns();
+		s->t_end = bench_ticks();
 	}
 	return bench_send_done(c, s->count, err);
 }
@@ -315,18 +341,24 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 
 	build_wr(c, &s);
 	c->qps[0].recvd = 0;
+	s.check_ticks = bench_ticks_for(BENCH_CHECK_NS);
+	s.yield_ticks = bench_ticks_for(YIELD_AFTER_NS);
 	cpu0 = bench_cpu_ns();
-	t0 = bench_now_ns();
-	bench_watch_start(&s.w, c, t0);
+	t0 = bench_ticks();
+	s.t_end = s.wait_from = t0;
+	s.next_check = t0 + s.check_ticks;
+	bench_watch_start(&s.w, c, bench_ns_at(t0));
 	if (c->is_client)
-		r = run_client(c, &s, iters, t0 + dur_ns, out, err);
+		r = run_client(c, &s, iters, t0 + bench_ticks_for(dur_ns), out, err);
 	else
 		r = run_server(c, &s, err);
 	if (r)
 		return r;
 	out->tx_msgs = s.count;
 	out->rx_msgs = c->qps[0].recvd;
-	out->wall_ns = s.t_end > t0 ? s.t_end - t0 : 1;
+	out->wall_ns = bench_ticks_ns(t0, s.t_end);
+	if (!out->wall_ns)
+		out->wall_ns = 1;
 	out->cpu_ns = bench_cpu_ns() - cpu0;
 	out->peak_bps = 0;
 	return 0;
