@@ -19,14 +19,22 @@
 
 #include "bench_run.h"
 
+/*
+ * Times here are raw clock ticks (bench_clock.h), compared with deadlines
+ * converted once: the loop reads the clock after every poll, and a
+ * conversion to ns costs a floating-point multiply, a library call under
+ * emulation. The watchdog gets ns every BENCH_CHECK_NS.
+ */
 struct bw_state {
 	uint32_t size;
 	uint64_t iters; /* per QP; 0: duration mode */
-	uint64_t end_ns;
-	int stopping; /* duration over: post one last signaled WR per QP */
+	uint64_t end;	/* tick: duration over */
+	int stopping;	/* duration over: post one last signaled WR per QP */
 	uint64_t done_total, rx_total;
-	uint64_t win_ns, win_msgs, win_min; /* peak-rate window */
+	uint64_t win_t, win_msgs, win_min; /* peak-rate window (tick, count, least) */
 	double peak_bps;
+	uint64_t next_check, check_ticks; /* ticks */
+	int moved;			  /* completions since the last check */
 };
 
 static enum rk_op rk_op_of(uint32_t op)
@@ -137,18 +145,40 @@ static int handle_completions(struct bench_ctx *c, int n, struct bw_state *s, st
 	return 0;
 }
 
-static void update_peak(struct bw_state *s, uint64_t now)
+static void update_peak(struct bw_state *s, uint64_t t)
 {
-	uint64_t msgs = s->done_total - s->win_msgs, dt = now - s->win_ns;
+	uint64_t msgs = s->done_total - s->win_msgs, dt;
 	double bps;
 
-	if (msgs < s->win_min || dt < 1000000)
+	if (msgs < s->win_min)
+		return;
+	dt = bench_ticks_ns(s->win_t, t);
+	if (dt < 1000000)
 		return;
 	bps = (double)msgs * s->size * 8.0 * 1e9 / (double)dt;
 	if (bps > s->peak_bps)
 		s->peak_bps = bps;
-	s->win_ns = now;
+	s->win_t = t;
 	s->win_msgs = s->done_total;
+}
+
+/* The watchdog and the control channel, every BENCH_CHECK_NS (see bench_lat.c). */
+static int check(struct bench_ctx *c, struct bw_state *s, struct bench_watch *w, uint64_t t,
+		 int tx_done, struct rk_error *err)
+{
+	uint64_t now;
+
+	if (t < s->next_check && t + s->check_ticks >= s->next_check)
+		return 0;
+	now = bench_ns_at(t);
+	s->next_check = t + s->check_ticks;
+	if (s->moved) {
+		s->moved = 0;
+		w->last_progress = now;
+	}
+	return bench_watch_check(
+	    c, w, now, tx_done ? "waiting for the peer's messages" : "waiting for completions",
+	    err);
 }
 
 /*
@@ -190,20 +220,22 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 	int finals[BENCH_MAX_QP] = {0};
 	struct bw_state s = {.size = size, .iters = iters};
 	struct bench_watch w;
-	uint64_t t0, cpu0, t_end = 0, now = 0;
+	uint64_t t0, cpu0, t_end, t = 0;
 
 	for (uint32_t i = 0; i < p->num_qp; i++) {
 		c->qps[i].posted = c->qps[i].done = c->qps[i].recvd = 0;
 		build_templates(c, &c->qps[i], size);
 	}
 	cpu0 = bench_cpu_ns();
-	t0 = bench_now_ns();
-	s.end_ns = t0 + dur_ns;
-	s.win_ns = t0;
+	t0 = t_end = bench_ticks();
+	s.end = t0 + bench_ticks_for(dur_ns);
+	s.win_t = t0;
 	s.win_min = iters ? iters * p->num_qp / 64 : 0;
 	if (s.win_min < (uint64_t)p->tx_depth * p->num_qp)
 		s.win_min = (uint64_t)p->tx_depth * p->num_qp;
-	bench_watch_start(&w, c, t0);
+	s.check_ticks = bench_ticks_for(BENCH_CHECK_NS);
+	s.next_check = t0 + s.check_ticks;
+	bench_watch_start(&w, c, bench_ns_at(t0));
 	w.passive = !tx;
 	if (!tx) {
 		r = bench_send_done(c, 0, err);
@@ -211,7 +243,9 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 			return r;
 		if (!c->receives) {
 			r = wait_passive(c, &w, err);
-			t_end = w.peer_done_ns;
+			if (r)
+				return r;
+			out->wall_ns = w.peer_done_ns - w.start_ns;
 			goto out;
 		}
 	}
@@ -228,19 +262,19 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		n = bench_poll(c, err);
 		if (n < 0)
 			return n;
-		now = bench_now_ns();
+		t = bench_ticks();
 		if (n > 0) {
 			r = handle_completions(c, n, &s, err);
 			if (r)
 				return r;
-			w.last_progress = now;
-			update_peak(&s, now);
+			s.moved = 1;
+			update_peak(&s, t);
 		}
-		if (!iters && !s.stopping && now >= s.end_ns)
+		if (!iters && !s.stopping && t >= s.end)
 			s.stopping = 1;
 		if (!tx_done && all_done(c, &s, finals)) {
 			tx_done = 1;
-			t_end = now;
+			t_end = t;
 			r = bench_send_done(c, s.done_total, err);
 			if (r)
 				return r;
@@ -248,26 +282,21 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		}
 		if (tx_done && w.peer_done && (!c->receives || s.rx_total >= w.peer_count))
 			break;
-		if (now >= w.next_check) {
-			r = bench_watch_check(c, &w, now,
-					      tx_done ? "waiting for the peer's messages"
-						      : "waiting for completions",
-					      err);
-			if (r)
-				return r;
-		}
+		r = check(c, &s, &w, t, tx_done, err);
+		if (r)
+			return r;
 	}
 	if (!tx)
-		t_end = now;
+		t_end = t;
 	if (c->receives && s.rx_total != w.peer_count)
 		return bench_fail(err, EPROTO, "received %llu messages, the peer sent %llu",
 				  (unsigned long long)s.rx_total, (unsigned long long)w.peer_count);
+	out->wall_ns = bench_ticks_ns(t0, t_end);
 out:
-	if (r)
-		return r;
+	if (!out->wall_ns)
+		out->wall_ns = 1;
 	out->tx_msgs = s.done_total;
 	out->rx_msgs = s.rx_total;
-	out->wall_ns = t_end > t0 ? t_end - t0 : 1;
 	out->cpu_ns = bench_cpu_ns() - cpu0;
 	out->peak_bps = s.peak_bps;
 	if (out->tx_msgs) {

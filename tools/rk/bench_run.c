@@ -24,6 +24,7 @@ uint64_t bench_cpu_ns(void)
 void bench_watch_start(struct bench_watch *w, const struct bench_ctx *c, uint64_t now)
 {
 	memset(w, 0, sizeof(*w));
+	w->start_ns = now;
 	w->limit_ns = (uint64_t)c->l->watchdog_s * 1000000000ull;
 	w->last_progress = now;
 	w->next_check = now + BENCH_CHECK_NS;

@@ -45,6 +45,7 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 		  struct bench_run *out, struct rk_error *err);
 
 struct bench_watch {
+	uint64_t start_ns; /* bench_watch_start()'s @now */
 	uint64_t limit_ns;
 	uint64_t last_progress;
 	uint64_t next_check;
