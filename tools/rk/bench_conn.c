@@ -339,6 +339,25 @@ static void conn_opts(struct bench_ctx *c, struct bench_qp *q, struct rk_conn_op
 	 * instead of the library's 10 ms, or small SENDs run at RNR speed.
 	 */
 	o->min_rnr_timer = 12;
+	/*
+	 * READs in flight are capped by the QP's rd_atomic, not by tx-depth:
+	 * the library's 16 would throttle a READ benchmark to 16 outstanding
+	 * requests. Allow tx-depth, up to the device's limit (perftest's -o
+	 * defaults to the device's limit too). The peer's side is negotiated
+	 * by rdma_cm or clamped when the QP is connected.
+	 */
+	if (c->p->op == BENCH_OP_READ) {
+		const struct rk_device_info *di = rk_device_get_info(c->dev);
+		uint32_t rd = c->p->tx_depth;
+
+		if (rd > di->max_qp_rd_atom)
+			rd = di->max_qp_rd_atom;
+		if (rd > di->max_qp_init_rd_atom)
+			rd = di->max_qp_init_rd_atom;
+		if (rd > UINT8_MAX)
+			rd = UINT8_MAX;
+		o->max_rd_atomic = (uint8_t)(rd ? rd : 1);
+	}
 	o->prepare = prepare_receives;
 	o->prepare_arg = q;
 }
