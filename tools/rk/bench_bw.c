@@ -33,8 +33,6 @@ struct bw_state {
 	uint64_t done_total, rx_total;
 	uint64_t win_t, win_msgs, win_min; /* peak-rate window (tick, count, least) */
 	double peak_bps;
-	uint64_t next_check, check_ticks; /* ticks */
-	int moved;			  /* completions since the last check */
 };
 
 static enum rk_op rk_op_of(uint32_t op)
@@ -162,25 +160,6 @@ static void update_peak(struct bw_state *s, uint64_t t)
 	s->win_msgs = s->done_total;
 }
 
-/* The watchdog and the control channel, every BENCH_CHECK_NS (see bench_lat.c). */
-static int check(struct bench_ctx *c, struct bw_state *s, struct bench_watch *w, uint64_t t,
-		 int tx_done, struct rk_error *err)
-{
-	uint64_t now;
-
-	if (t < s->next_check && t + s->check_ticks >= s->next_check)
-		return 0;
-	now = bench_ns_at(t);
-	s->next_check = t + s->check_ticks;
-	if (s->moved) {
-		s->moved = 0;
-		w->last_progress = now;
-	}
-	return bench_watch_check(
-	    c, w, now, tx_done ? "waiting for the peer's messages" : "waiting for completions",
-	    err);
-}
-
 /*
  * A side with nothing to post or receive: sleep on the control socket
  * until the peer's DONE (or its silence trips the watchdog).
@@ -233,8 +212,6 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 	s.win_min = iters ? iters * p->num_qp / 64 : 0;
 	if (s.win_min < (uint64_t)p->tx_depth * p->num_qp)
 		s.win_min = (uint64_t)p->tx_depth * p->num_qp;
-	s.check_ticks = bench_ticks_for(BENCH_CHECK_NS);
-	s.next_check = t0 + s.check_ticks;
 	bench_watch_start(&w, c, bench_ns_at(t0));
 	w.passive = !tx;
 	if (!tx) {
@@ -267,7 +244,6 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 			r = handle_completions(c, n, &s, err);
 			if (r)
 				return r;
-			s.moved = 1;
 			update_peak(&s, t);
 		}
 		if (!iters && !s.stopping && t >= s.end)
@@ -282,7 +258,9 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		}
 		if (tx_done && w.peer_done && (!c->receives || s.rx_total >= w.peer_count))
 			break;
-		r = check(c, &s, &w, t, tx_done, err);
+		r = bench_watch_tick(
+		    c, &w, t, s.done_total + s.rx_total,
+		    tx_done ? "waiting for the peer's messages" : "waiting for completions", err);
 		if (r)
 			return r;
 	}

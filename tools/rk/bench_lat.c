@@ -32,10 +32,7 @@ struct lat_state {
 	uint64_t to_repost;   /* consumed receives to post again */
 	uint64_t t_end;	      /* tick: the last message of the run arrived */
 	uint64_t wait_from;   /* tick: the current wait began */
-	uint64_t next_check;  /* tick: look at the watchdog and control channel */
-	uint64_t check_ticks; /* BENCH_CHECK_NS in ticks */
 	uint64_t yield_ticks; /* YIELD_AFTER_NS in ticks */
-	uint64_t seen;	      /* count at the last check */
 	struct rk_wr wr;
 	struct bench_watch w;
 };
@@ -122,27 +119,6 @@ static int repost(struct bench_ctx *c, struct lat_state *s, struct rk_error *err
  */
 #define YIELD_AFTER_NS 250000ull
 
-/*
- * The watchdog, heartbeats and the control channel, every BENCH_CHECK_NS.
- * Progress is the count having moved since the last check. A reading far
- * before the deadline's window means another CPU's TSC: check then too.
- */
-static int check(struct bench_ctx *c, struct lat_state *s, uint64_t t, const char *what,
-		 struct rk_error *err)
-{
-	uint64_t now;
-
-	if (t < s->next_check && t + s->check_ticks >= s->next_check)
-		return 0;
-	now = bench_ns_at(t);
-	s->next_check = t + s->check_ticks;
-	if (s->count != s->seen) {
-		s->seen = s->count;
-		s->w.last_progress = now;
-	}
-	return bench_watch_check(c, &s->w, now, what, err);
-}
-
 /* Periodic work while waiting: 1 = the peer said DONE and all is answered. */
 static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
 {
@@ -151,7 +127,7 @@ static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, stru
 
 	if (t > s->wait_from + s->yield_ticks)
 		sched_yield();
-	r = check(c, s, t, what, err);
+	r = bench_watch_tick(c, &s->w, t, s->count, what, err);
 	if (r)
 		return r;
 	if (!c->is_client && s->w.peer_done) {
@@ -271,7 +247,7 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 						      : bench_ticks_ns(t0, t1) / 2);
 		s->count++;
 		s->t_end = t1;
-		r = check(c, s, t1, "measuring latency", err);
+		r = bench_watch_tick(c, &s->w, t1, s->count, "measuring latency", err);
 		if (r)
 			return r;
 	}
@@ -341,12 +317,10 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 
 	build_wr(c, &s);
 	c->qps[0].recvd = 0;
-	s.check_ticks = bench_ticks_for(BENCH_CHECK_NS);
 	s.yield_ticks = bench_ticks_for(YIELD_AFTER_NS);
 	cpu0 = bench_cpu_ns();
 	t0 = bench_ticks();
 	s.t_end = s.wait_from = t0;
-	s.next_check = t0 + s.check_ticks;
 	bench_watch_start(&s.w, c, bench_ns_at(t0));
 	if (c->is_client)
 		r = run_client(c, &s, iters, t0 + bench_ticks_for(dur_ns), out, err);

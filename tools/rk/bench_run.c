@@ -29,6 +29,21 @@ void bench_watch_start(struct bench_watch *w, const struct bench_ctx *c, uint64_
 	w->last_progress = now;
 	w->next_check = now + BENCH_CHECK_NS;
 	w->next_beat = now + BEAT_NS;
+	w->check_ticks = bench_ticks_for(BENCH_CHECK_NS);
+	w->check_at = bench_ticks() + w->check_ticks;
+}
+
+int bench_watch_tick_slow(struct bench_ctx *c, struct bench_watch *w, uint64_t t, uint64_t progress,
+			  const char *what, struct rk_error *err)
+{
+	uint64_t now = bench_ns_at(t);
+
+	w->check_at = t + w->check_ticks;
+	if (progress != w->seen) {
+		w->seen = progress;
+		w->last_progress = now;
+	}
+	return bench_watch_check(c, w, now, what, err);
 }
 
 int bench_send_done(struct bench_ctx *c, uint64_t count, struct rk_error *err)
