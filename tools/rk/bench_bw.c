@@ -13,7 +13,6 @@
  * no CPU, as perftest's server does.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -160,26 +159,6 @@ static void update_peak(struct bw_state *s, uint64_t t)
 	s->win_msgs = s->done_total;
 }
 
-/*
- * A side with nothing to post or receive: sleep on the control socket
- * until the peer's DONE (or its silence trips the watchdog).
- */
-static int wait_passive(struct bench_ctx *c, struct bench_watch *w, struct rk_error *err)
-{
-	while (!w->peer_done) {
-		struct pollfd pf = {.fd = c->ctl.fd, .events = POLLIN};
-		int r = poll(&pf, 1, 100);
-
-		if (r < 0 && errno != EINTR)
-			return bench_fail(err, errno, "poll control socket: %s", strerror(errno));
-		r = bench_watch_check(c, w, bench_now_ns(), "waiting for the sender to finish",
-				      err);
-		if (r)
-			return r;
-	}
-	return 0;
-}
-
 static int all_done(const struct bench_ctx *c, const struct bw_state *s, const int *finals)
 {
 	for (uint32_t i = 0; i < c->p->num_qp; i++) {
@@ -219,7 +198,7 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		if (r)
 			return r;
 		if (!c->receives) {
-			r = wait_passive(c, &w, err);
+			r = bench_wait_peer(c, &w, "waiting for the sender to finish", err);
 			if (r)
 				return r;
 			out->wall_ns = w.peer_done_ns - w.start_ns;

@@ -13,7 +13,6 @@
  * Both ends finish with DONE and their counts, which must agree.
  */
 #include <errno.h>
-#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -255,16 +254,9 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 	if (r)
 		return r;
 	s->w.passive = 1;
-	while (!s->w.peer_done) {
-		struct pollfd pf = {.fd = c->ctl.fd, .events = POLLIN};
-
-		if (poll(&pf, 1, 100) < 0 && errno != EINTR)
-			return bench_fail(err, errno, "poll control socket: %s", strerror(errno));
-		r = bench_watch_check(c, &s->w, bench_now_ns(), "waiting for the server's count",
-				      err);
-		if (r)
-			return r;
-	}
+	r = bench_wait_peer(c, &s->w, "waiting for the server's count", err);
+	if (r)
+		return r;
 	if (c->p->op != BENCH_OP_READ && s->w.peer_count != s->count)
 		return bench_fail(err, EPROTO, "the server answered %llu of %llu pings",
 				  (unsigned long long)s->w.peer_count,
@@ -279,18 +271,8 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 	s->w.passive = 1;
 	if (c->p->op == BENCH_OP_READ) {
 		/* The READs are served by the device; wait for the client's DONE. */
-		while (!s->w.peer_done) {
-			struct pollfd pf = {.fd = c->ctl.fd, .events = POLLIN};
-
-			if (poll(&pf, 1, 100) < 0 && errno != EINTR)
-				return bench_fail(err, errno, "poll control socket: %s",
-						  strerror(errno));
-			r = bench_watch_check(c, &s->w, bench_now_ns(), "waiting for the client",
-					      err);
-			if (r)
-				return r;
-		}
-		return bench_send_done(c, 0, err);
+		r = bench_wait_peer(c, &s->w, "waiting for the client", err);
+		return r ?: bench_send_done(c, 0, err);
 	}
 	for (;;) {
 		r = wait_message(c, s, err);

@@ -90,6 +90,13 @@ static inline int bench_watch_tick(struct bench_ctx *c, struct bench_watch *w, u
 	return bench_watch_tick_slow(c, w, t, progress, what, err);
 }
 
+/*
+ * bench_wait_peer - sleep on the control socket until the peer's DONE
+ * arrives or the watchdog fires; @what names the wait for its message.
+ */
+int bench_wait_peer(struct bench_ctx *c, struct bench_watch *w, const char *what,
+		    struct rk_error *err);
+
 /* bench_send_done - tell the peer how many messages this side sent. */
 int bench_send_done(struct bench_ctx *c, uint64_t count, struct rk_error *err);
 
