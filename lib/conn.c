@@ -68,6 +68,16 @@ static int resolve_opts(struct rk_device *dev, const struct rk_conn_opts *in,
 	return 0;
 }
 
+/* The mask of the smallest power of two >= @depth (see struct rk_conn). */
+static uint64_t ring_mask(uint32_t depth)
+{
+	uint64_t size = 1;
+
+	while (size < depth)
+		size <<= 1;
+	return size - 1;
+}
+
 int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
 		  struct rk_conn **out)
 {
@@ -91,8 +101,10 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 	c->rq_depth = c->opts.rq_depth;
 	c->signal_every = c->opts.signal_every;
 	c->local_mtu = c->opts.max_mtu;
-	c->sq_ids = calloc(c->sq_depth, sizeof(*c->sq_ids));
-	c->rq_ids = calloc(c->rq_depth, sizeof(*c->rq_ids));
+	c->sq_mask = ring_mask(c->sq_depth);
+	c->rq_mask = ring_mask(c->rq_depth);
+	c->sq_ids = calloc(c->sq_mask + 1, sizeof(*c->sq_ids));
+	c->rq_ids = calloc(c->rq_mask + 1, sizeof(*c->rq_ids));
 	c->wrs = calloc(c->sq_depth, sizeof(*c->wrs));
 	c->sges = calloc(c->sq_depth, sizeof(*c->sges));
 	if (!c->sq_ids || !c->rq_ids || !c->wrs || !c->sges) {

@@ -103,44 +103,63 @@ void rk_cq_detach(struct rk_cq *cq, struct rk_conn *conn)
 	for (unsigned i = 0; i < cq->nconns; i++)
 		if (cq->conns[i] == conn) {
 			cq->conns[i] = cq->conns[--cq->nconns];
+			if (cq->last == conn)
+				cq->last = NULL;
 			return;
 		}
 }
 
-static struct rk_conn *find_conn(struct rk_cq *cq, uint32_t qp_num)
+/* The QP's connection, or NULL: one that is gone (its QP was destroyed). */
+static __attribute__((noinline)) struct rk_conn *find_conn_slow(struct rk_cq *cq, uint32_t qp_num)
 {
 	for (unsigned i = 0; i < cq->nconns; i++)
 		if (cq->conns[i]->qp && cq->conns[i]->qp->qp_num == qp_num)
-			return cq->conns[i];
+			return cq->last = cq->conns[i];
 	return NULL;
 }
 
+/* Completions come in runs from one QP: look at the last one's first. */
+static inline struct rk_conn *find_conn(struct rk_cq *cq, uint32_t qp_num)
+{
+	if (cq->last && cq->last->qp && cq->last->qp->qp_num == qp_num)
+		return cq->last;
+	return find_conn_slow(cq, qp_num);
+}
+
+/* A failed completion: the connection keeps the first error. */
+static __attribute__((noinline, cold)) void wc_failed(struct rk_conn *conn, const struct ibv_wc *wc)
+{
+	struct rk_error e;
+
+	if (conn->first_errno)
+		return;
+	rk_error_from_wc(&e, wc);
+	rk_conn_fail(conn, RK_CONN_ERROR, &e);
+}
+
 /* Translate wc->wr_id back and retire slots. 0: keep the completion, -1: drop it. */
-static int fix_wc(struct rk_cq *cq, struct ibv_wc *wc)
+static inline int fix_wc(struct rk_cq *cq, struct ibv_wc *wc)
 {
 	struct rk_conn *conn = find_conn(cq, wc->qp_num);
 	uint64_t seq = wc->wr_id & ~RK_RECV_TAG;
-	struct rk_error e;
 
-	if (!conn) {
+	if (__builtin_expect(!conn, 0)) {
 		rk_dbg("dropping a completion of qp 0x%x, which is gone", wc->qp_num);
 		return -1;
 	}
 	if (wc->wr_id & RK_RECV_TAG) {
 		if (seq < conn->rq_tail || seq >= conn->rq_head)
 			return -1;
-		wc->wr_id = conn->rq_ids[seq % conn->rq_depth];
+		wc->wr_id = conn->rq_ids[seq & conn->rq_mask];
 		conn->rq_tail = seq + 1;
 	} else {
 		if (seq < conn->sq_tail || seq >= conn->sq_head)
 			return -1;
-		wc->wr_id = conn->sq_ids[seq % conn->sq_depth];
+		wc->wr_id = conn->sq_ids[seq & conn->sq_mask];
 		conn->sq_tail = seq + 1;
 	}
-	if (wc->status != IBV_WC_SUCCESS && !conn->first_errno) {
-		rk_error_from_wc(&e, wc);
-		rk_conn_fail(conn, RK_CONN_ERROR, &e);
-	}
+	if (__builtin_expect(wc->status != IBV_WC_SUCCESS, 0))
+		wc_failed(conn, wc);
 	return 0;
 }
 
@@ -149,8 +168,8 @@ int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err)
 	int r, kept = 0;
 
 	r = ibv_poll_cq(cq->cq, n, wc);
-	if (r < 0)
-		return rk_err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
+	if (r <= 0)
+		return r < 0 ? rk_err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)") : 0;
 	for (int i = 0; i < r; i++) {
 		if (fix_wc(cq, &wc[i]))
 			continue;

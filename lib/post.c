@@ -30,14 +30,24 @@ static int opcode(enum rk_op op, enum ibv_wr_opcode *out)
 	return -EINVAL;
 }
 
-unsigned rk_sq_room(const struct rk_conn *c)
+static inline unsigned sq_room(const struct rk_conn *c)
 {
 	return c->sq_depth - (unsigned)(c->sq_head - c->sq_tail);
 }
 
-unsigned rk_rq_room(const struct rk_conn *c)
+static inline unsigned rq_room(const struct rk_conn *c)
 {
 	return c->rq_depth - (unsigned)(c->rq_head - c->rq_tail);
+}
+
+unsigned rk_sq_room(const struct rk_conn *c)
+{
+	return sq_room(c);
+}
+
+unsigned rk_rq_room(const struct rk_conn *c)
+{
+	return rq_room(c);
 }
 
 static int not_connected(const struct rk_conn *c, struct rk_error *err)
@@ -57,13 +67,14 @@ static int not_connected(const struct rk_conn *c, struct rk_error *err)
  * small message's latency path every store counts (and under emulation a
  * 128-byte memset costs more than the rest of this function).
  */
-static int build(struct rk_conn *c, unsigned i, const struct rk_wr *w, struct rk_error *err)
+static inline __attribute__((always_inline)) int build(struct rk_conn *c, unsigned i,
+						       const struct rk_wr *w, struct rk_error *err)
 {
 	struct ibv_send_wr *wr = &c->wrs[i];
 	struct ibv_sge *sge = &c->sges[i];
 	unsigned flags = 0;
 
-	if (opcode(w->op, &wr->opcode))
+	if (__builtin_expect(opcode(w->op, &wr->opcode), 0))
 		return rk_err_set(err, EINVAL, "rk_post", "unknown op %d", (int)w->op);
 	sge->addr = (uintptr_t)w->addr;
 	sge->length = w->len;
@@ -80,72 +91,93 @@ static int build(struct rk_conn *c, unsigned i, const struct rk_wr *w, struct rk
 	wr->imm_data = w->op == RK_OP_SEND_IMM || w->op == RK_OP_WRITE_IMM ? htonl(w->imm) : 0;
 	wr->wr.rdma.remote_addr = w->remote_addr;
 	wr->wr.rdma.rkey = w->rkey;
-	c->sq_ids[(c->sq_head + i) % c->sq_depth] = w->wr_id;
+	c->sq_ids[(c->sq_head + i) & c->sq_mask] = w->wr_id;
 	return 0;
 }
 
 /*
  * Every signal_every-th WR is signaled, and so is the last of a post that
  * leaves less room than one signaling interval: otherwise the queue could
- * fill with unsignaled WRs that no completion will ever retire.
+ * fill with unsignaled WRs that no completion will ever retire. @run is
+ * the count of unsignaled WRs before this one; returns its new value.
  */
-static void signal_policy(struct rk_conn *c, const struct rk_wr *wrs, unsigned n)
+static uint32_t signal_policy(struct rk_conn *c, unsigned i, unsigned n, unsigned outstanding,
+			      const struct rk_wr *w, uint32_t run)
 {
-	unsigned outstanding = (unsigned)(c->sq_head - c->sq_tail) + n;
-	uint32_t run = c->unsignaled_run;
-
-	for (unsigned i = 0; i < n; i++) {
-		int sig = (wrs[i].flags & RK_WR_SIGNALED) || run + 1 >= c->signal_every;
-
-		if (i == n - 1 && outstanding + c->signal_every > c->sq_depth)
-			sig = 1;
-		if (sig) {
-			c->wrs[i].send_flags |= IBV_SEND_SIGNALED;
-			run = 0;
-		} else {
-			run++;
-		}
+	if ((w->flags & RK_WR_SIGNALED) || run + 1 >= c->signal_every ||
+	    (i == n - 1 && outstanding + c->signal_every > c->sq_depth)) {
+		c->wrs[i].send_flags |= IBV_SEND_SIGNALED;
+		return 0;
 	}
+	return run + 1;
 }
 
-int rk_post_list(struct rk_conn *c, const struct rk_wr *wrs, unsigned n, struct rk_error *err)
+/* The error side of post_chain(), kept out of its way. */
+static __attribute__((noinline, cold)) int post_failed(struct rk_conn *c, const struct rk_wr *wrs,
+						       unsigned n, int r, struct ibv_send_wr *bad,
+						       struct rk_error *err)
 {
-	struct ibv_send_wr *bad = NULL;
-	unsigned posted;
-	int r;
+	/* Only the WRs before @bad are on the queue: count their signals. */
+	unsigned posted = bad >= c->wrs && bad < c->wrs + n ? (unsigned)(bad - c->wrs) : 0;
 
-	if (n == 0)
-		return 0;
-	if (c->state != RK_CONN_CONNECTED)
-		return not_connected(c, err);
-	if (n > rk_sq_room(c))
-		return rk_err_set(err, ENOBUFS, "rk_post", "%u WRs, %u free send slots of %u", n,
-				  rk_sq_room(c), c->sq_depth);
-	for (unsigned i = 0; i < n; i++) {
-		r = build(c, i, &wrs[i], err);
-		if (r)
-			return r;
-		c->wrs[i].next = i + 1 < n ? &c->wrs[i + 1] : NULL;
-	}
-	signal_policy(c, wrs, n);
-	r = ibv_post_send(c->qp, c->wrs, &bad);
-	posted = r ? (unsigned)(bad ? bad - c->wrs : 0) : n;
 	for (unsigned i = 0; i < posted; i++)
 		c->unsignaled_run =
 		    (c->wrs[i].send_flags & IBV_SEND_SIGNALED) ? 0 : c->unsignaled_run + 1;
 	c->sq_head += posted;
-	if (r) {
-		rk_err_ret(err, r, "ibv_post_send", "WR %u of %u (op %d, %u bytes)", posted, n,
-			   (int)wrs[posted < n ? posted : 0].op, wrs[posted < n ? posted : 0].len);
-		rk_err_set_qp(err, c->qp->qp_num);
-		return posted ? (int)posted : (r > 0 ? -r : -EIO);
+	rk_err_ret(err, r, "ibv_post_send", "WR %u of %u (op %d, %u bytes)", posted, n,
+		   (int)wrs[posted < n ? posted : 0].op, wrs[posted < n ? posted : 0].len);
+	rk_err_set_qp(err, c->qp->qp_num);
+	return posted ? (int)posted : (r > 0 ? -r : -EIO);
+}
+
+static __attribute__((noinline, cold)) int post_refused(struct rk_conn *c, unsigned n,
+							struct rk_error *err)
+{
+	if (c->state != RK_CONN_CONNECTED)
+		return not_connected(c, err);
+	return rk_err_set(err, ENOBUFS, "rk_post", "%u WRs, %u free send slots of %u", n,
+			  sq_room(c), c->sq_depth);
+}
+
+/*
+ * rk_post and rk_post_list in one body, inlined into both so that the
+ * single-WR post (a latency path) compiles without the loops.
+ */
+static inline __attribute__((always_inline)) int
+post_chain(struct rk_conn *c, const struct rk_wr *wrs, unsigned n, struct rk_error *err)
+{
+	struct ibv_send_wr *bad = NULL;
+	unsigned outstanding;
+	uint32_t run;
+	int r;
+
+	if (c->state != RK_CONN_CONNECTED || n > sq_room(c))
+		return post_refused(c, n, err);
+	outstanding = (unsigned)(c->sq_head - c->sq_tail) + n;
+	run = c->unsignaled_run;
+	for (unsigned i = 0; i < n; i++) {
+		r = build(c, i, &wrs[i], err);
+		if (r)
+			return r;
+		run = signal_policy(c, i, n, outstanding, &wrs[i], run);
+		c->wrs[i].next = i + 1 < n ? &c->wrs[i + 1] : NULL;
 	}
+	r = ibv_post_send(c->qp, c->wrs, &bad);
+	if (r)
+		return post_failed(c, wrs, n, r, bad, err);
+	c->sq_head += n;
+	c->unsignaled_run = run;
 	return (int)n;
+}
+
+int rk_post_list(struct rk_conn *c, const struct rk_wr *wrs, unsigned n, struct rk_error *err)
+{
+	return n ? post_chain(c, wrs, n, err) : 0;
 }
 
 int rk_post(struct rk_conn *c, const struct rk_wr *wr, struct rk_error *err)
 {
-	int r = rk_post_list(c, wr, 1, err);
+	int r = post_chain(c, wr, 1, err);
 
 	return r == 1 ? 0 : r;
 }
@@ -161,10 +193,10 @@ int rk_post_recv(struct rk_conn *c, void *addr, uint32_t len, uint32_t lkey, uin
 
 	if (c->state == RK_CONN_ERROR || c->state == RK_CONN_DISCONNECTED)
 		return not_connected(c, err);
-	if (!rk_rq_room(c))
+	if (!rq_room(c))
 		return rk_err_set(err, ENOBUFS, "rk_post_recv", "all %u receive slots posted",
 				  c->rq_depth);
-	c->rq_ids[c->rq_head % c->rq_depth] = wr_id;
+	c->rq_ids[c->rq_head & c->rq_mask] = wr_id;
 	r = ibv_post_recv(c->qp, &wr, &bad);
 	if (r) {
 		r = rk_err_ret(err, r, "ibv_post_recv", "%u bytes", len);

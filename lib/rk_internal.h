@@ -35,6 +35,7 @@ struct rk_cq {
 	uint64_t events;
 	struct rk_conn **conns; /* connections whose QP reports here */
 	unsigned nconns, cap;
+	struct rk_conn *last; /* the one the last completion was for */
 };
 
 struct rk_conn {
@@ -53,9 +54,15 @@ struct rk_conn {
 	 * number (bit 63 set for receives); the caller's wr_id is kept here.
 	 * A completion for sequence s retires every slot up to s, which is
 	 * what makes selective signaling and flushes add up.
+	 *
+	 * The id arrays are rings of a power of two >= the depth, indexed by
+	 * the sequence & mask: a modulo by a variable would be a division on
+	 * every post and completion (tens of cycles on hardware, a helper call
+	 * under emulation).
 	 */
 	uint64_t *sq_ids, sq_head, sq_tail;
 	uint64_t *rq_ids, rq_head, rq_tail;
+	uint64_t sq_mask, rq_mask;
 	uint32_t unsignaled_run;
 	struct ibv_send_wr *wrs; /* scratch for rk_post_list, sq_depth long */
 	struct ibv_sge *sges;
