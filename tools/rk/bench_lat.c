@@ -145,15 +145,17 @@ static int post(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 	int r;
 
 	/* Unsignaled WRs hold slots until a signaled one retires them. */
-	if (rk_sq_room(conn) == 0)
+	if (rk_sq_room(conn) == 0) {
 		s->wait_from = bench_ticks();
-	while (rk_sq_room(conn) == 0) {
-		r = reap(c, s, err);
-		if (r < 0)
-			return r;
-		r = tick(c, s, "waiting for send completions", err);
-		if (r)
-			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
+		do {
+			r = reap(c, s, err);
+			if (r < 0)
+				return r;
+			r = tick(c, s, "waiting for send completions", err);
+			if (r)
+				return r < 0 ? r
+					     : bench_fail(err, EPROTO, "the peer stopped mid-run");
+		} while (rk_sq_room(conn) == 0);
 	}
 	s->wr.wr_id = s->count;
 	if (c->p->op == BENCH_OP_WRITE)

@@ -116,27 +116,16 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 	return 0;
 }
 
-int bench_poll(struct bench_ctx *c, struct rk_error *err)
+int bench_poll_wait(struct bench_ctx *c, struct rk_error *err)
 {
-	int n;
+	int n = rk_cq_wait(c->cq, c->wc, BENCH_WC_BATCH, 10, err);
 
-	if (c->l->poll == RK_WAIT_BUSY) {
-		n = rk_cq_poll(c->cq, c->wc, BENCH_WC_BATCH, err);
-	} else {
-		n = rk_cq_wait(c->cq, c->wc, BENCH_WC_BATCH, 10, err);
-		if (n == -ETIMEDOUT)
-			n = 0;
-	}
-	if (n < 0)
-		return n;
-	for (int i = 0; i < n; i++) {
-		const struct ibv_wc *wc = &c->wc[i];
+	return n == -ETIMEDOUT ? 0 : n;
+}
 
-		/* The library's text names the status, the QP and a hint. */
-		if (wc->status != IBV_WC_SUCCESS) {
-			rk_error_from_wc(err, wc);
-			return -EIO;
-		}
-	}
-	return n;
+int bench_wc_failed(const struct ibv_wc *wc, struct rk_error *err)
+{
+	/* The library's text names the status, the QP and a hint. */
+	rk_error_from_wc(err, wc);
+	return -EIO;
 }
