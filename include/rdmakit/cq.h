@@ -59,7 +59,9 @@ RK_API void rk_cq_destroy(struct rk_cq *cq);
  * rk_cq_poll - take up to @n completions without waiting. Returns the count
  * (0 if none) or a negative errno. Failed completions are returned like any
  * other (check wc.status; rk_error_from_wc() decodes them) and are also
- * recorded as their connection's first error.
+ * recorded as their connection's first error. Cost: one ibv_poll_cq (no
+ * system call) and a few dozen instructions per completion to map it back
+ * to its connection and wr_id; nothing is allocated.
  */
 RK_API int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err);
 
