@@ -180,7 +180,12 @@ static void teardown(struct side *s)
 static uint32_t make_payload(char *p, uint32_t id)
 {
 	uint32_t len = 16 + id % (MAX_PAYLOAD - 16);
-	char text[MAX_PAYLOAD + 1];
+	/*
+	 * Zero-filled: the sentence can end before `len` bytes (id 94: 108
+	 * characters for 110 bytes), and every byte we send must be defined -
+	 * both sides compute this payload and compare it byte by byte.
+	 */
+	char text[MAX_PAYLOAD + 1] = {0};
 
 	snprintf(text, sizeof(text), "request %u: %s", id,
 		 "the quick brown fox jumps over the lazy dog, again and again and again, "
