@@ -150,10 +150,20 @@ static void free_side(struct side *s)
 	rk_device_close(s->dev);
 }
 
+/*
+ * Queue depths that are not powers of two, and small enough that the
+ * library's wr_id rings (a power of two >= the depth, indexed by mask) wrap
+ * several times in a run: every wr_id the tests check goes through them.
+ * The client's send queue holds the 64-WR post list; the server's is 6.
+ */
 static struct rk_conn_opts conn_opts(struct side *s)
 {
-	struct rk_conn_opts o = {
-	    .max_inline = 64, .wait_mode = wait_mode, .prepare = prepare, .prepare_arg = s};
+	struct rk_conn_opts o = {.sq_depth = 100,
+				 .rq_depth = 6,
+				 .max_inline = 64,
+				 .wait_mode = wait_mode,
+				 .prepare = prepare,
+				 .prepare_arg = s};
 	return o;
 }
 
@@ -244,6 +254,7 @@ static void server(const char *addr, const char *port, int ready_fd)
 	s.dev = lt_open_device(0);
 	alloc_buffers(&s, RK_ACCESS_REMOTE_WRITE | RK_ACCESS_REMOTE_READ);
 	o = conn_opts(&s);
+	o.sq_depth = 6;
 	if (manual) {
 		struct rk_oob_info li, ri;
 		int lfd, fd;
