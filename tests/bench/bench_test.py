@@ -102,6 +102,11 @@ def check_doc(doc, want_sizes, what):
                 fail("%s: %d samples, %d iterations" % (tag, lat["samples"], r["iterations"]))
         if r["cpu"]["local_us_per_msg"] < 0 or r["cpu"]["peer_us_per_msg"] < 0:
             fail("%s: negative CPU" % tag)
+        # One thread a side: its CPU time cannot exceed the run's wall time
+        # by more than the readings around it (a tiny run under emulation).
+        for side in ("local_pct", "peer_pct"):
+            if not 0 <= r["cpu"][side] <= 150:
+                fail("%s: CPU %s %g %%" % (tag, side, r["cpu"][side]))
 
 
 def bench_json(port, args, want_sizes, what, server_args=()):

@@ -178,7 +178,7 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 	int finals[BENCH_MAX_QP] = {0};
 	struct bw_state s = {.size = size, .iters = iters};
 	struct bench_watch w;
-	uint64_t t0, cpu0, t_end, t = 0;
+	uint64_t t0, cpu0, cpu_end = 0, t_end, t = 0;
 
 	for (uint32_t i = 0; i < p->num_qp; i++) {
 		c->qps[i].posted = c->qps[i].done = c->qps[i].recvd = 0;
@@ -230,6 +230,7 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		if (!tx_done && all_done(c, &s, finals)) {
 			tx_done = 1;
 			t_end = t;
+			cpu_end = bench_cpu_ns();
 			r = bench_send_done(c, s.done_total, err);
 			if (r)
 				return r;
@@ -254,7 +255,8 @@ out:
 		out->wall_ns = 1;
 	out->tx_msgs = s.done_total;
 	out->rx_msgs = s.rx_total;
-	out->cpu_ns = bench_cpu_ns() - cpu0;
+	/* Over the wall time's window: a sender's ends with its last completion. */
+	out->cpu_ns = (cpu_end ? cpu_end : bench_cpu_ns()) - cpu0;
 	out->peak_bps = s.peak_bps;
 	if (out->tx_msgs) {
 		double avg = (double)out->tx_msgs * size * 8.0 * 1e9 / (double)out->wall_ns;

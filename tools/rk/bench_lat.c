@@ -29,7 +29,8 @@ struct lat_state {
 	uint64_t count;	      /* pings sent (client) or answered (server) */
 	uint64_t pending_rx;  /* receive completions not yet consumed */
 	uint64_t to_repost;   /* consumed receives to post again */
-	uint64_t t_end;	      /* tick: the last message of the run arrived */
+	uint64_t t_end;	      /* tick: the run ended (client: last answer; server: DONE) */
+	uint64_t cpu_end;     /* bench_cpu_ns() then: the CPU share is of the same window */
 	uint64_t wait_from;   /* tick: the current wait began */
 	uint64_t yield_ticks; /* YIELD_AFTER_NS in ticks */
 	struct rk_wr wr;
@@ -252,6 +253,7 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 		if (r)
 			return r;
 	}
+	s->cpu_end = bench_cpu_ns();
 	r = bench_send_done(c, s->count, err);
 	if (r)
 		return r;
@@ -272,8 +274,13 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 
 	s->w.passive = 1;
 	if (c->p->op == BENCH_OP_READ) {
-		/* The READs are served by the device; wait for the client's DONE. */
+		/*
+		 * The READs are served by the device; wait for the client's
+		 * DONE. The run lasted until then: the CPU share is of that.
+		 */
 		r = bench_wait_peer(c, &s->w, "waiting for the client", err);
+		s->t_end = bench_ticks();
+		s->cpu_end = bench_cpu_ns();
 		return r ?: bench_send_done(c, 0, err);
 	}
 	for (;;) {
@@ -287,8 +294,10 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 		if (r)
 			return r;
 		s->count++;
-		s->t_end = bench_ticks();
 	}
+	/* The server's run lasts until the DONE: it spins up to then. */
+	s->t_end = bench_ticks();
+	s->cpu_end = bench_cpu_ns();
 	return bench_send_done(c, s->count, err);
 }
 
@@ -317,7 +326,7 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 	out->wall_ns = bench_ticks_ns(t0, s.t_end);
 	if (!out->wall_ns)
 		out->wall_ns = 1;
-	out->cpu_ns = bench_cpu_ns() - cpu0;
+	out->cpu_ns = s.cpu_end - cpu0;
 	out->peak_bps = 0;
 	return 0;
 }
