@@ -325,6 +325,28 @@ enum ibv_mtu rk_conn_path_mtu(const struct rk_conn *c)
 	return c->path_mtu;
 }
 
+int rk_conn_rd_atomic(const struct rk_conn *c, uint8_t *initiator, uint8_t *responder,
+		      struct rk_error *err)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	int r;
+
+	if (!c->qp)
+		return rk_err_set(err, ENOTCONN, "rk_conn_rd_atomic", "no QP");
+	r = ibv_query_qp(c->qp, &a, IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &ia);
+	if (r) {
+		r = rk_err_ret(err, r, "ibv_query_qp", "rd_atomic");
+		rk_err_set_qp(err, c->qp->qp_num);
+		return r;
+	}
+	if (initiator)
+		*initiator = a.max_rd_atomic;
+	if (responder)
+		*responder = a.max_dest_rd_atomic;
+	return 0;
+}
+
 uint32_t rk_conn_max_inline(const struct rk_conn *c)
 {
 	return c->max_inline;

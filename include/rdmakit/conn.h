@@ -141,6 +141,15 @@ RK_API enum ibv_mtu rk_conn_path_mtu(const struct rk_conn *conn);
 RK_API uint32_t rk_conn_max_inline(const struct rk_conn *conn);
 RK_API uint32_t rk_conn_sq_depth(const struct rk_conn *conn);
 RK_API uint32_t rk_conn_rq_depth(const struct rk_conn *conn);
+/*
+ * rk_conn_rd_atomic - the RDMA READs (and atomics) this side may have in
+ * flight (@initiator) and those of the peer it serves at once (@responder),
+ * as the QP holds them once connected: after rdma_cm's negotiation or the
+ * clamp of a manual connect, which can be below opts.max_rd_atomic. Either
+ * pointer may be NULL. Cost: one ibv_query_qp (a system call).
+ */
+RK_API int rk_conn_rd_atomic(const struct rk_conn *conn, uint8_t *initiator, uint8_t *responder,
+			     struct rk_error *err);
 /* rk_conn_qp - the struct ibv_qp (escape hatch; post through post.h). */
 RK_API struct ibv_qp *rk_conn_qp(const struct rk_conn *conn);
 RK_API struct rk_device *rk_conn_device(const struct rk_conn *conn);

@@ -398,6 +398,23 @@ static void wait_ready(int fd)
 		LT_FAIL("server did not get ready");
 }
 
+/* Both sides asked for the default READ depth: the QP holds it each way. */
+static void check_rd_atomic(const struct side *s)
+{
+	const struct rk_device_info *di = rk_device_get_info(s->dev);
+	unsigned want = 16;
+	uint8_t init = 0, resp = 0;
+	struct rk_error e;
+
+	if (want > di->max_qp_rd_atom)
+		want = di->max_qp_rd_atom;
+	if (want > di->max_qp_init_rd_atom)
+		want = di->max_qp_init_rd_atom;
+	LT_CHECK(rk_conn_rd_atomic(s->conn, &init, &resp, &e), &e);
+	if (init != want || resp != want)
+		LT_FAIL("rd_atomic: initiator %u responder %u, expected %u", init, resp, want);
+}
+
 static void client(const char *addr, const char *port)
 {
 	static const uint32_t sizes[] = {1, 4096, 1u << 20, 8u << 20};
@@ -438,6 +455,7 @@ static void client(const char *addr, const char *port)
 		memcpy(&s.peer_addr, reply, 8);
 		memcpy(&s.peer_rkey, reply + 8, 4);
 	}
+	check_rd_atomic(&s);
 	printf("connected (%s, %s): qp 0x%x path mtu %u\n", manual ? "manual" : "rdma_cm",
 	       wait_mode == RK_WAIT_BUSY    ? "busy"
 	       : wait_mode == RK_WAIT_EVENT ? "event"
