@@ -62,9 +62,26 @@ def sizes(lo, hi):
     return out
 
 
+def device_rd_atomic():
+    """The device's limit on READs in flight per QP, from ibv_devinfo -v."""
+    out = subprocess.run(["ibv_devinfo", "-d", DEV, "-v"], stdout=subprocess.PIPE,
+                         text=True, timeout=30).stdout
+    caps = {}
+    for line in out.splitlines():
+        k, _, v = line.strip().partition(":")
+        if k in ("max_qp_rd_atom", "max_qp_init_rd_atom"):
+            caps[k] = int(v)
+    return min(caps.values())
+
+
 def check_doc(doc, want_sizes, what):
     """Every record's numbers must be consistent with the parameters."""
     p = doc["params"]
+    if p["op"] == "read":
+        # READs in flight follow -t up to the device's limit, as the QP got them.
+        want = min(p["tx_depth"], device_rd_atomic(), 255)
+        if p.get("reads_in_flight") != want:
+            fail("%s: %s READs in flight, expected %d" % (what, p.get("reads_in_flight"), want))
     if p.get("clock") not in ("tsc", "clock_gettime") or \
             (p["clock"] == "tsc") != (p.get("clock_mhz", 0) > 0):
         fail("%s: clock %s at %s MHz" % (what, p.get("clock"), p.get("clock_mhz")))
@@ -123,12 +140,14 @@ def bench_json(port, args, want_sizes, what, server_args=()):
 
 
 def case_ops(port, combos, extra):
-    """Each op x mode at a few small sizes."""
+    """Each op x mode at a few small sizes; READ also with a small -t."""
     for op, mode in combos:
         args = ["--op", op, "--mode", mode, "-a", "--max-size", "16", "-n", "32", "-w", "4",
                 *extra]
         bench_json(port, args, sizes(2, 16), "%s %s %s" % (op, mode, " ".join(extra)))
         port += 1
+    bench_json(port, ["--op", "read", "-t", "8", "-s", "4096", "-n", "64", *extra], [4096],
+               "read -t 8 %s" % " ".join(extra))
 
 
 def case_all(port):

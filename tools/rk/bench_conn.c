@@ -554,6 +554,15 @@ int bench_connect(struct bench_ctx *c, struct rk_error *err)
 			return r;
 	}
 	c->me.mtu = rk_mtu_bytes(rk_conn_path_mtu(c->qps[0].conn));
+	if (p->op == BENCH_OP_READ) {
+		uint8_t init;
+
+		/* What the QP got, not what was asked: rdma_cm may negotiate it down. */
+		r = rk_conn_rd_atomic(c->qps[0].conn, &init, NULL, err);
+		if (r)
+			return r;
+		c->reads_in_flight = init;
+	}
 	c->me.buf_addr = (uintptr_t)c->base;
 	c->me.buf_len = buffer_len(p);
 	c->me.buf_rkey = rk_mr_rkey(c->mr);

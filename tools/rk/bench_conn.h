@@ -65,6 +65,7 @@ struct bench_ctx {
 	uint32_t nqp; /* QPs created so far */
 	uint8_t token[BENCH_TOKEN_LEN];
 	struct bench_side_info me, peer;
+	uint32_t reads_in_flight; /* --op read: the QPs' initiator depth, as connected */
 	struct ibv_wc wc[BENCH_WC_BATCH];
 };
 

@@ -47,6 +47,8 @@ static json_object *params_json(const struct bench_ctx *c)
 	add_int(o, "rx_depth", p->rx_depth);
 	add_int(o, "cq_mod", p->cq_mod);
 	add_int(o, "inline", p->inline_size);
+	if (p->op == BENCH_OP_READ)
+		add_int(o, "reads_in_flight", c->reads_in_flight);
 	json_object_object_add(o, "bidir", json_object_new_boolean(p->bidir));
 	add_str(o, "connection", p->oob ? "oob" : "rdma_cm");
 	add_str(o, "poll", bench_poll_name(c->l->poll));

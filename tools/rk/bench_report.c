@@ -165,6 +165,9 @@ void bench_report_header(const struct bench_report *r)
 								    : bench_poll_name(l->poll),
 	       p->iters ? "iterations" : "duration", p->iters ? p->iters : p->duration_s,
 	       p->iters ? " per QP" : " s per size", p->warmup);
+	if (p->op == BENCH_OP_READ)
+		printf(" reads in flight %u per QP (the QP's initiator depth, as connected)\n",
+		       c->reads_in_flight);
 	printf(" kernel %s | clock %s", c->me.kernel, bench_clock_name());
 	if (bench_clock_mhz() > 0)
 		printf(" (%.0f MHz)", bench_clock_mhz());
