@@ -141,15 +141,42 @@ static void post_recv(struct side *s, uint32_t i, int with_buffer)
 		ex_die_errno("ibv_post_recv");
 }
 
-/* Busy-poll one successful completion from cq, or die at the deadline. */
-static void poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+/*
+ * The CQ says nothing about a peer that has gone: a server waiting for the
+ * next request of a client that crashed would wait for its whole deadline.
+ * The CM channel does say it: when a process with a connected rdma_cm id
+ * exits, its kernel disconnects, and our side gets DISCONNECTED. Look there
+ * (a poll() that does not wait) every CM_CHECK_NS while spinning.
+ */
+#define CM_CHECK_NS 1000000ull
+
+static void check_peer(struct side *s)
 {
-	uint64_t deadline = ex_now_ns() + TIMEOUT_MS * 1000000ull;
+	struct rdma_cm_event *ev;
+
+	if (!ex_wait_fd(s->cm->fd, 0))
+		return;
+	if (rdma_get_cm_event(s->cm, &ev))
+		ex_die_errno("rdma_get_cm_event");
+	ex_die("the peer went away mid-run (%s)", rdma_event_str(ev->event));
+}
+
+/* Busy-poll one successful completion from cq; die at the deadline or when the peer leaves. */
+static void poll_one(struct side *s, struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	uint64_t now = ex_now_ns(), deadline = now + TIMEOUT_MS * 1000000ull;
+	uint64_t next_check = now + CM_CHECK_NS;
 	int n;
 
-	while ((n = ibv_poll_cq(cq, 1, wc)) == 0)
-		if (ex_now_ns() > deadline)
+	while ((n = ibv_poll_cq(cq, 1, wc)) == 0) {
+		now = ex_now_ns();
+		if (now > deadline)
 			ex_die("no completion within %d ms: is the peer alive?", TIMEOUT_MS);
+		if (now > next_check) {
+			check_peer(s);
+			next_check = now + CM_CHECK_NS;
+		}
+	}
 	if (n < 0)
 		ex_die("ibv_poll_cq failed");
 	if (wc->status != IBV_WC_SUCCESS) {
@@ -251,7 +278,7 @@ static void run_server(void *arg, int ready_fd)
 		struct ibv_sge sge;
 		struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
 
-		poll_one(s.recv_cq, &wc);
+		poll_one(&s, s.recv_cq, &wc);
 		rq = &s.req[wc.wr_id];
 		slot = ntohl(rq->slot);
 		len = ntohl(rq->len);
@@ -270,7 +297,7 @@ static void run_server(void *arg, int ready_fd)
 		 * put other requests' receive completions aside.
 		 */
 		while (sending[slot]) {
-			poll_one(s.send_cq, &swc);
+			poll_one(&s, s.send_cq, &swc);
 			sending[swc.wr_id] = 0;
 		}
 		rp = &s.resp[slot];
@@ -363,7 +390,7 @@ static void run_phase(struct side *s, uint32_t depth, uint32_t iters, uint32_t *
 			outstanding += 2;
 			issued++;
 		}
-		poll_one(s->send_cq, &wc);
+		poll_one(s, s->send_cq, &wc);
 		outstanding--;
 		if (wc.opcode == IBV_WC_SEND) {
 			state[wc.wr_id] &= ~SENDING;
@@ -441,7 +468,7 @@ static void run_client(void *arg)
 
 	/* Tell the server we are done, then disconnect. */
 	post_request(&s, 0, OP_BYE, next_id);
-	poll_one(s.send_cq, &wc);
+	poll_one(&s, s.send_cq, &wc);
 	if (rdma_disconnect(s.id))
 		ex_die_errno("rdma_disconnect");
 	rdma_ack_cm_event(get_event(&s, RDMA_CM_EVENT_DISCONNECTED));

@@ -27,4 +27,30 @@ awk -v n=$iters -v d=$depth '
 	}
 	END { if (rows != 2 || depths != " 1 " d || bad != "") { print "bad table:" bad depths; exit 1 } }
 ' "$out"
+# A client that dies mid-run: the server must notice through the CM channel
+# (DISCONNECTED), well before its 15 s completion deadline.
+srv=$(mktemp)
+trap 'rm -f "$out" "$srv"' EXIT
+"$bin" --server --port 7509 "$RK_ADDR" >"$srv" 2>&1 &
+spid=$!
+i=0
+until grep -q listening "$srv"; do
+	i=$((i + 1)); [ $i -lt 100 ] || { cat "$srv"; echo "server did not start" >&2; exit 1; }
+	sleep 0.1
+done
+"$bin" --client --port 7509 --iters 1000000 --depth 1 "$RK_ADDR" >"$out" 2>&1 &
+cpid=$!
+sleep 2
+kill -9 $cpid || { cat "$out"; echo "the client ended before it was killed" >&2; exit 1; }
+wait $cpid 2>/dev/null || true
+t0=$(date +%s)
+i=0
+while kill -0 $spid 2>/dev/null; do
+	i=$((i + 1))
+	[ $i -lt 50 ] || { kill $spid; echo "server still running 5 s after its client died" >&2; exit 1; }
+	sleep 0.1
+done
+if wait $spid; then echo "server exited 0 after its client died" >&2; exit 1; fi
+grep -q "peer went away" "$srv" || { cat "$srv"; exit 1; }
+echo "server noticed the dead client after $(( $(date +%s) - t0 )) s: $(tail -1 "$srv")"
 echo "ex08: OK"
