@@ -30,7 +30,8 @@ awk -v n=$iters -v d=$depth '
 # A client that dies mid-run: the server must notice through the CM channel
 # (DISCONNECTED), well before its 15 s completion deadline.
 srv=$(mktemp)
-trap 'rm -f "$out" "$srv"' EXIT
+spid= cpid=
+trap 'kill $spid $cpid 2>/dev/null || true; rm -f "$out" "$srv"' EXIT
 "$bin" --server --port 7509 "$RK_ADDR" >"$srv" 2>&1 &
 spid=$!
 i=0
