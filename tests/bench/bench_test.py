@@ -19,6 +19,7 @@ RK, CASE, PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ADDR = os.environ.get("RK_ADDR")
 DEV = os.environ.get("RK_DEV")
 WATCHDOG = 5
+CPU_CLOCK_SLACK_S = 0.005  # one scheduler tick and then some
 failures = []
 
 
@@ -120,10 +121,14 @@ def check_doc(doc, want_sizes, what):
         if r["cpu"]["local_us_per_msg"] < 0 or r["cpu"]["peer_us_per_msg"] < 0:
             fail("%s: negative CPU" % tag)
         # One thread a side: its CPU time cannot exceed the run's wall time
-        # by more than the readings around it (a tiny run under emulation).
+        # by more than the process CPU clock's error. In the sandbox's guest
+        # the kernel marks the TSC unstable, and the scheduler's clock then
+        # steps by up to a tick (4 ms at HZ=250): a 2.4 ms run read 208 %.
+        limit = 105 + 100 * CPU_CLOCK_SLACK_S / max(r["seconds"], 1e-6)
         for side in ("local_pct", "peer_pct"):
-            if not 0 <= r["cpu"][side] <= 150:
-                fail("%s: CPU %s %g %%" % (tag, side, r["cpu"][side]))
+            if not 0 <= r["cpu"][side] <= limit:
+                fail("%s: CPU %s %g %% over %g s (limit %g %%)"
+                     % (tag, side, r["cpu"][side], r["seconds"], limit))
 
 
 def bench_json(port, args, want_sizes, what, server_args=()):

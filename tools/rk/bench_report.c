@@ -5,7 +5,10 @@
  * time (first post to last completion), summed over the sides that send
  * (both with --bidir). Iterations are messages in bw mode and round
  * trips in lat mode, over all QPs. CPU is the process's user + system time
- * during the run, per message of the run, for each side.
+ * during the run, per message of the run, for each side. That clock is
+ * only as good as the kernel's scheduler clock: where the kernel has
+ * marked the TSC unstable (QEMU TCG guests), it can be off by up to a
+ * tick, so a run of a few milliseconds may read more than 100 %.
  */
 #include <errno.h>
 #include <math.h>
