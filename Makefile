@@ -4,14 +4,18 @@
 #   make demo    build, then run the main job over the best RDMA device available
 #   make check   build, then run every test: unit on the host, rdma in the sandbox
 #
-# Other targets: build, unit, rdma, rdma2, asan, lint, format, install, clean.
+# Other targets: build, unit, rdma, rdma2, asan, fuzz, fuzz-seeds, lint, format,
+# install, clean.
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 CMAKE_ARGS ?=
 SOFTROCE   := scripts/softroce
 
-.PHONY: all deps build demo check unit rdma rdma2 asan lint format install clean
+.PHONY: all deps build demo check unit rdma rdma2 asan fuzz fuzz-seeds lint format install clean
 
 all: build
 
@@ -44,6 +48,19 @@ asan: deps
 	ctest --test-dir $(ASAN_BUILD) -L '^unit$$' --output-on-failure
 	$(SOFTROCE) run -- scripts/check-rdma $(ASAN_BUILD) rdma -E valgrind
 
+# libFuzzer targets of fuzz/ (clang, ASan + UBSan) in a build dir of their own,
+# each run for FUZZ_SECONDS from its committed seeds (FUZZ_TARGETS: a subset).
+fuzz:
+	@scripts/deps --fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DRK_FUZZ=ON -DRK_BUILD_TESTS=OFF \
+		-DRK_BUILD_EXAMPLES=OFF $(CMAKE_ARGS)
+	cmake --build $(FUZZ_BUILD) --target fuzz_all -j$$(nproc)
+	scripts/fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Rewrite fuzz/seeds/NAME/ from each target's encoders (regression inputs stay).
+fuzz-seeds: build
+	for t in $$(ls fuzz/seeds); do $(BUILD)/fuzz/fuzz_$$t --seeds fuzz/seeds/$$t || exit 1; done
+
 demo: build
 	$(SOFTROCE) run -- scripts/demo $(BUILD)
 
@@ -58,4 +75,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

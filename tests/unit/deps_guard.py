@@ -12,7 +12,7 @@ package the install step for that file would not install:
   everything             scripts/deps --list  +  scripts/softroce deps --list
   bench/                 ... + scripts/deps --list --bench
   scripts/lint, 'make lint' and 'make format' recipes  ... + --lint
-  'make fuzz' recipe, fuzz/   ... + --fuzz (when scripts/deps knows it)
+  'make fuzz' recipe, fuzz/, scripts/fuzz   ... + --fuzz
 
 A package passes when it is on that list, is pulled in by one on it (Depends
 and Pre-Depends, as apt installs them with --no-install-recommends), or is
@@ -396,6 +396,8 @@ def _command_word(words, functions):
         yield from shell_programs(ws[2][2], ws[2][1], functions)
         return
     if w in functions or w in BUILTINS:
+        if w == "command" and len(ws) > 1 and ws[1][0] in ("-v", "-V"):
+            return  # a look-up: whether it is there, not a call
         if w in ("exec", "command"):
             rest = ws[1:]
             while rest and rest[0][0].startswith("-"):
@@ -562,7 +564,7 @@ def target_of(rel):
         return "bench"
     if rel == "scripts/lint":
         return "lint"
-    if rel.startswith("fuzz/"):
+    if rel.startswith("fuzz/") or rel == "scripts/fuzz":
         return "fuzz"
     return "check"
 
