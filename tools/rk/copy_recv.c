@@ -42,6 +42,7 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/cq.h>
 #include <rdmakit/mr.h>
+#include <rdmakit/pd.h>
 #include <rdmakit/post.h>
 
 #include "cli.h"
@@ -90,6 +91,7 @@ struct session {
 	struct cp_server *srv;
 	struct rk_cm_request *req;
 	char peer[64];
+	struct rk_pd *pd; /* the session's alone: its QPs, ring and buffers */
 	struct lane lanes[CP_MAX_LANES];
 	unsigned want_lanes, prep_lane;
 	struct rk_mr *sbufs, *ring;
@@ -655,7 +657,7 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	while (nslots > 1 && nslots * s->stride > s->srv->max_ring)
 		nslots--;
 	s->nslots = (uint16_t)nslots;
-	r = rk_mr_alloc(s->srv->dev, nslots * s->stride, RK_ACCESS_REMOTE_WRITE, err, &s->ring);
+	r = rk_mr_alloc_pd(s->pd, nslots * s->stride, RK_ACCESS_REMOTE_WRITE, err, &s->ring);
 	if (r) {
 		send_error(s, CP_E_IO, "server out of registered memory");
 		return r;
@@ -797,6 +799,7 @@ static struct rk_conn_opts conn_opts(struct session *s)
 	    .wait_mode = RK_WAIT_EVENT,
 	    .prepare = prepare,
 	    .prepare_arg = s,
+	    .pd = s->pd,
 	};
 }
 
@@ -819,8 +822,8 @@ static int take_joins(struct session *s, struct rk_error *err)
 
 		if (!reqs[l])
 			continue;
-		r = rk_mr_alloc(s->srv->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, err,
-				&s->lanes[l].rbufs);
+		r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, err,
+				   &s->lanes[l].rbufs);
 		if (r) {
 			rk_cm_request_reject(reqs[l], RK_REJECT_BUSY, "server out of memory", NULL);
 			reqs[l] = NULL;
@@ -947,6 +950,7 @@ static void session_free(struct session *s)
 	}
 	rk_mr_dereg(s->ring);
 	rk_mr_dereg(s->sbufs);
+	rk_pd_free(s->pd);
 	if (s->evfd >= 0)
 		close(s->evfd);
 	free(s->hashbuf);
@@ -1012,11 +1016,13 @@ int cp_session_start(struct cp_server *srv, struct rk_cm_request *req)
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (!s->hashbuf || s->evfd < 0)
 		goto reject;
-	r = rk_mr_alloc(srv->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
-			&s->lanes[0].rbufs);
+	r = rk_pd_alloc(srv->dev, &err, &s->pd);
 	if (!r)
-		r = rk_mr_alloc(srv->dev, (size_t)NSEND * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
-				&s->sbufs);
+		r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
+				   &s->lanes[0].rbufs);
+	if (!r)
+		r = rk_mr_alloc_pd(s->pd, (size_t)NSEND * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
+				   &s->sbufs);
 	if (r) {
 		fprintf(stderr, "rk serve: %s: %s\n", s->peer, rk_error_str(&err));
 		goto reject;
