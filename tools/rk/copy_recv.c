@@ -3,9 +3,10 @@
  * each slot the client fills into file operations and give the slot back.
  *
  * The loop is simple on purpose: a slot arrives (WRITE WITH IMMEDIATE
- * completion), its records are parsed from a private copy of the header
- * block, data is verified (XXH3-128 per chunk) and pwrite()n at its offset,
- * and one CREDIT returns the slot with the results of its records. While
+ * completion), its header block and data are copied out of the ring into
+ * memory the client cannot reach, records are parsed from that copy, data
+ * is verified (XXH3-128 per chunk) and pwrite()n at its offset, and one
+ * CREDIT returns the slot with the results of its records. While
  * we write one slot the client is already filling others, so reading at
  * the source, the wire and writing here overlap.
  *
@@ -112,6 +113,7 @@ struct session {
 	int bye, hello_done;
 	struct rfile files[MAX_OPEN];
 	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
+	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
 	uint8_t *hashbuf;
 };
 
@@ -574,14 +576,20 @@ static int handle_slot(struct session *s, const struct pending *p, struct rk_err
 	if (s->bye)
 		return -EPROTO;
 	base = (const uint8_t *)rk_mr_addr(s->ring) + (size_t)p->slot * s->stride;
-	/* Our own copy: the client could rewrite the block while we parse it. */
+	/*
+	 * Our own copies: the client can rewrite its slot at any moment, also
+	 * after posting it. What we parse, hash, write and hash again must be
+	 * one and the same bytes, so all of it comes from memory it cannot
+	 * reach (one memcpy of the slot; cheaper than the wire by far).
+	 */
 	memcpy(s->hdr, base, p->hlen);
+	memcpy(s->data, base + CP_HDR_SIZE, p->byte_len);
 	if (cp_slot_reader_init(&rd, s->hdr, p->hlen, p->byte_len) || rd.seq != p->seq)
 		return -EPROTO;
 	memset(&c, 0, sizeof(c));
 	c.slot = p->slot;
 	while ((n = cp_slot_next(&rd, &r)) == 1)
-		if (do_record(s, &c, &r, base + CP_HDR_SIZE))
+		if (do_record(s, &c, &r, s->data))
 			return -EPROTO;
 	if (n < 0)
 		return -EPROTO;
@@ -657,6 +665,11 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	while (nslots > 1 && nslots * s->stride > s->srv->max_ring)
 		nslots--;
 	s->nslots = (uint16_t)nslots;
+	s->data = rk_alloc_aligned(s->chunk);
+	if (!s->data) {
+		send_error(s, CP_E_IO, "server out of memory");
+		return -ENOMEM;
+	}
 	r = rk_mr_alloc_pd(s->pd, nslots * s->stride, RK_ACCESS_REMOTE_WRITE, err, &s->ring);
 	if (r) {
 		send_error(s, CP_E_IO, "server out of registered memory");
@@ -953,6 +966,7 @@ static void session_free(struct session *s)
 	rk_pd_free(s->pd);
 	if (s->evfd >= 0)
 		close(s->evfd);
+	rk_free_aligned(s->data);
 	free(s->hashbuf);
 	free(s);
 }

@@ -15,6 +15,10 @@
  * window is bound to a single QP (one window, rkey and bind per lane and
  * per rebind), while a PD costs one system call per session and needs no
  * change to the protocol.
+ *
+ * Within a session the client still owns its ring and can rewrite a slot at
+ * any time, also after posting it: the session copies each slot out of the
+ * ring before parsing, hashing or writing anything (copy_recv.c).
  */
 #ifndef RK_COPY_RECV_H
 #define RK_COPY_RECV_H
