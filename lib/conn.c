@@ -93,10 +93,13 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 	}
 	c->dev = dev;
 	r = resolve_opts(dev, opts ? opts : &def, &c->opts, err);
+	if (!r && c->opts.pd && c->opts.pd->dev != dev)
+		r = rk_err_set(err, EINVAL, "rk_conn_create", "opts.pd belongs to another device");
 	if (r) {
 		free(c);
 		return rk_fail(r);
 	}
+	c->pd = c->opts.pd ? c->opts.pd->pd : dev->pd;
 	c->sq_depth = c->opts.sq_depth;
 	c->rq_depth = c->opts.rq_depth;
 	c->signal_every = c->opts.signal_every;
@@ -147,13 +150,13 @@ int rk_conn_build_qp(struct rk_conn *c, struct rdma_cm_id *id, struct rk_error *
 	qa.cap.max_recv_sge = c->opts.max_recv_sge;
 	qa.cap.max_inline_data = c->opts.max_inline;
 	if (id) {
-		if (rdma_create_qp(id, c->dev->pd, &qa))
+		if (rdma_create_qp(id, c->pd, &qa))
 			return rk_err_sys(err, "rdma_create_qp", "sq %u rq %u sge %u/%u inline %u",
 					  c->sq_depth, c->rq_depth, qa.cap.max_send_sge,
 					  qa.cap.max_recv_sge, c->opts.max_inline);
 		c->qp = id->qp;
 	} else {
-		c->qp = ibv_create_qp(c->dev->pd, &qa);
+		c->qp = ibv_create_qp(c->pd, &qa);
 		if (!c->qp)
 			return rk_err_sys(err, "ibv_create_qp", "sq %u rq %u sge %u/%u inline %u",
 					  c->sq_depth, c->rq_depth, qa.cap.max_send_sge,

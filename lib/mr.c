@@ -79,8 +79,8 @@ static int reg_failed(struct rk_error *err, size_t len)
 			  cur, max);
 }
 
-int rk_mr_reg(struct rk_device *dev, void *addr, size_t len, unsigned access, struct rk_error *err,
-	      struct rk_mr **out)
+static int reg_in(struct rk_device *dev, struct ibv_pd *pd, void *addr, size_t len, unsigned access,
+		  struct rk_error *err, struct rk_mr **out)
 {
 	struct rk_mr *m;
 
@@ -94,7 +94,7 @@ int rk_mr_reg(struct rk_device *dev, void *addr, size_t len, unsigned access, st
 	if (!m)
 		return rk_err_set(err, ENOMEM, "rk_mr_reg", NULL);
 	errno = 0;
-	m->mr = ibv_reg_mr(dev->pd, addr, len, access_flags(access));
+	m->mr = ibv_reg_mr(pd, addr, len, access_flags(access));
 	if (!m->mr) {
 		int r = reg_failed(err, len);
 
@@ -105,8 +105,20 @@ int rk_mr_reg(struct rk_device *dev, void *addr, size_t len, unsigned access, st
 	return 0;
 }
 
-int rk_mr_alloc(struct rk_device *dev, size_t len, unsigned access, struct rk_error *err,
-		struct rk_mr **out)
+int rk_mr_reg(struct rk_device *dev, void *addr, size_t len, unsigned access, struct rk_error *err,
+	      struct rk_mr **out)
+{
+	return reg_in(dev, dev->pd, addr, len, access, err, out);
+}
+
+int rk_mr_reg_pd(struct rk_pd *pd, void *addr, size_t len, unsigned access, struct rk_error *err,
+		 struct rk_mr **out)
+{
+	return reg_in(pd->dev, pd->pd, addr, len, access, err, out);
+}
+
+static int alloc_in(struct rk_device *dev, struct ibv_pd *pd, size_t len, unsigned access,
+		    struct rk_error *err, struct rk_mr **out)
 {
 	void *p;
 	int r;
@@ -115,13 +127,25 @@ int rk_mr_alloc(struct rk_device *dev, size_t len, unsigned access, struct rk_er
 	p = rk_alloc_aligned(len);
 	if (!p)
 		return rk_err_sys(err, "posix_memalign", "%zu bytes", len);
-	r = rk_mr_reg(dev, p, len, access, err, out);
+	r = reg_in(dev, pd, p, len, access, err, out);
 	if (r || !*out) {
 		rk_free_aligned(p);
 		return rk_fail(r);
 	}
 	(*out)->owned = p;
 	return 0;
+}
+
+int rk_mr_alloc(struct rk_device *dev, size_t len, unsigned access, struct rk_error *err,
+		struct rk_mr **out)
+{
+	return alloc_in(dev, dev->pd, len, access, err, out);
+}
+
+int rk_mr_alloc_pd(struct rk_pd *pd, size_t len, unsigned access, struct rk_error *err,
+		   struct rk_mr **out)
+{
+	return alloc_in(pd->dev, pd->pd, len, access, err, out);
 }
 
 void rk_mr_dereg(struct rk_mr *mr)

@@ -23,6 +23,12 @@ struct rk_device {
 	struct rk_device_info info;
 };
 
+/* A PD of the caller's own (pd.h); the device's default one is dev->pd. */
+struct rk_pd {
+	struct rk_device *dev;
+	struct ibv_pd *pd;
+};
+
 struct rk_cq {
 	struct rk_device *dev;
 	struct ibv_cq *cq;
@@ -43,6 +49,7 @@ struct rk_conn {
 	struct rk_cq *cq;
 	int own_cq;
 	struct ibv_qp *qp;
+	struct ibv_pd *pd; /* opts.pd's, or the device's */
 	enum rk_conn_state state;
 	struct rk_conn_opts opts; /* with defaults resolved */
 	uint32_t sq_depth, rq_depth, max_inline, signal_every;

@@ -8,7 +8,9 @@
  *
  * Queue depths and the inline size are checked against the device. By
  * default each connection has its own CQ (used for both queues); pass
- * opts.cq to share one CQ between connections.
+ * opts.cq to share one CQ between connections. The QP lives in the
+ * device's PD unless opts.pd names another (pd.h): the peer's RDMA WRITE
+ * and READ then reach only memory registered in that PD.
  *
  * Transport timers are finite: the defaults (ACK timeout 17 = 0.5 s,
  * retry_cnt 6, rnr_retry 6) survive slow Soft-RoCE under emulation yet
@@ -32,6 +34,7 @@
 #include <rdmakit/device.h>
 #include <rdmakit/error.h>
 #include <rdmakit/oob.h>
+#include <rdmakit/pd.h>
 
 struct rk_conn;
 
@@ -66,6 +69,8 @@ struct rk_conn_opts {
 	enum ibv_mtu max_mtu;	    /* never use a larger path MTU; 0 = port's */
 	rk_conn_prepare_fn prepare; /* optional, see above */
 	void *prepare_arg;
+	struct rk_pd *pd; /* the QP's protection domain (pd.h), on the same
+			     device; NULL = the device's own */
 };
 
 enum rk_conn_state {

@@ -22,6 +22,7 @@
 #include <rdmakit/common.h>
 #include <rdmakit/device.h>
 #include <rdmakit/error.h>
+#include <rdmakit/pd.h>
 
 /* Intended use; combine with |. Local write is always granted. */
 enum rk_access {
@@ -46,6 +47,17 @@ RK_API int rk_mr_reg(struct rk_device *dev, void *addr, size_t len, unsigned acc
  */
 RK_API int rk_mr_alloc(struct rk_device *dev, size_t len, unsigned access, struct rk_error *err,
 		       struct rk_mr **out);
+
+/*
+ * rk_mr_reg_pd, rk_mr_alloc_pd - the same in protection domain @pd
+ * (pd.h) instead of the device's: the rkey then works only on QPs of @pd,
+ * so the memory is out of reach of every other connection of the device.
+ * Same cost and ownership; @pd must outlive the registration.
+ */
+RK_API int rk_mr_reg_pd(struct rk_pd *pd, void *addr, size_t len, unsigned access,
+			struct rk_error *err, struct rk_mr **out);
+RK_API int rk_mr_alloc_pd(struct rk_pd *pd, size_t len, unsigned access, struct rk_error *err,
+			  struct rk_mr **out);
 
 /* rk_mr_dereg - unregister (and free, if allocated by rk_mr_alloc). Accepts NULL. */
 RK_API void rk_mr_dereg(struct rk_mr *mr);

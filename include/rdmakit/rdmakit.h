@@ -9,6 +9,7 @@
 #include <rdmakit/error.h>
 #include <rdmakit/log.h>
 #include <rdmakit/device.h>
+#include <rdmakit/pd.h>
 #include <rdmakit/mr.h>
 #include <rdmakit/pool.h>
 #include <rdmakit/cq.h>

@@ -2,6 +2,7 @@
  * lib_errors.c - failures must be reported, decoded and bounded in time.
  *
  *   bad rkey           -> REM_ACCESS_ERR with the rkey hint
+ *   rkey of another PD -> REM_ACCESS_ERR; the same PD's rkey works
  *   lower peer MTU     -> the connection runs at the lower MTU
  *   no listener        -> error within 5 s
  *   unreachable addr   -> error within 5 s
@@ -66,6 +67,72 @@ static void bad_rkey(struct rk_device *dev)
 	rk_conn_destroy(b);
 	rk_mr_dereg(dst);
 	rk_mr_dereg(src);
+}
+
+/* WRITE from @a into @dst through @b; the completion's status. */
+static enum ibv_wc_status write_to(struct rk_conn *a, struct rk_mr *src, struct rk_mr *dst)
+{
+	struct rk_wr wr = {.op = RK_OP_WRITE,
+			   .flags = RK_WR_SIGNALED,
+			   .wr_id = 5,
+			   .addr = rk_mr_addr(src),
+			   .len = 4096,
+			   .lkey = rk_mr_lkey(src),
+			   .remote_addr = (uintptr_t)rk_mr_addr(dst),
+			   .rkey = rk_mr_rkey(dst)};
+	struct ibv_wc wc;
+	struct rk_error e;
+
+	LT_CHECK(rk_post(a, &wr, &e), &e);
+	LT_CHECK(rk_cq_wait(rk_conn_cq(a), &wc, 1, 10000, &e), &e);
+	return wc.status;
+}
+
+/*
+ * A QP in a PD of its own: memory of the device's PD is out of its reach
+ * even with the right rkey and address; memory of its PD is not.
+ */
+static void foreign_pd(struct rk_device *dev)
+{
+	struct rk_conn_opts ob = {0};
+	struct rk_conn *a, *b;
+	struct rk_mr *src, *outside, *inside;
+	struct rk_pd *pd;
+	struct rk_error e;
+	enum ibv_wc_status st;
+
+	LT_CHECK(rk_pd_alloc(dev, &e, &pd), &e);
+	if (rk_pd_device(pd) != dev || !rk_pd_ibv(pd) || rk_pd_ibv(pd) == rk_device_pd(dev))
+		LT_FAIL("rk_pd accessors");
+	ob.pd = pd;
+	LT_CHECK(rk_mr_alloc(dev, 4096, RK_ACCESS_LOCAL, &e, &src), &e);
+	LT_CHECK(rk_mr_alloc(dev, 4096, RK_ACCESS_REMOTE_WRITE, &e, &outside), &e);
+	LT_CHECK(rk_mr_alloc_pd(pd, 4096, RK_ACCESS_REMOTE_WRITE, &e, &inside), &e);
+	lt_fill(rk_mr_addr(src), 4096, 77);
+
+	lt_pair(dev, NULL, &ob, &a, &b);
+	st = write_to(a, src, outside);
+	if (st != IBV_WC_REM_ACCESS_ERR)
+		LT_FAIL("rkey of another PD gave %s", ibv_wc_status_str(st));
+	for (size_t i = 0; i < 4096; i++)
+		if (((const uint8_t *)rk_mr_addr(outside))[i])
+			LT_FAIL("memory of another PD was written at %zu", i);
+	rk_conn_destroy(a);
+	rk_conn_destroy(b);
+	printf("rkey of another PD: %s\n", ibv_wc_status_str(st));
+
+	lt_pair(dev, NULL, &ob, &a, &b);
+	st = write_to(a, src, inside);
+	if (st != IBV_WC_SUCCESS || lt_check(rk_mr_addr(inside), 4096, 77) != -1)
+		LT_FAIL("write into the QP's own PD: %s", ibv_wc_status_str(st));
+	rk_conn_destroy(a);
+	rk_conn_destroy(b);
+	printf("rkey of the QP's own PD: %s\n", ibv_wc_status_str(st));
+
+	rk_mr_dereg(inside);
+	rk_mr_dereg(outside);
+	rk_mr_dereg(src);
+	rk_pd_free(pd);
 }
 
 static void lower_mtu(struct rk_device *dev)
@@ -233,6 +300,7 @@ int main(void)
 	lt_prog = "lib_errors";
 	dev = lt_open_device(0);
 	bad_rkey(dev);
+	foreign_pd(dev);
 	lower_mtu(dev);
 	connect_fails(dev, addr, "7999", NULL, -ECONNREFUSED, "no listener");
 	connect_fails(dev, "10.77.0.99", "7999", NULL, 0, "unreachable address");

@@ -3,9 +3,10 @@
  * each slot the client fills into file operations and give the slot back.
  *
  * The loop is simple on purpose: a slot arrives (WRITE WITH IMMEDIATE
- * completion), its records are parsed from a private copy of the header
- * block, data is verified (XXH3-128 per chunk) and pwrite()n at its offset,
- * and one CREDIT returns the slot with the results of its records. While
+ * completion), its header block and data are copied out of the ring into
+ * memory the client cannot reach, records are parsed from that copy, data
+ * is verified (XXH3-128 per chunk) and pwrite()n at its offset, and one
+ * CREDIT returns the slot with the results of its records. While
  * we write one slot the client is already filling others, so reading at
  * the source, the wire and writing here overlap.
  *
@@ -42,6 +43,7 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/cq.h>
 #include <rdmakit/mr.h>
+#include <rdmakit/pd.h>
 #include <rdmakit/post.h>
 
 #include "cli.h"
@@ -90,6 +92,7 @@ struct session {
 	struct cp_server *srv;
 	struct rk_cm_request *req;
 	char peer[64];
+	struct rk_pd *pd; /* the session's alone: its QPs, ring and buffers */
 	struct lane lanes[CP_MAX_LANES];
 	unsigned want_lanes, prep_lane;
 	struct rk_mr *sbufs, *ring;
@@ -110,6 +113,7 @@ struct session {
 	int bye, hello_done;
 	struct rfile files[MAX_OPEN];
 	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
+	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
 	uint8_t *hashbuf;
 };
 
@@ -572,14 +576,20 @@ static int handle_slot(struct session *s, const struct pending *p, struct rk_err
 	if (s->bye)
 		return -EPROTO;
 	base = (const uint8_t *)rk_mr_addr(s->ring) + (size_t)p->slot * s->stride;
-	/* Our own copy: the client could rewrite the block while we parse it. */
+	/*
+	 * Our own copies: the client can rewrite its slot at any moment, also
+	 * after posting it. What we parse, hash, write and hash again must be
+	 * one and the same bytes, so all of it comes from memory it cannot
+	 * reach (one memcpy of the slot; cheaper than the wire by far).
+	 */
 	memcpy(s->hdr, base, p->hlen);
+	memcpy(s->data, base + CP_HDR_SIZE, p->byte_len);
 	if (cp_slot_reader_init(&rd, s->hdr, p->hlen, p->byte_len) || rd.seq != p->seq)
 		return -EPROTO;
 	memset(&c, 0, sizeof(c));
 	c.slot = p->slot;
 	while ((n = cp_slot_next(&rd, &r)) == 1)
-		if (do_record(s, &c, &r, base + CP_HDR_SIZE))
+		if (do_record(s, &c, &r, s->data))
 			return -EPROTO;
 	if (n < 0)
 		return -EPROTO;
@@ -655,7 +665,12 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	while (nslots > 1 && nslots * s->stride > s->srv->max_ring)
 		nslots--;
 	s->nslots = (uint16_t)nslots;
-	r = rk_mr_alloc(s->srv->dev, nslots * s->stride, RK_ACCESS_REMOTE_WRITE, err, &s->ring);
+	s->data = rk_alloc_aligned(s->chunk);
+	if (!s->data) {
+		send_error(s, CP_E_IO, "server out of memory");
+		return -ENOMEM;
+	}
+	r = rk_mr_alloc_pd(s->pd, nslots * s->stride, RK_ACCESS_REMOTE_WRITE, err, &s->ring);
 	if (r) {
 		send_error(s, CP_E_IO, "server out of registered memory");
 		return r;
@@ -797,6 +812,7 @@ static struct rk_conn_opts conn_opts(struct session *s)
 	    .wait_mode = RK_WAIT_EVENT,
 	    .prepare = prepare,
 	    .prepare_arg = s,
+	    .pd = s->pd,
 	};
 }
 
@@ -819,8 +835,8 @@ static int take_joins(struct session *s, struct rk_error *err)
 
 		if (!reqs[l])
 			continue;
-		r = rk_mr_alloc(s->srv->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, err,
-				&s->lanes[l].rbufs);
+		r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, err,
+				   &s->lanes[l].rbufs);
 		if (r) {
 			rk_cm_request_reject(reqs[l], RK_REJECT_BUSY, "server out of memory", NULL);
 			reqs[l] = NULL;
@@ -947,8 +963,10 @@ static void session_free(struct session *s)
 	}
 	rk_mr_dereg(s->ring);
 	rk_mr_dereg(s->sbufs);
+	rk_pd_free(s->pd);
 	if (s->evfd >= 0)
 		close(s->evfd);
+	rk_free_aligned(s->data);
 	free(s->hashbuf);
 	free(s);
 }
@@ -1012,11 +1030,13 @@ int cp_session_start(struct cp_server *srv, struct rk_cm_request *req)
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (!s->hashbuf || s->evfd < 0)
 		goto reject;
-	r = rk_mr_alloc(srv->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
-			&s->lanes[0].rbufs);
+	r = rk_pd_alloc(srv->dev, &err, &s->pd);
 	if (!r)
-		r = rk_mr_alloc(srv->dev, (size_t)NSEND * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
-				&s->sbufs);
+		r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
+				   &s->lanes[0].rbufs);
+	if (!r)
+		r = rk_mr_alloc_pd(s->pd, (size_t)NSEND * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
+				   &s->sbufs);
 	if (r) {
 		fprintf(stderr, "rk serve: %s: %s\n", s->peer, rk_error_str(&err));
 		goto reject;

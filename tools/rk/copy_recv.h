@@ -1,8 +1,24 @@
 /*
  * copy_recv.h - the receiving side of rk copy: one session per accepted
  * connection, each on a thread of its own with its own CQ and its own
- * registered ring, so a slow or hostile client never stalls the others and
- * can only ever write into its own ring.
+ * registered ring, so a slow or hostile client never stalls the others.
+ *
+ * What keeps sessions apart is the device, not secrecy: each session has a
+ * protection domain of its own, holding its ring, its message buffers and
+ * the QPs of all its lanes, and nothing else. An RDMA WRITE is checked by
+ * the device against the PD of the QP it arrives on, so a client that
+ * learns or guesses another session's rkey and ring address (on Soft-RoCE
+ * an rkey is an MR index and 8 random bits, and WELCOME names the address)
+ * only gets a remote access error on its own QP; the other session never
+ * sees the attempt. A PD per session rather than memory windows: a session
+ * has up to CP_MAX_LANES QPs that all must reach the one ring, and a type 2
+ * window is bound to a single QP (one window, rkey and bind per lane and
+ * per rebind), while a PD costs one system call per session and needs no
+ * change to the protocol.
+ *
+ * Within a session the client still owns its ring and can rewrite a slot at
+ * any time, also after posting it: the session copies each slot out of the
+ * ring before parsing, hashing or writing anything (copy_recv.c).
  */
 #ifndef RK_COPY_RECV_H
 #define RK_COPY_RECV_H
