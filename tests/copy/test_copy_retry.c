@@ -67,6 +67,7 @@ static void lower_to_floor(void **state)
 
 struct session {
 	int rc, transport, established, settle; /* settle: the item gets this code */
+	uint64_t moved;				/* bytes the session moves (from 0) */
 };
 
 static const struct session *script;
@@ -85,7 +86,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 	calls++;
 	fate->transport = s->transport;
 	fate->established = s->established;
-	o->progress->done += 100; /* every session moves something */
+	o->progress->done += s->moved;
 	if (s->rc == CP_EXIT_OK) {
 		plan->items[0].state = CP_ITEM_DONE;
 		plan->items[0].code = (uint16_t)s->settle;
@@ -96,13 +97,13 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 	return s->rc;
 }
 
-static int run(const struct session *sc, unsigned n, unsigned retries, struct cp_plan *plan,
-	       struct cp_retry_stats *st)
+static int run_w(const struct session *sc, unsigned n, unsigned retries, unsigned window_s,
+		 struct cp_plan *plan, struct cp_retry_stats *st)
 {
 	static struct cp_item item;
 	struct cp_progress prog;
 	struct cp_send_opts o = {.chunk = 1u << 20, .depth = 8, .progress = &prog};
-	struct cp_retry_opts r = {.retries = retries, .window_s = 60};
+	struct cp_retry_opts r = {.retries = retries, .window_s = window_s};
 	char why[256];
 
 	memset(&item, 0, sizeof(item));
@@ -116,13 +117,19 @@ static int run(const struct session *sc, unsigned n, unsigned retries, struct cp
 	return cp_copy(&o, &r, plan, st, why, sizeof(why));
 }
 
+static int run(const struct session *sc, unsigned n, unsigned retries, struct cp_plan *plan,
+	       struct cp_retry_stats *st)
+{
+	return run_w(sc, n, retries, 60, plan, st);
+}
+
 static void retries_transport_then_settles(void **state)
 {
 	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0},
-	    {CP_EXIT_LOST, 1, 1, 0},
-	    {CP_EXIT_LOST, 1, 0, 0}, /* could not connect: no step down */
-	    {CP_EXIT_OK, 0, 1, CP_OK},
+	    {CP_EXIT_LOST, 1, 1, 0, 100},
+	    {CP_EXIT_LOST, 1, 1, 0, 200},
+	    {CP_EXIT_LOST, 1, 0, 0, 0}, /* could not connect: no step down */
+	    {CP_EXIT_OK, 0, 1, CP_OK, 1000},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
@@ -143,8 +150,8 @@ static void retries_transport_then_settles(void **state)
 
 static void refusals_not_retried(void **state)
 {
-	const struct session refused[] = {{CP_EXIT_REFUSED, 0, 0, 0}};
-	const struct session proto[] = {{CP_EXIT_LOST, 0, 1, 0}};
+	const struct session refused[] = {{CP_EXIT_REFUSED, 0, 0, 0, 0}};
+	const struct session proto[] = {{CP_EXIT_LOST, 0, 1, 0, 0}};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
@@ -157,8 +164,9 @@ static void refusals_not_retried(void **state)
 
 static void count_bounded(void **state)
 {
-	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0}, {CP_EXIT_LOST, 1, 1, 0}, {CP_EXIT_LOST, 1, 1, 0}};
+	const struct session sc[] = {{CP_EXIT_LOST, 1, 1, 0, 100},
+				     {CP_EXIT_LOST, 1, 1, 0, 200},
+				     {CP_EXIT_LOST, 1, 1, 0, 300}};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
@@ -170,12 +178,29 @@ static void count_bounded(void **state)
 	assert_int_equal(calls, 1);
 }
 
+static void window_bounds_no_progress(void **state)
+{
+	/* Connects that fail, or resume only what was there: nothing new moves. */
+	const struct session sc[] = {
+	    {CP_EXIT_LOST, 1, 1, 0, 500}, {CP_EXIT_LOST, 1, 0, 0, 0},
+	    {CP_EXIT_LOST, 1, 1, 0, 500}, {CP_EXIT_LOST, 1, 0, 0, 0},
+	    {CP_EXIT_LOST, 1, 1, 0, 500}, {CP_EXIT_LOST, 1, 0, 0, 0},
+	};
+	struct cp_retry_stats st;
+	struct cp_plan plan;
+
+	(void)state;
+	/* Waits of 0.25..0.5 s, then 0.5..1 s, ...: a 1 s window ends it by the third. */
+	assert_int_equal(run_w(sc, 6, 100, 1, &plan, &st), CP_EXIT_LOST);
+	assert_true(calls >= 2 && calls <= 4);
+}
+
 static void busy_after_reconnect_retried(void **state)
 {
 	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0},
-	    {CP_EXIT_OK, 0, 1, CP_E_BUSY}, /* the old session still holds the file */
-	    {CP_EXIT_OK, 0, 1, CP_OK},
+	    {CP_EXIT_LOST, 1, 1, 0, 100},
+	    {CP_EXIT_OK, 0, 1, CP_E_BUSY, 200}, /* the old session still holds the file */
+	    {CP_EXIT_OK, 0, 1, CP_OK, 1000},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
@@ -194,6 +219,7 @@ int main(void)
 	    cmocka_unit_test(retries_transport_then_settles),
 	    cmocka_unit_test(refusals_not_retried),
 	    cmocka_unit_test(count_bounded),
+	    cmocka_unit_test(window_bounds_no_progress),
 	    cmocka_unit_test(busy_after_reconnect_retried),
 	};
 

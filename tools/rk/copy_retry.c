@@ -132,14 +132,18 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 	    struct cp_retry_stats *st, char *why, size_t why_len)
 {
 	uint64_t rnd = cli_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
-	uint64_t last_progress = cli_now_ns();
+	/*
+	 * Progress is bytes beyond the most any session reached: a resumed
+	 * file counts its verified prefix again, which is not new.
+	 */
+	uint64_t last_progress = cli_now_ns(), high = o->progress->done;
 	unsigned idle_runs = 0, lost_established = 0;
 	struct cp_send_fate fate;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
 	for (;;) {
-		uint64_t before = o->progress->done, wait;
+		uint64_t wait;
 		char ack[16];
 		int busy;
 
@@ -151,7 +155,8 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		busy = st->reconnects && rc == CP_EXIT_OK && requeue(plan, 1);
 		if ((rc == CP_EXIT_OK && !busy) || (rc != CP_EXIT_OK && !fate.transport))
 			return rc;
-		if (o->progress->done > before) {
+		if (o->progress->done > high) {
+			high = o->progress->done;
 			last_progress = cli_now_ns();
 			idle_runs = 0;
 		}
