@@ -32,10 +32,10 @@ diff -r "$T" "$D/t/tree" || fail "trees differ"
 	fail "expected two sessions: $(cat "$W/server.1.log")"
 expect_rc 2 "$RK" copy --num-qp 9 "$S/big" "$RK_ADDR:$port:nine"
 
-# The server dies under a two-lane copy: exit 4 within seconds; --resume
-# over two lanes continues from the verified prefix.
+# The server dies under a two-lane copy: without retries, exit 4 within
+# seconds; --resume over two lanes continues from the verified prefix.
 random "$S/r48" $((48 << 20))
-"$RK" copy -q --num-qp 2 "$S/r48" "$RK_ADDR:$port:r48" 2>"$W/err" &
+"$RK" copy -q --retries 0 --num-qp 2 "$S/r48" "$RK_ADDR:$port:r48" 2>"$W/err" &
 c=$!
 i=0
 until [ "$(stat -c %s "$D/.r48.rkpart" 2>/dev/null || echo 0)" -ge $((8 << 20)) ]; do

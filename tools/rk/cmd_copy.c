@@ -4,7 +4,7 @@
  * This file is the command line: options, the HOST[:PORT]:DEST target, the
  * report at the end (a line per failed file, a summary line or --json) and
  * the exit code. The plan of what to send is copy_plan.c, the transfer
- * copy_send.c.
+ * copy_send.c, reconnecting after a lost connection copy_retry.c.
  */
 #include <ctype.h>
 #include <getopt.h>
@@ -20,6 +20,7 @@
 #include "copy_plan.h"
 #include "copy_progress.h"
 #include "copy_proto.h"
+#include "copy_retry.h"
 #include "copy_send.h"
 #include "copy_token.h"
 
@@ -45,6 +46,16 @@ static void usage(FILE *f)
 		"      --token-file FILE access token, if the server requires one\n"
 		"      --dev NAME        local RDMA device (default $RK_DEV, or the only one)\n"
 		"      --timeout SECONDS give up on a server silent this long (default 30)\n"
+		"      --retries N       reconnect up to N times after the connection fails (no\n"
+		"                        ACK from the server, server gone or restarting, not\n"
+		"                        answering) and resume from what the server verified;\n"
+		"                        waits 0.5 s doubling to 8 s (jittered) while nothing\n"
+		"                        moves; after repeated losses lowers the chunk size and\n"
+		"                        depth (down to 64K and 4) for a lossy link. Refusals\n"
+		"                        (token, busy server, file exists, limits, disk full)\n"
+		"                        are not retried. Default %d, 0: fail at once\n"
+		"      --retry-window SECONDS  stop retrying once nothing has moved for this\n"
+		"                        long (default %d)\n"
 		"      --json            print a machine-readable summary on stdout\n"
 		"  -q, --quiet           no progress bar and no summary line; errors only\n"
 		"  -h, --help            this text\n"
@@ -54,14 +65,15 @@ static void usage(FILE *f)
 		"  1  some file failed (I/O error, integrity check, source changed)\n"
 		"  2  bad command line\n"
 		"  3  refused by the server (access token, busy, file exists, path, limits)\n"
-		"  4  could not connect, connection lost, or server not answering\n"
+		"  4  could not connect, connection lost, or server not answering (after the\n"
+		"     retries)\n"
 		"\n"
 		"examples:\n"
 		"  rk copy big.img 10.0.0.1:images/            # into DIR/images/big.img\n"
 		"  rk copy -r dataset/ 10.0.0.1:7900:incoming  # tree under DIR/incoming/dataset\n"
 		"  rk copy --resume big.img 10.0.0.1:          # after an interruption\n"
 		"  rk copy --token-file ~/.rk-token --json a b 10.0.0.1:x/\n",
-		CP_MAX_SLOTS);
+		CP_MAX_SLOTS, CP_RETRIES_DEFAULT, CP_WINDOW_DEFAULT);
 }
 
 /* HOST[:PORT]:DEST, HOST may be [v6]. DEST may be empty. */
@@ -168,7 +180,7 @@ static void tally_plan(const struct cp_plan *p, struct tally *t)
 }
 
 static void print_json(const struct cp_plan *p, const struct tally *t, double secs, int rc,
-		       const char *fatal)
+		       const char *fatal, const struct cp_retry_stats *rs)
 {
 	json_object *o = json_object_new_object(), *errs = json_object_new_array();
 	char why[256];
@@ -203,6 +215,9 @@ static void print_json(const struct cp_plan *p, const struct tally *t, double se
 	json_object_object_add(
 	    o, "gbps", json_object_new_double(secs > 0 ? (double)t->bytes * 8 / secs / 1e9 : 0));
 	json_object_object_add(o, "verified", json_object_new_string("xxh3-128"));
+	json_object_object_add(o, "reconnects", json_object_new_int64(rs->reconnects));
+	json_object_object_add(o, "chunk", json_object_new_int64(rs->chunk));
+	json_object_object_add(o, "depth", json_object_new_int64(rs->depth));
 	json_object_object_add(o, "exit_code", json_object_new_int(rc));
 	if (fatal && *fatal)
 		json_object_object_add(o, "error", json_object_new_string(fatal));
@@ -223,6 +238,8 @@ int rk_cmd_copy(int argc, char **argv)
 	    {"token-file", required_argument, NULL, 't'},
 	    {"dev", required_argument, NULL, 'D'},
 	    {"timeout", required_argument, NULL, 'T'},
+	    {"retries", required_argument, NULL, 'e'},
+	    {"retry-window", required_argument, NULL, 'w'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -234,6 +251,8 @@ int rk_cmd_copy(int argc, char **argv)
 	char host[256], port[16], why[512];
 	uint8_t token[CP_TOKEN_LEN];
 	const char *dest, *token_file = NULL;
+	struct cp_retry_opts ro = {.retries = CP_RETRIES_DEFAULT, .window_s = CP_WINDOW_DEFAULT};
+	struct cp_retry_stats rs;
 	struct cp_progress prog;
 	struct cp_plan plan;
 	struct tally t;
@@ -285,6 +304,21 @@ int rk_cmd_copy(int argc, char **argv)
 				return CP_EXIT_USAGE;
 			}
 			break;
+		case 'e':
+			if (cli_parse_uint(optarg, 0, 1000, &v)) {
+				fprintf(stderr, "rk copy: --retries must be 0..1000\n");
+				return CP_EXIT_USAGE;
+			}
+			ro.retries = (unsigned)v;
+			break;
+		case 'w':
+			if (cli_parse_uint(optarg, 1, 86400, &v)) {
+				fprintf(stderr,
+					"rk copy: --retry-window must be 1..86400 seconds\n");
+				return CP_EXIT_USAGE;
+			}
+			ro.window_s = (unsigned)v;
+			break;
 		case 'j':
 			json = 1;
 			break;
@@ -329,7 +363,8 @@ int rk_cmd_copy(int argc, char **argv)
 	cp_progress_init(&prog, plan.bytes, !quiet && !json && isatty(STDERR_FILENO));
 	so.progress = &prog;
 	t0 = cli_now_ns();
-	rc = cp_send(&so, &plan, why, sizeof(why));
+	ro.verbose = !quiet;
+	rc = cp_copy(&so, &ro, &plan, &rs, why, sizeof(why));
 	secs = (double)(cli_now_ns() - t0) / 1e9;
 	cp_progress_clear(&prog);
 	if (rc)
@@ -340,16 +375,21 @@ int rk_cmd_copy(int argc, char **argv)
 	else if (!rc && t.refused)
 		rc = CP_EXIT_REFUSED;
 	if (json) {
-		print_json(&plan, &t, secs, rc, rc ? why : NULL);
+		print_json(&plan, &t, secs, rc, rc ? why : NULL, &rs);
 	} else if (!quiet) {
 		char bytes[32], rate[32];
 
-		printf(
-		    "rk copy: %zu of %zu files copied%s (%s) in %.2f s, %s, verified xxh3-128%s\n",
-		    t.ok + t.uptodate, plan.files, t.uptodate ? " or up to date" : "",
-		    cli_fmt_bytes(t.bytes, bytes, sizeof(bytes)), secs,
-		    cli_fmt_rate(secs > 0 ? (double)t.bytes * 8 / secs : 0, rate, sizeof(rate)),
-		    rc ? "; FAILED" : "");
+		char again[64] = "";
+
+		if (rs.reconnects)
+			snprintf(again, sizeof(again), ", %u reconnect%s", rs.reconnects,
+				 rs.reconnects == 1 ? "" : "s");
+		printf("rk copy: %zu of %zu files copied%s (%s) in %.2f s, %s%s, verified "
+		       "xxh3-128%s\n",
+		       t.ok + t.uptodate, plan.files, t.uptodate ? " or up to date" : "",
+		       cli_fmt_bytes(t.bytes, bytes, sizeof(bytes)), secs,
+		       cli_fmt_rate(secs > 0 ? (double)t.bytes * 8 / secs : 0, rate, sizeof(rate)),
+		       again, rc ? "; FAILED" : "");
 	}
 	cp_plan_free(&plan);
 	return rc;

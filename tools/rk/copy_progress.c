@@ -21,7 +21,7 @@ static void draw(struct cp_progress *p, uint64_t now)
 	double secs = (double)(now - p->t0) / 1e9,
 	       frac = p->total ? (double)p->done / (double)p->total : 1;
 	double bps = secs > 0 ? (double)p->done * 8 / secs : 0;
-	char bytes[32], rate[32], eta[32], bar[BAR + 1];
+	char bytes[32], rate[32], eta[32], bar[BAR + 1], rc[32] = "";
 	int fill = (int)(frac * BAR);
 
 	if (frac > 1)
@@ -38,9 +38,12 @@ static void draw(struct cp_progress *p, uint64_t now)
 	} else {
 		snprintf(eta, sizeof(eta), "--:--");
 	}
-	fprintf(stderr, "\r\033[K[%s] %3d%% %s %s ETA %s %.40s", bar, (int)(frac * 100),
+	if (p->reconnects)
+		snprintf(rc, sizeof(rc), " (%u reconnect%s)", p->reconnects,
+			 p->reconnects == 1 ? "" : "s");
+	fprintf(stderr, "\r\033[K[%s] %3d%% %s %s ETA %s%s %.40s", bar, (int)(frac * 100),
 		cli_fmt_bytes(p->done, bytes, sizeof(bytes)), cli_fmt_rate(bps, rate, sizeof(rate)),
-		eta, p->name ? p->name : "");
+		eta, rc, p->name ? p->name : "");
 	fflush(stderr);
 	p->drawn = 1;
 	p->last_draw = now;
@@ -58,6 +61,14 @@ void cp_progress_add(struct cp_progress *p, uint64_t bytes, const char *name)
 	now = cli_now_ns();
 	if (now - p->last_draw >= REDRAW_NS)
 		draw(p, now);
+}
+
+void cp_progress_restart(struct cp_progress *p, uint64_t done, unsigned reconnects)
+{
+	p->done = done;
+	p->reconnects = reconnects;
+	if (p->enabled)
+		draw(p, cli_now_ns());
 }
 
 void cp_progress_clear(struct cp_progress *p)

@@ -14,11 +14,18 @@ struct cp_progress {
 	uint64_t t0, last_draw;
 	const char *name;
 	int drawn;
+	unsigned reconnects; /* shown once non-zero */
 };
 
 void cp_progress_init(struct cp_progress *p, uint64_t total, int enabled);
 /* cp_progress_add - @bytes more moved while working on @name (may be NULL). */
 void cp_progress_add(struct cp_progress *p, uint64_t bytes, const char *name);
+/*
+ * cp_progress_restart - after reconnect number @reconnects, only @done
+ * bytes are settled; what the lost session had moved counts again as it
+ * is resent (or resumed).
+ */
+void cp_progress_restart(struct cp_progress *p, uint64_t done, unsigned reconnects);
 /* cp_progress_clear - erase the bar (before printing a message, and at the end). */
 void cp_progress_clear(struct cp_progress *p);
 

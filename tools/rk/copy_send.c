@@ -103,7 +103,8 @@ struct sender {
 	struct cp_slot_writer wr;
 	uint32_t dlen;
 	int welcomed;
-	int fatal; /* CP_EXIT_LOST / CP_EXIT_REFUSED once the session is over */
+	int fatal;     /* CP_EXIT_LOST / CP_EXIT_REFUSED once the session is over */
+	int transport; /* ... and it was the transport's doing (see cp_send_fate) */
 	char *why;
 	size_t why_len;
 	uint64_t last_ns;
@@ -113,16 +114,34 @@ struct sender {
 
 static void fatal(struct sender *s, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static void fatal_transport(struct sender *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void vfatal(struct sender *s, int code, int transport, const char *fmt, va_list ap)
+{
+	if (s->fatal)
+		return; /* the first cause is the one that counts */
+	s->fatal = code;
+	s->transport = transport;
+	vsnprintf(s->why, s->why_len, fmt, ap);
+}
 
 static void fatal(struct sender *s, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (s->fatal)
-		return;
-	s->fatal = code;
 	va_start(ap, fmt);
-	vsnprintf(s->why, s->why_len, fmt, ap);
+	vfatal(s, code, 0, fmt, ap);
+	va_end(ap);
+}
+
+/* The session ended because the transport failed: a reconnect may cure it. */
+static void fatal_transport(struct sender *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfatal(s, CP_EXIT_LOST, 1, fmt, ap);
 	va_end(ap);
 }
 
@@ -241,10 +260,10 @@ static void lost(struct lane *l, const char *what)
 	struct rk_error e;
 
 	if (rk_conn_first_error(l->conn, &e))
-		fatal(s, CP_EXIT_LOST, "connection lost%s%s: %s", what ? " " : "", what ? what : "",
-		      rk_error_str(&e));
+		fatal_transport(s, "connection lost%s%s: %s", what ? " " : "", what ? what : "",
+				rk_error_str(&e));
 	else
-		fatal(s, CP_EXIT_LOST, "connection lost%s%s", what ? " " : "", what ? what : "");
+		fatal_transport(s, "connection lost%s%s", what ? " " : "", what ? what : "");
 }
 
 static void on_wc(struct lane *l, const struct ibv_wc *wc)
@@ -254,6 +273,10 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 
 	if (wc->status != IBV_WC_SUCCESS) {
 		rk_error_from_wc(&e, wc);
+		/* No ACK in time (loss, peer gone) or flushed after that; not access errors. */
+		if (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR ||
+		    wc->status == IBV_WC_WR_FLUSH_ERR)
+			return fatal_transport(s, "connection lost: %s", rk_error_str(&e));
 		return fatal(s, CP_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
 	}
 	s->last_ns = cli_now_ns();
@@ -363,9 +386,9 @@ static int check_session(struct sender *s)
 	uint64_t now = cli_now_ns();
 
 	if (!s->fatal && s->gone_ns && now - s->gone_ns > GONE_GRACE_NS && !all_done(s))
-		fatal(s, CP_EXIT_LOST, "connection lost (the server closed it)");
+		fatal_transport(s, "connection lost (the server closed it)");
 	if (!s->fatal && now - s->last_ns > (uint64_t)s->o->idle_ms * 1000000)
-		fatal(s, CP_EXIT_LOST, "the server did not answer for %d s", s->o->idle_ms / 1000);
+		fatal_transport(s, "the server did not answer for %d s", s->o->idle_ms / 1000);
 	return s->fatal ? -1 : 0;
 }
 
@@ -861,8 +884,9 @@ static int run(struct sender *s)
 {
 	struct cp_rec bye = {.type = CP_REC_BYE};
 
+	/* After a reconnect, what the server already settled stays settled. */
 	for (size_t i = 0; i < s->plan->n; i++)
-		if (send_item(s, i))
+		if (s->plan->items[i].state != CP_ITEM_DONE && send_item(s, i))
 			return -1;
 	if (need(s, 1, 0, 0))
 		return -1;
@@ -929,6 +953,17 @@ static int lane_init(struct sender *s, unsigned idx)
 	return 0;
 }
 
+/*
+ * Connect failures a restarting or briefly unreachable server causes (no
+ * listener yet, no answer, route not there yet); not a bad name or a
+ * local fault.
+ */
+static int reachable_later(int err)
+{
+	return err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH ||
+	       err == ENETUNREACH || err == ECONNABORTED || err == ECONNRESET;
+}
+
 static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *hello)
 {
 	struct lane *l = &s->lanes[idx];
@@ -939,6 +974,7 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 	    .conn = {.sq_depth = SQ_DEPTH,
 		     .rq_depth = RQ_DEPTH,
 		     .wait_mode = RK_WAIT_EVENT,
+		     .ack_timeout = s->o->ack_timeout,
 		     .prepare = prepare,
 		     .prepare_arg = l},
 	};
@@ -949,9 +985,15 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 		l->conn = NULL; /* the library destroyed it */
 		if (idx)
 			snprintf(which, sizeof(which), "lane %u ", idx);
-		fatal(s, strstr(e.msg, "rejected by peer") ? CP_EXIT_REFUSED : CP_EXIT_LOST,
-		      "cannot connect %sto %s:%s: %s", which, s->o->host, s->o->port,
-		      rk_error_str(&e));
+		if (strstr(e.msg, "rejected by peer"))
+			fatal(s, CP_EXIT_REFUSED, "cannot connect %sto %s:%s: %s", which,
+			      s->o->host, s->o->port, rk_error_str(&e));
+		else if (reachable_later(e.err))
+			fatal_transport(s, "cannot connect %sto %s:%s: %s", which, s->o->host,
+					s->o->port, rk_error_str(&e));
+		else
+			fatal(s, CP_EXIT_LOST, "cannot connect %sto %s:%s: %s", which, s->o->host,
+			      s->o->port, rk_error_str(&e));
 		return -1;
 	}
 	return 0;
@@ -1008,7 +1050,8 @@ static int connect_and_hello(struct sender *s)
 	return 0;
 }
 
-int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, char *why, size_t why_len)
+int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_fate *fate,
+	    char *why, size_t why_len)
 {
 	struct sender s = {.o = o,
 			   .plan = plan,
@@ -1020,6 +1063,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, char *why, size_
 	int r;
 
 	why[0] = '\0';
+	memset(fate, 0, sizeof(*fate));
 	for (unsigned i = 0; i < CP_MAX_LANES; i++)
 		s.lanes[i].evfd = -1;
 	pthread_mutex_init(&s.mu, NULL);
@@ -1067,6 +1111,8 @@ out:
 	XXH3_freeState(s.st);
 	rk_device_close(s.dev);
 	r = s.fatal;
+	fate->transport = s.fatal == CP_EXIT_LOST && s.transport;
+	fate->established = s.welcomed;
 out_sync:
 	pthread_cond_destroy(&s.cv);
 	pthread_mutex_destroy(&s.mu);

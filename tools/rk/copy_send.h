@@ -27,18 +27,36 @@ struct cp_send_opts {
 	const uint8_t *token; /* CP_TOKEN_LEN bytes, or NULL */
 	uint32_t chunk;
 	unsigned depth;
-	unsigned lanes; /* connections (QPs) to stripe over, 1..CP_MAX_LANES */
-	unsigned flags; /* CP_F_FORCE, CP_F_RESUME */
-	int idle_ms;	/* give up on a server silent this long */
+	unsigned lanes;	     /* connections (QPs) to stripe over, 1..CP_MAX_LANES */
+	unsigned flags;	     /* CP_F_FORCE, CP_F_RESUME */
+	int idle_ms;	     /* give up on a server silent this long */
+	uint8_t ack_timeout; /* QP ACK timeout exponent (4.096 us * 2^n); 0: the library's */
 	struct cp_progress *progress;
 };
 
+/* How a session ended, beyond its exit code: what a caller retrying it needs. */
+struct cp_send_fate {
+	/*
+	 * CP_EXIT_LOST by the transport: retries exhausted (no ACK), the peer
+	 * gone (disconnected, flushed), silent past idle_ms, or not reachable
+	 * (nobody listening, no answer). Not: refusals, protocol errors, an
+	 * ERROR from the server, local faults. A reconnect may cure these.
+	 */
+	int transport;
+	int established; /* the server welcomed the session (the data path was in use) */
+};
+
 /*
- * cp_send - run one session. Per-item outcomes land in @plan. Returns
+ * cp_send - run one session over the items of @plan not yet CP_ITEM_DONE
+ * (so a caller may call it again after a lost connection, with CP_F_RESUME,
+ * once it has set the items still CP_ITEM_SENT back to pending). Per-item
+ * outcomes land in @plan, how the session ended in @fate. Returns
  * CP_EXIT_OK when the session ran to its end (items may still have
  * failed), CP_EXIT_REFUSED when the server refused the connection, or
- * CP_EXIT_LOST; then @why says what happened.
+ * CP_EXIT_LOST; then @why says what happened. Every wait is bounded by
+ * idle_ms or the connect timeout.
  */
-int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, char *why, size_t why_len);
+int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_fate *fate,
+	    char *why, size_t why_len);
 
 #endif

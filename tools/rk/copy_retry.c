@@ -1,0 +1,202 @@
+/*
+ * copy_retry.c - see copy_retry.h.
+ *
+ * What may be retried is decided by copy_send.c (cp_send_fate.transport);
+ * this file decides when and with what: the backoff, the budget, and the
+ * steps down in chunk size, depth and ACK timeout.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "copy_retry.h"
+
+#define BACKOFF_BASE_MS 500u
+#define BACKOFF_MAX_MS	8000u
+#define FLOOR_CHUNK	(64u << 10)
+#define FLOOR_DEPTH	4u
+/*
+ * ACK timeout once a step down has left few packets in flight: 2^14 x
+ * 4.096 us = 67 ms instead of the default 0.5 s. A lost last packet of a
+ * message (nothing after it to reveal the gap) costs one timeout; at 5 %
+ * loss that happens often enough that 0.5 s each dominates the time. On
+ * a loaded emulated link ACKs can take longer than that to come back;
+ * the timeouts that then fire for nothing spend tries too, so further
+ * losses at the floor double it, up to 2^16 (0.27 s).
+ */
+#define LOW_ACK_TIMEOUT 14
+#define MAX_ACK_TIMEOUT 16
+#define LOWER_AFTER	2 /* established sessions lost before stepping down */
+
+uint64_t cp_backoff_ms(unsigned n, uint64_t rnd)
+{
+	uint64_t d = BACKOFF_BASE_MS;
+
+	for (unsigned i = 1; i < n && d < BACKOFF_MAX_MS; i++)
+		d *= 2;
+	if (d > BACKOFF_MAX_MS)
+		d = BACKOFF_MAX_MS;
+	return d / 2 + rnd % (d / 2 + 1);
+}
+
+int cp_retry_lower(uint32_t *chunk, unsigned *depth, uint8_t *ack_timeout)
+{
+	uint32_t c = *chunk;
+	unsigned d = *depth;
+
+	if (c > FLOOR_CHUNK)
+		c = c / 4 > FLOOR_CHUNK ? c / 4 : FLOOR_CHUNK;
+	if (d > FLOOR_DEPTH)
+		d = d / 2 > FLOOR_DEPTH ? d / 2 : FLOOR_DEPTH;
+	if (c == *chunk && d == *depth) {
+		/* At the floor: only the ACK timeout is left to adjust. */
+		if (!*ack_timeout)
+			*ack_timeout = LOW_ACK_TIMEOUT;
+		else if (*ack_timeout < MAX_ACK_TIMEOUT)
+			(*ack_timeout)++;
+		else
+			return -1;
+		return 0;
+	}
+	*chunk = c;
+	*depth = d;
+	if (c <= FLOOR_CHUNK && !*ack_timeout)
+		*ack_timeout = LOW_ACK_TIMEOUT;
+	return 0;
+}
+
+static const char *ack_str(uint8_t exp, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.0f ms", 4.096e-3 * (double)(1u << exp));
+	return buf;
+}
+
+static uint64_t next_rnd(uint64_t *x)
+{
+	/* xorshift64: spreading waits, nothing more. */
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+			      .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* Bytes of the items the server has settled: where progress restarts. */
+static uint64_t settled_bytes(const struct cp_plan *p)
+{
+	uint64_t b = 0;
+
+	for (size_t i = 0; i < p->n; i++)
+		if (!p->items[i].is_dir && p->items[i].state == CP_ITEM_DONE)
+			b += p->items[i].size;
+	return b;
+}
+
+/*
+ * Make what the last session left unsettled pending again: announced but
+ * never answered, or (@busy_too) refused as busy. Returns how many.
+ */
+static size_t requeue(struct cp_plan *p, int busy_too)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->n; i++) {
+		struct cp_item *it = &p->items[i];
+
+		if (it->state == CP_ITEM_SENT || (busy_too && it->state == CP_ITEM_DONE &&
+						  !it->local_err[0] && it->code == CP_E_BUSY)) {
+			it->state = CP_ITEM_PENDING;
+			it->waiting_ready = it->ready = 0;
+			memset(&it->ready_res, 0, sizeof(it->ready_res));
+			it->code = 0;
+			it->sys_errno = 0;
+			it->offset = 0;
+			n++;
+		}
+	}
+	return n;
+}
+
+int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_plan *plan,
+	    struct cp_retry_stats *st, char *why, size_t why_len)
+{
+	uint64_t rnd = cli_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	/*
+	 * Progress is bytes beyond the most any session reached: a resumed
+	 * file counts its verified prefix again, which is not new.
+	 */
+	uint64_t last_progress = cli_now_ns(), high = o->progress->done;
+	unsigned idle_runs = 0, lost_established = 0;
+	struct cp_send_fate fate;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	for (;;) {
+		uint64_t wait;
+		char ack[16];
+		int busy;
+
+		st->chunk = o->chunk;
+		st->depth = o->depth;
+		st->ack_timeout = o->ack_timeout;
+		rc = cp_send(o, plan, &fate, why, why_len);
+		/* A later session may meet the previous one's lock on a file: try again. */
+		busy = st->reconnects && rc == CP_EXIT_OK && requeue(plan, 1);
+		if ((rc == CP_EXIT_OK && !busy) || (rc != CP_EXIT_OK && !fate.transport))
+			return rc;
+		if (o->progress->done > high) {
+			high = o->progress->done;
+			last_progress = cli_now_ns();
+			idle_runs = 0;
+		}
+		idle_runs++;
+		if (rc != CP_EXIT_OK && fate.established && ++lost_established >= LOWER_AFTER)
+			cp_retry_lower(&o->chunk, &o->depth, &o->ack_timeout);
+		if (busy)
+			snprintf(why, why_len, "a file is still busy on the server");
+		if (st->reconnects >= r->retries) {
+			if (r->retries) {
+				size_t n = strlen(why);
+
+				snprintf(why + n, why_len - n, " (gave up after %u reconnects)",
+					 st->reconnects);
+			}
+			return busy ? CP_EXIT_OK : rc;
+		}
+		wait = cp_backoff_ms(idle_runs, next_rnd(&rnd));
+		if (cli_now_ns() + wait * 1000000 - last_progress >
+		    (uint64_t)r->window_s * 1000000000) {
+			size_t n = strlen(why);
+
+			snprintf(why + n, why_len - n, " (nothing moved for %u s: gave up)",
+				 r->window_s);
+			return busy ? CP_EXIT_OK : rc;
+		}
+		st->reconnects++;
+		if (r->verbose) {
+			cp_progress_clear(o->progress);
+			fprintf(
+			    stderr,
+			    "rk copy: %s; reconnecting in %.1f s (%u of %u, chunk %u KiB, depth "
+			    "%u%s%s)\n",
+			    why, (double)wait / 1000, st->reconnects, r->retries, o->chunk >> 10,
+			    o->depth, o->ack_timeout ? ", ACK timeout " : "",
+			    o->ack_timeout ? ack_str(o->ack_timeout, ack, sizeof(ack)) : "");
+		}
+		sleep_ms(wait);
+		requeue(plan, 0);
+		o->flags |= CP_F_RESUME;
+		cp_progress_restart(o->progress, settled_bytes(plan), st->reconnects);
+	}
+}
