@@ -68,6 +68,7 @@ static void lower_to_floor(void **state)
 struct session {
 	int rc, transport, established, settle; /* settle: the item gets this code */
 	uint64_t moved;				/* bytes the session moves (from 0) */
+	int refused;				/* nobody listening at connect */
 };
 
 static const struct session *script;
@@ -86,6 +87,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 	calls++;
 	fate->transport = s->transport;
 	fate->established = s->established;
+	fate->refused = s->refused;
 	o->progress->done += s->moved;
 	if (s->rc == CP_EXIT_OK) {
 		plan->items[0].state = CP_ITEM_DONE;
@@ -126,10 +128,10 @@ static int run(const struct session *sc, unsigned n, unsigned retries, struct cp
 static void retries_transport_then_settles(void **state)
 {
 	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0, 100},
-	    {CP_EXIT_LOST, 1, 1, 0, 200},
-	    {CP_EXIT_LOST, 1, 0, 0, 0}, /* could not connect: no step down */
-	    {CP_EXIT_OK, 0, 1, CP_OK, 1000},
+	    {CP_EXIT_LOST, 1, 1, 0, 100, 0},
+	    {CP_EXIT_LOST, 1, 1, 0, 200, 0},
+	    {CP_EXIT_LOST, 1, 0, 0, 0, 0}, /* could not connect: no step down */
+	    {CP_EXIT_OK, 0, 1, CP_OK, 1000, 0},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
@@ -150,8 +152,8 @@ static void retries_transport_then_settles(void **state)
 
 static void refusals_not_retried(void **state)
 {
-	const struct session refused[] = {{CP_EXIT_REFUSED, 0, 0, 0, 0}};
-	const struct session proto[] = {{CP_EXIT_LOST, 0, 1, 0, 0}};
+	const struct session refused[] = {{CP_EXIT_REFUSED, 0, 0, 0, 0, 0}};
+	const struct session proto[] = {{CP_EXIT_LOST, 0, 1, 0, 0, 0}};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
@@ -162,11 +164,32 @@ static void refusals_not_retried(void **state)
 	assert_int_equal(st.reconnects, 0);
 }
 
+/* Nobody listening on the first try: a wrong host or port, reported at once;
+ * after a session ran, the same is a server restarting, and waited for. */
+static void first_refusal_not_retried(void **state)
+{
+	const struct session first[] = {{CP_EXIT_LOST, 1, 0, 0, 0, 1}};
+	const struct session later[] = {
+	    {CP_EXIT_LOST, 1, 1, 0, 100, 0},
+	    {CP_EXIT_LOST, 1, 0, 0, 0, 1},
+	    {CP_EXIT_OK, 0, 1, CP_OK, 1000, 0},
+	};
+	struct cp_retry_stats st;
+	struct cp_plan plan;
+
+	(void)state;
+	assert_int_equal(run(first, 1, 10, &plan, &st), CP_EXIT_LOST);
+	assert_int_equal(calls, 1);
+	assert_int_equal(st.reconnects, 0);
+	assert_int_equal(run(later, 3, 10, &plan, &st), CP_EXIT_OK);
+	assert_int_equal(st.reconnects, 2);
+}
+
 static void count_bounded(void **state)
 {
-	const struct session sc[] = {{CP_EXIT_LOST, 1, 1, 0, 100},
-				     {CP_EXIT_LOST, 1, 1, 0, 200},
-				     {CP_EXIT_LOST, 1, 1, 0, 300}};
+	const struct session sc[] = {{CP_EXIT_LOST, 1, 1, 0, 100, 0},
+				     {CP_EXIT_LOST, 1, 1, 0, 200, 0},
+				     {CP_EXIT_LOST, 1, 1, 0, 300, 0}};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
@@ -182,9 +205,9 @@ static void window_bounds_no_progress(void **state)
 {
 	/* Connects that fail, or resume only what was there: nothing new moves. */
 	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0, 500}, {CP_EXIT_LOST, 1, 0, 0, 0},
-	    {CP_EXIT_LOST, 1, 1, 0, 500}, {CP_EXIT_LOST, 1, 0, 0, 0},
-	    {CP_EXIT_LOST, 1, 1, 0, 500}, {CP_EXIT_LOST, 1, 0, 0, 0},
+	    {CP_EXIT_LOST, 1, 1, 0, 500, 0}, {CP_EXIT_LOST, 1, 0, 0, 0, 0},
+	    {CP_EXIT_LOST, 1, 1, 0, 500, 0}, {CP_EXIT_LOST, 1, 0, 0, 0, 0},
+	    {CP_EXIT_LOST, 1, 1, 0, 500, 0}, {CP_EXIT_LOST, 1, 0, 0, 0, 0},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
@@ -198,9 +221,9 @@ static void window_bounds_no_progress(void **state)
 static void busy_after_reconnect_retried(void **state)
 {
 	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0, 100},
-	    {CP_EXIT_OK, 0, 1, CP_E_BUSY, 200}, /* the old session still holds the file */
-	    {CP_EXIT_OK, 0, 1, CP_OK, 1000},
+	    {CP_EXIT_LOST, 1, 1, 0, 100, 0},
+	    {CP_EXIT_OK, 0, 1, CP_E_BUSY, 200, 0}, /* the old session still holds the file */
+	    {CP_EXIT_OK, 0, 1, CP_OK, 1000, 0},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
@@ -218,6 +241,7 @@ int main(void)
 	    cmocka_unit_test(lower_to_floor),
 	    cmocka_unit_test(retries_transport_then_settles),
 	    cmocka_unit_test(refusals_not_retried),
+	    cmocka_unit_test(first_refusal_not_retried),
 	    cmocka_unit_test(count_bounded),
 	    cmocka_unit_test(window_bounds_no_progress),
 	    cmocka_unit_test(busy_after_reconnect_retried),

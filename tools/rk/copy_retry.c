@@ -155,6 +155,13 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		busy = st->reconnects && rc == CP_EXIT_OK && requeue(plan, 1);
 		if ((rc == CP_EXIT_OK && !busy) || (rc != CP_EXIT_OK && !fate.transport))
 			return rc;
+		/*
+		 * Nobody listening on the first try is a wrong host or port, as
+		 * for scp: say so at once. Once a session ran, the server may be
+		 * restarting, and waiting for it is the point.
+		 */
+		if (rc != CP_EXIT_OK && !st->reconnects && fate.refused)
+			return rc;
 		if (o->progress->done > high) {
 			high = o->progress->done;
 			last_progress = cli_now_ns();

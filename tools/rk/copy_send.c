@@ -105,6 +105,7 @@ struct sender {
 	int welcomed;
 	int fatal;     /* CP_EXIT_LOST / CP_EXIT_REFUSED once the session is over */
 	int transport; /* ... and it was the transport's doing (see cp_send_fate) */
+	int refused;   /* lane 0's connect: nobody listening */
 	char *why;
 	size_t why_len;
 	uint64_t last_ns;
@@ -988,10 +989,11 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 		if (strstr(e.msg, "rejected by peer"))
 			fatal(s, CP_EXIT_REFUSED, "cannot connect %sto %s:%s: %s", which,
 			      s->o->host, s->o->port, rk_error_str(&e));
-		else if (reachable_later(e.err))
+		else if (reachable_later(e.err)) {
+			s->refused = !idx && e.err == ECONNREFUSED;
 			fatal_transport(s, "cannot connect %sto %s:%s: %s", which, s->o->host,
 					s->o->port, rk_error_str(&e));
-		else
+		} else
 			fatal(s, CP_EXIT_LOST, "cannot connect %sto %s:%s: %s", which, s->o->host,
 			      s->o->port, rk_error_str(&e));
 		return -1;
@@ -1113,6 +1115,7 @@ out:
 	r = s.fatal;
 	fate->transport = s.fatal == CP_EXIT_LOST && s.transport;
 	fate->established = s.welcomed;
+	fate->refused = s.refused;
 out_sync:
 	pthread_cond_destroy(&s.cv);
 	pthread_mutex_destroy(&s.mu);

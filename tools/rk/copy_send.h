@@ -44,6 +44,7 @@ struct cp_send_fate {
 	 */
 	int transport;
 	int established; /* the server welcomed the session (the data path was in use) */
+	int refused;	 /* the first lane's connect found nobody listening */
 };
 
 /*
