@@ -19,6 +19,8 @@ const struct rk_command rk_commands[] = {
     {"copy", "copy files and trees to an rk serve over RDMA (like scp)", rk_cmd_copy},
     {"serve", "receive files from rk copy into a directory", rk_cmd_serve},
     {"bench", "bandwidth and latency benchmark (perftest-class)", rk_cmd_bench},
+    {"explain", "what a completion status, errno, CM event or reject means, and the fix",
+     rk_cmd_explain},
     {"help", "list subcommands, or explain one: rk help SUBCOMMAND", cmd_help},
     {"version", "print the rdmakit version", cmd_version},
     {NULL, NULL, NULL},
