@@ -40,6 +40,10 @@ static void errno_hints(void **state)
 	assert_non_null(rk_errno_hint("anything", ETIMEDOUT));
 	assert_null(rk_errno_hint("ibv_create_cq", ENOMEM));
 	assert_null(rk_errno_hint(NULL, EPERM));
+	/* the library's own argument checks are not verbs failures: no verbs hint */
+	assert_null(rk_errno_hint("rk_mr_reg", EINVAL));
+	assert_null(rk_errno_hint("rk_conn_connect", EINVAL));
+	assert_null(rk_errno_hint("rk_cq_create", EINVAL));
 }
 
 /* Every hint rk_error gives is the hint field of the explain table's entry. */
