@@ -67,7 +67,7 @@ static void scan_ports(struct doc_report *r, const char *dev)
 		if (end == d->d_name || *end || n < 1 || n > 255)
 			continue;
 		memset(p, 0, sizeof(*p));
-		snprintf(p->dev, sizeof(p->dev), "%s", dev);
+		snprintf(p->dev, sizeof(p->dev), "%.63s", dev);
 		p->port = (int)n;
 		snprintf(path, sizeof(path), SYS_IB "/%s/ports/%ld/link_layer", dev, n);
 		doc_read_file(path, p->link_layer, sizeof(p->link_layer));
@@ -96,7 +96,7 @@ static int device_driver(const char *dev, char *out, size_t len)
 	n = readlink(path, link, sizeof(link) - 1);
 	if (n > 0) {
 		link[n] = '\0';
-		snprintf(out, len, "%s", strrchr(link, '/') ? strrchr(link, '/') + 1 : link);
+		snprintf(out, len, "%.63s", strrchr(link, '/') ? strrchr(link, '/') + 1 : link);
 		return 0;
 	}
 	snprintf(path, sizeof(path), SYS_IB "/%s/parent", dev);
