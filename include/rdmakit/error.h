@@ -48,13 +48,15 @@ RK_API const char *rk_error_str(const struct rk_error *e);
 /*
  * rk_wc_status_hint - the hint for a failed work completion's status
  * (an enum ibv_wc_status value), or NULL when there is no common cause to
- * point at. Pure function on a static table; safe from any thread.
+ * point at. The hint field of the explain table's entry (rdmakit/explain.h).
+ * Pure function on a static table; safe from any thread.
  */
 RK_API const char *rk_wc_status_hint(int wc_status);
 
 /*
  * rk_errno_hint - the hint for errno @err returned by operation @op (a verbs
  * or rdma_cm function name such as "ibv_post_send" or "ibv_reg_mr"), or NULL.
+ * The entry about @op wins over the one for any call (rk_explain_find).
  * Pure function; safe from any thread.
  */
 RK_API const char *rk_errno_hint(const char *op, int err);

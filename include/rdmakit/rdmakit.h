@@ -7,6 +7,7 @@
 #include <rdmakit/common.h>
 #include <rdmakit/version.h>
 #include <rdmakit/error.h>
+#include <rdmakit/explain.h>
 #include <rdmakit/log.h>
 #include <rdmakit/device.h>
 #include <rdmakit/pd.h>

@@ -13,6 +13,8 @@
 #include <infiniband/verbs.h>
 #include <rdmakit/rdmakit.h>
 
+#include "rk_internal.h"
+
 static void wc_hints(void **state)
 {
 	assert_non_null(strstr(rk_wc_status_hint(IBV_WC_REM_ACCESS_ERR), "rkey"));
@@ -38,6 +40,47 @@ static void errno_hints(void **state)
 	assert_non_null(rk_errno_hint("anything", ETIMEDOUT));
 	assert_null(rk_errno_hint("ibv_create_cq", ENOMEM));
 	assert_null(rk_errno_hint(NULL, EPERM));
+	/* the library's own argument checks are not verbs failures: no verbs hint */
+	assert_null(rk_errno_hint("rk_mr_reg", EINVAL));
+	assert_null(rk_errno_hint("rk_conn_connect", EINVAL));
+	assert_null(rk_errno_hint("rk_cq_create", EINVAL));
+}
+
+/* Every hint rk_error gives is the hint field of the explain table's entry. */
+static void hints_from_table(void **state)
+{
+	size_t checked = 0;
+
+	for (size_t i = 0; i < rk_explain_count(); i++) {
+		const struct rk_explain *e = rk_explain_at(i);
+
+		if (e->kind == RK_EXPLAIN_WC_STATUS) {
+			assert_ptr_equal(rk_wc_status_hint(e->code), e->hint);
+			checked++;
+		}
+		if (e->kind != RK_EXPLAIN_ERRNO)
+			continue;
+		if (!e->ops[0]) {
+			assert_ptr_equal(rk_errno_hint("no_such_call", e->code), e->hint);
+			checked++;
+		}
+		for (size_t k = 0; k < RK_EXPLAIN_OPS_MAX && e->ops[k]; k++) {
+			assert_ptr_equal(rk_errno_hint(e->ops[k], e->code), e->hint);
+			assert_ptr_equal(rk_errno_hint(e->ops[k], -e->code), e->hint);
+			checked++;
+		}
+	}
+	assert_true(checked > 50);
+	/* the error object carries it too */
+	{
+		struct rk_error err;
+
+		rk_err_set(&err, ENOMEM, "ibv_reg_mr", "8 MiB");
+		assert_ptr_equal(err.hint,
+				 rk_explain_find(RK_EXPLAIN_ERRNO, ENOMEM, "ibv_reg_mr")->hint);
+		rk_err_set(&err, EADDRINUSE, "rdma_bind_addr", NULL);
+		assert_non_null(strstr(rk_error_str(&err), "another rdma_cm listener"));
+	}
 }
 
 static void from_wc(void **state)
@@ -68,6 +111,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(wc_hints),
 	    cmocka_unit_test(errno_hints),
+	    cmocka_unit_test(hints_from_table),
 	    cmocka_unit_test(from_wc),
 	};
 
