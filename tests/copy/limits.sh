@@ -12,6 +12,7 @@ ulimit -n 1024
 start_server $port "$D" --idle 300
 grep -q "fd limit 1024)" "$W/server.1.log" || fail "fd limit is not 1024"
 open=$(sed -n 's/.* \([0-9]*\) files open each.*/\1/p' "$W/server.1.log")
+echo "16 sessions begin 200 files each (at most $open open per session)"
 pids=
 for i in $(seq 1 16); do
 	"$H" open "$RK_ADDR" $port h$i 200 "$W/release" >"$W/h$i.out" 2>&1 &
@@ -20,8 +21,8 @@ done
 i=0
 until [ "$(cat "$W"/h*.out | grep -c '^holding')" = 16 ]; do
 	i=$((i + 1))
-	[ $i -lt 900 ] || fail "the 16 sessions did not all get answers: $(cat "$W"/h*.out)"
-	sleep 0.1
+	[ $i -lt 300 ] || fail "the 16 sessions did not all get answers: $(cat "$W"/h*.out)"
+	sleep 0.5
 done
 fds=$(ls /proc/$SERVER_PID/fd | wc -l)
 echo "16 sessions hold $open files each at most; server fds $fds of 1024"
@@ -42,8 +43,8 @@ done
 i=0
 until [ "$(grep -cE ': (done|client disconnected)$' "$W/server.1.log")" -ge 16 ]; do
 	i=$((i + 1))
-	[ $i -lt 300 ] || fail "the 16 sessions did not end"
-	sleep 0.1
+	[ $i -lt 120 ] || fail "the 16 sessions did not end"
+	sleep 0.5
 done
 "$RK" copy -q "$W/small" "$RK_ADDR:$port:small" || fail "client after the 16 sessions"
 cmp "$W/small" "$D/small" || fail "small differs"
