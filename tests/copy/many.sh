@@ -1,9 +1,9 @@
 #!/bin/sh
 # 32 clients at once with mixed sizes (empty, small, a few chunks, small
-# trees), every file compared byte for byte. They start 0.2 s apart: under
-# TCG a burst of 32 connects outruns rdma_cm's 5 s connect step while the
-# server accepts them one thread each; the sessions still overlap (the
-# peak number of session threads is printed). rk serve's peak fds and RSS,
+# trees), every file compared byte for byte; each also sends 2 MiB so that
+# the sessions overlap. They start 0.1 s apart: under TCG a burst of 32
+# connects outruns rdma_cm's 5 s connect step while the server accepts
+# them (the peak number of sessions at once is printed). rk serve's peak fds and RSS,
 # sampled while they run, stay within what its limits predict: fds under
 # the fd limit it sized --max-open for, RSS under its idle size plus, per
 # session, the ring the client asked for and the per-session buffers.
@@ -17,6 +17,7 @@ rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$SERVER_PID/status")
 fds0=$(ls "/proc/$SERVER_PID/fd" | wc -l)
 for n in $(seq 1 $n_cl); do
 	mkdir -p "$W/src$n/t"
+	random "$W/src$n/t/big" $((2 << 20))
 	case $((n % 4)) in
 	0) random "$W/src$n/f" $((n * 37000)) ;;
 	1) random "$W/src$n/f" $((3 * chunk + n)) ;;
@@ -46,7 +47,7 @@ for n in $(seq 1 $n_cl); do
 	"$RK" copy -q -r --chunk $chunk --depth $depth "$W/src$n/f" "$W/src$n/t" \
 		"$RK_ADDR:$port:c$n/" >"$W/c$n.out" 2>&1 &
 	pids="$pids $!"
-	sleep 0.2
+	sleep 0.1
 done
 n=0
 for p in $pids; do
