@@ -124,7 +124,6 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	c.res[0] = (struct cp_result){.file_id = 1, .kind = CP_RES_READY, .offset = 4096};
 	c.res[1] =
 	    (struct cp_result){.file_id = 2, .kind = CP_RES_DONE, .code = CP_E_IO, .sys_errno = 28};
-	memset(c.res[0].hash, 0xab, sizeof(c.res[0].hash));
 	n = cp_credit_encode(&c, buf, sizeof(buf));
 	emit("credit", buf, (size_t)n);
 	c.nres = 0;

@@ -54,7 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(e->name_len == 0);
 		}
 		FUZZ_CHECK((uint64_t)e->data_off + e->data_len <= data_len);
-		FUZZ_CHECK(e->type == CP_REC_DATA || (e->data_off == 0 && e->data_len == 0));
+		/* data only on DATA, and on a BEGIN that carries a resume proof */
+		FUZZ_CHECK(e->type == CP_REC_DATA ||
+			   (e->type == CP_REC_BEGIN && (e->flags & CP_BEGIN_PROOF)) ||
+			   (e->data_off == 0 && e->data_len == 0));
 		n++;
 	}
 	if (r != 0)
@@ -111,14 +114,28 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	};
 	struct cp_rec tail[] = {
 	    {.type = CP_REC_DATA, .file_id = 2, .a = 4096, .data_off = 0, .data_len = 4096},
-	    {.type = CP_REC_RESTART, .file_id = 3},
 	    {.type = CP_REC_ABORT, .file_id = 4},
 	    {.type = CP_REC_BYE},
 	};
 
+	/* --resume: the client's whole-file hash and the hashes of 2 prefixes */
+	struct cp_rec proof[] = {
+	    {.type = CP_REC_BEGIN,
+	     .flags = CP_BEGIN_WAIT | CP_BEGIN_PROOF,
+	     .file_id = 5,
+	     .a = 3u << 20,
+	     .b = 0644,
+	     .data_off = 0,
+	     .data_len = 32,
+	     .name = "resumed",
+	     .name_len = 7},
+	};
+
+	memset(proof[0].hash, 0x33, sizeof(proof[0].hash));
 	memset(tree[2].hash, 0x11, sizeof(tree[2].hash));
 	memset(tree[3].hash, 0x22, sizeof(tree[3].hash));
 	emit_block(emit, "tree", 10, tree, 5, 0);
-	emit_block(emit, "tail", 4096, tail, 4, 7);
+	emit_block(emit, "tail", 4096, tail, 3, 7);
+	emit_block(emit, "proof", 32, proof, 1, 2);
 	emit_block(emit, "empty", 0, NULL, 0, 1);
 }

@@ -5,6 +5,12 @@
  * (application, protocol version, access token in constant time) and the
  * client limit, and hands accepted requests to a session thread of their
  * own (copy_recv.c). A refused client learns why before any data moves.
+ *
+ * Everything a client can make the server hold is bounded, and each bound
+ * is an option: sessions (--max-clients), files open at once per session
+ * (--max-open, lowered at start until every session's fds fit under the fd
+ * limit, whose soft value is first raised to the hard one), entries and
+ * bytes per session, the idle time, and the age of abandoned temporaries.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include <rdmakit/cm.h>
 #include <rdmakit/device.h>
@@ -22,9 +29,13 @@
 #include "commands.h"
 #include "copy_proto.h"
 #include "copy_recv.h"
+#include "copy_sweep.h"
 #include "copy_token.h"
 
 #define SHUTDOWN_MS 10000
+/* fds the process holds besides its sessions: stdio, the device, the
+ * listener, the temporaries sweep (one per level) and some slack. */
+#define FD_RESERVE (24 + CP_SWEEP_DEPTH + 1)
 
 /* Set by the signal handler, read by every session thread: a lock-free atomic. */
 static atomic_int stop;
@@ -37,31 +48,93 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: rk serve --dir DIR [OPTIONS]\n"
-		"\n"
-		"Receive files sent by 'rk copy' into DIR, over RDMA. Many clients at once, each\n"
-		"with its own registered ring; files appear only once complete and verified\n"
-		"(XXH3-128), under DIR and nowhere else.\n"
-		"\n"
-		"options:\n"
-		"  -d, --dir DIR            directory to write into (required)\n"
-		"  -a, --addr ADDR          local address to listen on (also picks the device)\n"
-		"  -p, --port PORT          port (default %s)\n"
-		"      --dev NAME           RDMA device (default: the one owning ADDR, $RK_DEV)\n"
-		"      --token-file FILE    require this access token from clients\n"
-		"      --max-clients N      connections at once (default 16)\n"
-		"      --max-file-size SIZE largest file accepted (default 1T)\n"
-		"      --max-files N        files per connection (default 1000000)\n"
-		"      --idle SECONDS       drop a client silent this long (default 60)\n"
-		"  -h, --help               this text\n"
-		"\n"
-		"One line is logged per finished file: name, size, seconds, rate, verified.\n"
-		"Stop with Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 failure, 2 usage.\n"
-		"\n"
-		"example:\n"
-		"  rk serve --dir /data/incoming --addr 10.0.0.1 --token-file ~/.rk-token\n",
-		CP_DEFAULT_PORT);
+	fprintf(
+	    f,
+	    "usage: rk serve --dir DIR [OPTIONS]\n"
+	    "\n"
+	    "Receive files sent by 'rk copy' into DIR, over RDMA. Many clients at once, each\n"
+	    "with its own registered ring; files appear only once complete and verified\n"
+	    "(XXH3-128), under DIR and nowhere else.\n"
+	    "\n"
+	    "options:\n"
+	    "  -d, --dir DIR            directory to write into (required)\n"
+	    "  -a, --addr ADDR          local address to listen on (also picks the device)\n"
+	    "  -p, --port PORT          port (default %s)\n"
+	    "      --dev NAME           RDMA device (default: the one owning ADDR, $RK_DEV)\n"
+	    "      --token-file FILE    require this access token from clients\n"
+	    "\n"
+	    "limits (per session: one rk copy, whatever its --num-qp):\n"
+	    "      --max-clients N      sessions at once; more are refused busy (default 16)\n"
+	    "      --max-file-size SIZE largest file accepted or compared (default 1T)\n"
+	    "      --max-files N        files and directories per session (default 1000000)\n"
+	    "      --max-bytes SIZE     sum of the file sizes a session begins (default 16T)\n"
+	    "      --max-open N         files open at once per session (default and most %u;\n"
+	    "                           lowered at start so that --max-clients sessions fit in\n"
+	    "                           the fd limit, whose soft value is raised to the hard)\n"
+	    "      --idle SECONDS       drop a session that writes no file data and makes no\n"
+	    "                           file or directory for this long (default 60)\n"
+	    "      --tmp-age SECONDS    remove temporaries (.NAME.rkpart) of abandoned transfers\n"
+	    "                           untouched this long, at start and while running\n"
+	    "                           (default 86400; 0: never)\n"
+	    "  -h, --help               this text\n"
+	    "\n"
+	    "A file over a limit is refused with the limit's name; the session goes on.\n"
+	    "Without --token-file anyone who can reach the port can write into DIR.\n"
+	    "One line is logged per finished file: name, size, seconds, rate, verified.\n"
+	    "Stop with Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 failure, 2 usage.\n"
+	    "\n"
+	    "example:\n"
+	    "  rk serve --dir /data/incoming --addr 10.0.0.1 --token-file ~/.rk-token\n",
+	    CP_DEFAULT_PORT, CP_SERVE_MAX_OPEN);
+}
+
+/*
+ * Raise the soft fd limit to the hard one, then size --max-open so that
+ * @max_clients sessions fit beside FD_RESERVE. Returns the limit in force,
+ * or 0 (with a message) when not even one open file per session fits.
+ */
+static uint64_t fit_fds(unsigned max_clients, uint32_t *max_open)
+{
+	struct rlimit rl;
+	uint64_t lim, per;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 1024; /* cannot tell: assume the usual soft limit */
+	if (rl.rlim_cur != rl.rlim_max) {
+		struct rlimit up = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl = up;
+	}
+	lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 24) ? (1u << 24) : rl.rlim_cur;
+	per = lim > FD_RESERVE ? (lim - FD_RESERVE) / max_clients : 0;
+	if (per < cp_session_fds(1)) {
+		fprintf(stderr,
+			"rk serve: the fd limit (%llu) is too low for --max-clients %u: "
+			"each session needs up to %u fds with one open file\n",
+			(unsigned long long)lim, max_clients, cp_session_fds(1));
+		return 0;
+	}
+	if (per < cp_session_fds(*max_open))
+		*max_open = (uint32_t)((per - cp_session_fds(0)) / 2);
+	return lim;
+}
+
+/* Sweep abandoned temporaries now and then: every quarter of their age, 1 s to 10 min. */
+static void sweep(struct cp_server *srv, uint64_t age, uint64_t *next_ns)
+{
+	uint64_t now = cli_now_ns(), every = age / 4;
+	unsigned n;
+
+	if (!age || now < *next_ns)
+		return;
+	every = every < 1 ? 1 : every > 600 ? 600 : every;
+	*next_ns = now + every * 1000000000ull;
+	n = cp_sweep(srv->rootfd, age);
+	if (n)
+		printf("rk serve: removed %u abandoned temporar%s untouched for %llu s\n", n,
+		       n == 1 ? "y" : "ies", (unsigned long long)age);
+	fflush(stdout);
 }
 
 /*
@@ -127,12 +200,17 @@ int rk_cmd_serve(int argc, char **argv)
 	    {"max-file-size", required_argument, NULL, 's'},
 	    {"max-files", required_argument, NULL, 'f'},
 	    {"idle", required_argument, NULL, 'i'},
+	    {"max-bytes", required_argument, NULL, 'b'},
+	    {"max-open", required_argument, NULL, 'o'},
+	    {"tmp-age", required_argument, NULL, 'A'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *dir = NULL, *addr = NULL, *port = CP_DEFAULT_PORT, *dev_name = NULL,
 		   *token_file = NULL;
 	uint64_t max_clients = 16, max_files = 1000000, idle = 60, max_size = 1ull << 40;
+	uint64_t max_bytes = 16ull << 40, max_open = CP_SERVE_MAX_OPEN, tmp_age = 86400, fdlim;
+	uint64_t next_sweep = 0;
 	struct cp_server srv = {.max_ring = 64u << 20};
 	struct rk_device_opts dopts = {.gid_index = -1};
 	struct rk_listener *lis = NULL;
@@ -176,6 +254,18 @@ int rk_cmd_serve(int argc, char **argv)
 			if (cli_parse_uint(optarg, 1, 86400, &idle))
 				goto bad;
 			break;
+		case 'b':
+			if (cli_parse_size(optarg, &max_bytes))
+				goto bad;
+			break;
+		case 'o':
+			if (cli_parse_uint(optarg, 1, CP_SERVE_MAX_OPEN, &max_open))
+				goto bad;
+			break;
+		case 'A':
+			if (cli_parse_uint(optarg, 0, 10ull * 365 * 86400, &tmp_age))
+				goto bad;
+			break;
 		case 'h':
 			usage(stdout);
 			return RK_EXIT_OK;
@@ -202,7 +292,14 @@ int rk_cmd_serve(int argc, char **argv)
 		fprintf(stderr, "rk serve: %s: %s\n", dir, strerror(errno));
 		return RK_EXIT_FAILURE;
 	}
+	srv.max_open = (uint32_t)max_open;
+	fdlim = fit_fds((unsigned)max_clients, &srv.max_open);
+	if (!fdlim) {
+		close(srv.rootfd);
+		return RK_EXIT_FAILURE;
+	}
 	srv.max_files = (uint32_t)max_files;
+	srv.max_bytes = max_bytes;
 	srv.max_file_size = max_size;
 	srv.idle_ms = (int)idle * 1000;
 	srv.stop = &stop;
@@ -233,14 +330,26 @@ int rk_cmd_serve(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (!has_token)
+		fprintf(stderr,
+			"rk serve: warning: no --token-file: anyone who can reach %s:%u can write "
+			"files into %s\n",
+			addr ? addr : "*", rk_listener_port(lis), dir);
+	printf("rk serve: limits: %llu sessions, %u files open each (fd limit %llu), "
+	       "idle %llu s, temporaries kept %llu s\n",
+	       (unsigned long long)max_clients, srv.max_open, (unsigned long long)fdlim,
+	       (unsigned long long)idle, (unsigned long long)tmp_age);
+	sweep(&srv, tmp_age, &next_sweep);
 	printf("rk serve: listening on %s:%u, writing into %s%s\n", addr ? addr : "*",
 	       rk_listener_port(lis), dir, has_token ? " (token required)" : "");
 	fflush(stdout);
 
 	while (!stop) {
 		struct rk_cm_request *req;
-		int r = rk_listener_get_request(lis, 500, &err, &req);
+		int r;
 
+		sweep(&srv, tmp_age, &next_sweep);
+		r = rk_listener_get_request(lis, 500, &err, &req);
 		if (r == -ETIMEDOUT || r == -EAGAIN || r == -EINTR)
 			continue;
 		if (r) {

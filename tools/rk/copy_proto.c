@@ -231,8 +231,7 @@ int cp_credit_encode(const struct cp_credit *c, void *buf, size_t len)
 		put16(p + 6, r->code);
 		put32(p + 8, r->sys_errno);
 		put64(p + 12, r->offset);
-		memcpy(p + 20, r->hash, 16);
-		put32(p + 36, 0);
+		put32(p + 20, 0);
 	}
 	return (int)(CP_MSG_HDR + plen);
 }
@@ -258,9 +257,8 @@ int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c)
 		r->code = get16(p + 6);
 		r->sys_errno = get32(p + 8);
 		r->offset = get64(p + 12);
-		memcpy(r->hash, p + 20, 16);
-		if ((r->kind != CP_RES_READY && r->kind != CP_RES_DONE) ||
-		    r->code > CP_E_UPTODATE || (r->flags & ~CP_READY_COMPLETE) || get32(p + 36))
+		if ((r->kind != CP_RES_READY && r->kind != CP_RES_DONE) || r->code > CP_E_LAST ||
+		    r->flags || get32(p + 20))
 			return -EBADMSG;
 	}
 	return 0;
@@ -414,8 +412,13 @@ int cp_slot_next(struct cp_slot_reader *rd, struct cp_rec *r)
 	/* Names only where they mean something; data only on DATA records. */
 	if ((r->type == CP_REC_DIR || r->type == CP_REC_BEGIN) != (nl > 0))
 		return -EBADMSG;
-	if (r->type != CP_REC_DATA && (r->data_off || r->data_len))
+	if (r->type == CP_REC_BEGIN && (r->flags & CP_BEGIN_PROOF)) {
+		if (!(r->flags & CP_BEGIN_WAIT) || r->data_len % 16 ||
+		    r->data_len > 16 * CP_PROOF_MAX)
+			return -EBADMSG;
+	} else if (r->type != CP_REC_DATA && (r->data_off || r->data_len)) {
 		return -EBADMSG;
+	}
 	r->name = nl ? (const char *)p + CP_REC_FIXED : NULL;
 	rd->pos += used;
 	rd->seen++;
@@ -432,7 +435,7 @@ const char *cp_code_str(unsigned code)
 	case CP_E_PATH:
 		return "destination path refused (absolute, '..', or escapes the served directory)";
 	case CP_E_LIMIT:
-		return "over the server's limits (name length, file count or size)";
+		return "over the server's limits (name length or --max-file-size)";
 	case CP_E_IO:
 		return "I/O error on the server";
 	case CP_E_HASH:
@@ -447,9 +450,36 @@ const char *cp_code_str(unsigned code)
 		return "aborted";
 	case CP_E_UPTODATE:
 		return "already up to date";
+	case CP_E_OPEN_LIMIT:
+		return "too many files open at once in this session (server's --max-open)";
+	case CP_E_BYTES_LIMIT:
+		return "over this session's byte limit (server's --max-bytes)";
+	case CP_E_ENTRY_LIMIT:
+		return "over this session's entry limit (server's --max-files)";
 	default:
 		return "unknown error";
 	}
+}
+
+uint64_t cp_proof_step(uint64_t size, uint32_t chunk)
+{
+	uint64_t chunks = size / chunk + (size % chunk != 0);
+	uint64_t per = chunks / CP_PROOF_MAX + (chunks % CP_PROOF_MAX != 0);
+
+	return (per ? per : 1) * chunk;
+}
+
+unsigned cp_proof_count(uint64_t size, uint32_t chunk)
+{
+	return size ? (unsigned)((size - 1) / cp_proof_step(size, chunk)) : 0;
+}
+
+int cp_proof_offset_ok(uint64_t size, uint32_t chunk, uint64_t off)
+{
+	uint64_t step = cp_proof_step(size, chunk);
+
+	return off == 0 || off == size ||
+	       (off % step == 0 && off / step <= cp_proof_count(size, chunk));
 }
 
 void cp_hash128(const void *data, size_t len, uint8_t out[16])

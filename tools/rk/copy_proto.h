@@ -57,7 +57,7 @@
 
 #define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
 #define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
-#define CP_VERSION    2
+#define CP_VERSION    3		  /* 3: resume by proof, results without hashes */
 #define CP_APP_ID     0x524b4350u /* rdma_cm hello app_id of rk copy */
 
 #define CP_MSG_HDR	12
@@ -71,7 +71,8 @@
 #define CP_CHUNK_MIN	4096u	   /* smallest chunk */
 #define CP_CHUNK_MAX	(8u << 20) /* rxe: keep one work request <= 8 MiB */
 #define CP_MAX_SLOTS	64	   /* ring slots per connection */
-#define CP_RESULT_SIZE	40
+#define CP_RESULT_SIZE	24
+#define CP_PROOF_MAX	64 /* prefix hashes a resuming BEGIN carries, at most */
 #define CP_MAX_LANES	8  /* connections (QPs) per session */
 #define CP_KEY_LEN	16 /* session key that lanes 1.. present */
 #define CP_DEFAULT_PORT "7900"
@@ -109,25 +110,27 @@ struct cp_welcome {
 
 /* Result kinds and codes carried by CREDIT. */
 enum cp_result_kind {
-	CP_RES_READY = 1, /* file may start at offset (hash: the prefix's) */
+	CP_RES_READY = 1, /* file may start at offset (a prefix the client proved) */
 	CP_RES_DONE = 2,  /* terminal: code says how */
 };
 
-#define CP_READY_COMPLETE (1u << 0) /* the final file exists: hash is of all of it */
-
 enum cp_code {
 	CP_OK = 0,
-	CP_E_EXISTS = 1,    /* destination exists and no --force */
-	CP_E_PATH = 2,	    /* name refused (absolute, .., escapes DIR) */
-	CP_E_LIMIT = 3,	    /* size, count or name length over the server's limits */
-	CP_E_IO = 4,	    /* server-side I/O error (errno) */
-	CP_E_HASH = 5,	    /* a chunk or the whole file failed verification (offset) */
-	CP_E_NOSPACE = 6,   /* not enough room in DIR */
-	CP_E_BUSY = 7,	    /* another transfer of the same file is in progress */
-	CP_E_PROTO = 8,	    /* malformed records */
-	CP_E_ABORTED = 9,   /* the client gave up on this file */
-	CP_E_UPTODATE = 10, /* (success) resume found the final file identical */
+	CP_E_EXISTS = 1,       /* destination exists and no --force */
+	CP_E_PATH = 2,	       /* name refused (absolute, .., escapes DIR) */
+	CP_E_LIMIT = 3,	       /* size, count or name length over the server's limits */
+	CP_E_IO = 4,	       /* server-side I/O error (errno) */
+	CP_E_HASH = 5,	       /* a chunk or the whole file failed verification (offset) */
+	CP_E_NOSPACE = 6,      /* not enough room in DIR */
+	CP_E_BUSY = 7,	       /* another transfer of the same file is in progress */
+	CP_E_PROTO = 8,	       /* malformed records */
+	CP_E_ABORTED = 9,      /* the client gave up on this file */
+	CP_E_UPTODATE = 10,    /* (success) resume found the final file identical */
+	CP_E_OPEN_LIMIT = 11,  /* files open at once in the session (--max-open) */
+	CP_E_BYTES_LIMIT = 12, /* bytes announced in the session (--max-bytes) */
+	CP_E_ENTRY_LIMIT = 13, /* files and directories in the session (--max-files) */
 };
+#define CP_E_LAST CP_E_ENTRY_LIMIT
 
 struct cp_result {
 	uint32_t file_id;
@@ -136,7 +139,6 @@ struct cp_result {
 	uint16_t code;
 	uint32_t sys_errno; /* for CP_E_IO */
 	uint64_t offset;    /* READY: start; DONE with CP_E_HASH: where */
-	uint8_t hash[16];   /* READY: XXH3-128 of [0, offset) */
 };
 
 struct cp_credit {
@@ -148,15 +150,35 @@ struct cp_credit {
 /* Record types inside a slot's header block. */
 enum cp_rec_type {
 	CP_REC_DIR = 1,	    /* name: create this directory (and parents) */
-	CP_REC_BEGIN = 2,   /* file_id, a = size, b = mode, name; flags CP_BEGIN_WAIT */
+	CP_REC_BEGIN = 2,   /* file_id, a = size, b = mode, name; flags CP_BEGIN_* */
 	CP_REC_DATA = 3,    /* file_id, a = offset, data_off/len, hash of the bytes */
 	CP_REC_END = 4,	    /* file_id, hash of the whole file */
-	CP_REC_RESTART = 5, /* file_id: the offered prefix did not match, start at 0 */
+	CP_REC_RESTART = 5, /* unused since version 3 (resume by proof): refused */
 	CP_REC_ABORT = 6,   /* file_id: the client gives up on this file */
 	CP_REC_BYE = 7,	    /* no more slots follow */
 };
 
-#define CP_BEGIN_WAIT (1u << 0) /* answer with READY before data comes */
+#define CP_BEGIN_WAIT  (1u << 0) /* answer with READY before data comes */
+#define CP_BEGIN_PROOF (1u << 1) /* resume: what the client holds (with WAIT) */
+
+/*
+ * Resume by proof (--resume). The server never tells a client the size or
+ * hash of anything on its side; the client states what it holds and the
+ * server only confirms or denies. A BEGIN with CP_BEGIN_PROOF carries in
+ * its hash the XXH3-128 of the client's whole file (a bytes), and in its
+ * data (data_off, data_len = 16 * cp_proof_count()) the XXH3-128 of the
+ * prefixes [0, k * cp_proof_step()) for k = 1 .. cp_proof_count(), each
+ * shorter than the file. The server answers with one of:
+ *  - DONE CP_E_UPTODATE: the final file exists with that size and hash;
+ *  - DONE CP_E_EXISTS: the final file exists and is something else;
+ *  - READY at offset 0, k * step or the size: the longest of those prefixes
+ *    that its temporary holds with the stated hash (0 when none).
+ * So all a client learns is whether a content it already has is there.
+ */
+uint64_t cp_proof_step(uint64_t size, uint32_t chunk);	/* a chunk multiple */
+unsigned cp_proof_count(uint64_t size, uint32_t chunk); /* 0..CP_PROOF_MAX-1 */
+/* cp_proof_offset_ok - whether @off is one of the offsets READY may name. */
+int cp_proof_offset_ok(uint64_t size, uint32_t chunk, uint64_t off);
 
 struct cp_rec {
 	uint8_t type;
@@ -228,7 +250,8 @@ int64_t cp_slot_seq(const void *buf, size_t len);
  * The reader validates the block header (magic, record count) and then,
  * record by record, the type, the name length (<= CP_NAME_MAX, inside the
  * block), data_off + data_len <= @data_len (the bytes the peer actually
- * placed) and zero padding. Returns 1 with *@r filled, 0 at the end, or
+ * placed; data only on DATA and on BEGIN with CP_BEGIN_PROOF, a multiple
+ * of 16 bytes there) and zero padding. Returns 1 with *@r filled, 0 at the end, or
  * -EBADMSG.
  */
 struct cp_slot_reader {

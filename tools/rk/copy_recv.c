@@ -14,7 +14,14 @@
  * with flock so two clients cannot write the same one, verified as a whole
  * (streaming XXH3-128 in offset order) at END, fsync'ed, and only then
  * renamed into place (RENAME_NOREPLACE unless --force). A session that
- * ends early closes its files and leaves the temporaries for --resume.
+ * ends early closes its files and leaves the temporaries for --resume
+ * (rk serve removes them once older than --tmp-age, copy_sweep.c).
+ *
+ * Limits a client cannot get around: files open at once (--max-open, sized
+ * by the listener so every session's fds fit), files and directories per
+ * session (--max-files), bytes per session (--max-bytes), and the idle
+ * timer, which only file data and entries made reset: a client that keeps
+ * posting empty slots is still dropped after --idle.
  *
  * With lanes (rk copy --num-qp), more connections join the session: the
  * listener hands their requests over through a registry keyed by the
@@ -54,7 +61,7 @@
 
 #define RQ_DEPTH      (CP_MAX_SLOTS + 8) /* a receive per slot, and spares */
 #define NSEND	      (CP_MAX_SLOTS + 4) /* CREDIT buffers: one per slot, and spares */
-#define MAX_OPEN      128		 /* files open at once per session */
+#define MAX_OPEN      CP_SERVE_MAX_OPEN	 /* files open at once per session, at most */
 #define HELLO_MS      10000
 #define ACCEPT_MS     5000
 #define SEND_TAG      (1ull << 32)
@@ -111,6 +118,9 @@ struct session {
 	size_t stride;
 	uint32_t next_id, nfiles;
 	int bye, hello_done;
+	uint64_t bytes;	      /* announced by the files begun (--max-bytes) */
+	uint64_t progress_ns; /* last file data or new entry (--idle) */
+	int progressed;	      /* the slot being handled moved something */
 	struct rfile files[MAX_OPEN];
 	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
 	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
@@ -249,12 +259,9 @@ static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Hash the first @len bytes of @fd into @st (reset first). */
-static int hash_prefix(struct session *s, int fd, uint64_t len, XXH3_state_t *st)
+/* Add bytes [@off, @len) of @fd to @st. */
+static int hash_range(struct session *s, int fd, uint64_t off, uint64_t len, XXH3_state_t *st)
 {
-	uint64_t off = 0;
-
-	XXH3_128bits_reset(st);
 	while (off < len) {
 		size_t want = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
 		ssize_t n = pread(fd, s->hashbuf, want, (off_t)off);
@@ -271,6 +278,13 @@ static int hash_prefix(struct session *s, int fd, uint64_t len, XXH3_state_t *st
 	return 0;
 }
 
+/* Hash the first @len bytes of @fd into @st (reset first). */
+static int hash_prefix(struct session *s, int fd, uint64_t len, XXH3_state_t *st)
+{
+	XXH3_128bits_reset(st);
+	return hash_range(s, fd, 0, len, st);
+}
+
 static int free_space_ok(int dirfd, uint64_t need)
 {
 	struct statvfs v;
@@ -280,39 +294,144 @@ static int free_space_ok(int dirfd, uint64_t need)
 	return v.f_frsize == 0 || need / v.f_frsize <= v.f_bavail;
 }
 
-/* Resume: the final file exists; READY carries its hash for the client to compare. */
-static int begin_existing(struct session *s, struct cp_credit *c, struct rfile *f,
-			  const struct stat *fin)
+/*
+ * Resume, the final file exists: the client stated its size and hash. Only
+ * a file of exactly that size is read (so never more than --max-file-size)
+ * and the answer is yes (up to date) or no (exists): nothing about the
+ * file itself goes back.
+ */
+static void begin_existing(struct session *s, struct cp_credit *c, struct rfile *f,
+			   const struct stat *fin, const uint8_t *whole)
 {
-	int fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY, 0);
-	int r;
+	uint8_t h[16];
+	int fd, r;
 
+	if ((uint64_t)fin->st_size != f->size)
+		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
+	fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
-		return fd;
-	r = hash_prefix(s, fd, (uint64_t)fin->st_size, f->st);
+		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
+	r = hash_prefix(s, fd, f->size, f->st);
 	close(fd);
 	if (r)
-		return r;
-	f->existing = 1;
-	cp_hash_digest(f->st, f->existing_hash);
-	result(c, f->id, CP_RES_READY, CP_OK, 0, (uint64_t)fin->st_size);
-	c->res[c->nres - 1].flags = CP_READY_COMPLETE;
-	memcpy(c->res[c->nres - 1].hash, f->existing_hash, 16);
-	return 0;
+		return fail_file(s, c, f, CP_E_IO, r, 0, 0);
+	cp_hash_digest(f->st, h);
+	if (!cp_token_equal(h, whole, 16))
+		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
+	result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
+	slog(s, "%s: already up to date (verified xxh3-128)", f->name);
+	close_file(f, 0);
 }
 
-static void begin_file(struct session *s, struct cp_credit *c, const struct cp_rec *r)
+/*
+ * The temporary, opened and locked (flock: one writer per file). An
+ * existing one is reused only for --resume and only when it is ours beyond
+ * doubt: reached without following a link, a regular file with one link,
+ * owned by our uid, and still the one under the name once we hold the
+ * lock. Anything else found there (a stale temporary without --resume, a
+ * planted hard or symbolic link, a file of someone else) is unlinked - the
+ * name, never what it points to - and a new one created with O_EXCL, so
+ * what we write always lands in a file we created. Returns the fd with
+ * *@st filled, or -EBUSY (another session holds it) or another negative errno.
+ */
+static int open_temp(struct rfile *f, int resume, struct stat *st)
 {
+	int fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_NONBLOCK, 0);
+	int found = fd != -ENOENT;
+	struct stat cur;
+
+	if (fd >= 0) {
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			close(fd);
+			return -EBUSY;
+		}
+		if (resume && fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_nlink == 1 &&
+		    st->st_uid == geteuid() &&
+		    fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    cur.st_ino == st->st_ino && cur.st_dev == st->st_dev)
+			return fd;
+	}
+	if (found && unlinkat(f->dirfd, f->tmp, 0) && errno != ENOENT) {
+		int e = -errno;
+
+		if (fd >= 0)
+			close(fd);
+		return e;
+	}
+	if (fd >= 0)
+		close(fd);
+	fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd == -EEXIST)
+		return -EBUSY; /* another session created it just now */
+	if (fd < 0)
+		return fd;
+	if (flock(fd, LOCK_EX | LOCK_NB) || fstat(fd, st)) {
+		close(fd);
+		return -EBUSY;
+	}
+	return fd;
+}
+
+/*
+ * Resume, a temporary of @have bytes: the longest prefix among those the
+ * client proved (its hashes at multiples of the proof step, and of the
+ * whole file) that the temporary holds byte for byte. Leaves f->st at the
+ * hash of that prefix; returns its length or a negative errno.
+ */
+static int64_t resume_point(struct session *s, struct rfile *f, uint64_t have, const uint8_t *proof,
+			    unsigned nproof, const uint8_t *whole)
+{
+	uint64_t step = cp_proof_step(f->size, s->chunk), good = 0, off = 0;
+	XXH3_state_t *probe = XXH3_createState();
+	uint8_t h[16];
+
+	if (!probe)
+		return -ENOMEM;
+	XXH3_128bits_reset(f->st);
+	XXH3_128bits_reset(probe);
+	for (unsigned k = 1; k <= nproof + 1; k++) {
+		uint64_t end = k <= nproof ? k * step : f->size;
+		int r;
+
+		if (end > have)
+			break;
+		r = hash_range(s, f->fd, off, end, probe);
+		if (r) {
+			XXH3_freeState(probe);
+			return r;
+		}
+		off = end;
+		cp_hash_digest(probe, h);
+		if (!cp_token_equal(h, k <= nproof ? proof + 16 * (k - 1) : whole, 16))
+			break;
+		XXH3_copyState(f->st, probe);
+		good = end;
+	}
+	XXH3_freeState(probe);
+	return (int64_t)good;
+}
+
+static void begin_file(struct session *s, struct cp_credit *c, const struct cp_rec *r,
+		       const uint8_t *data)
+{
+	int resume = (s->flags & CP_F_RESUME) && (r->flags & CP_BEGIN_PROOF);
+	uint8_t proof[16 * CP_PROOF_MAX];
+	unsigned nproof = 0;
 	struct rfile *f = NULL;
 	char parent[CP_NAME_MAX + 1];
 	struct stat st;
+	int64_t good;
 	int e;
 
-	for (unsigned i = 0; i < MAX_OPEN && !f; i++)
+	if (++s->nfiles > s->srv->max_files) {
+		result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
+		return;
+	}
+	for (unsigned i = 0; i < s->srv->max_open && !f; i++)
 		if (!s->files[i].used)
 			f = &s->files[i];
 	if (!f) {
-		result(c, r->file_id, CP_RES_DONE, CP_E_LIMIT, 0, 0);
+		result(c, r->file_id, CP_RES_DONE, CP_E_OPEN_LIMIT, 0, 0);
 		return;
 	}
 	memset(f, 0, sizeof(*f));
@@ -328,8 +447,18 @@ static void begin_file(struct session *s, struct cp_credit *c, const struct cp_r
 		snprintf(f->name, sizeof(f->name), "(refused name)");
 		return fail_file(s, c, f, CP_E_PATH, 0, 0, 0);
 	}
-	if (++s->nfiles > s->srv->max_files || f->size > s->srv->max_file_size)
+	if (f->size > s->srv->max_file_size)
 		return fail_file(s, c, f, CP_E_LIMIT, 0, 0, 0);
+	if (f->size > s->srv->max_bytes - s->bytes)
+		return fail_file(s, c, f, CP_E_BYTES_LIMIT, 0, 0, 0);
+	s->bytes += f->size;
+	if (r->flags & CP_BEGIN_PROOF) {
+		/* Copied out of the ring at once: the client can rewrite it there. */
+		nproof = cp_proof_count(f->size, s->chunk);
+		if (!resume || r->data_len != 16 * nproof)
+			return fail_file(s, c, f, CP_E_PROTO, 0, 0, 0);
+		memcpy(proof, data + r->data_off, r->data_len);
+	}
 	f->st = XXH3_createState();
 	if (!f->st)
 		return fail_file(s, c, f, CP_E_IO, ENOMEM, 0, 0);
@@ -342,13 +471,8 @@ static void begin_file(struct session *s, struct cp_credit *c, const struct cp_r
 		return fail_file(s, c, f, open_errno_code(e), e, 0, 0);
 	}
 	if (fstatat(f->dirfd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if ((s->flags & CP_F_RESUME) && (r->flags & CP_BEGIN_WAIT) && S_ISREG(st.st_mode) &&
-		    !(s->flags & CP_F_FORCE)) {
-			e = begin_existing(s, c, f, &st);
-			if (e)
-				fail_file(s, c, f, CP_E_IO, e, 0, 0);
-			return;
-		}
+		if (resume && S_ISREG(st.st_mode) && !(s->flags & CP_F_FORCE))
+			return begin_existing(s, c, f, &st, r->hash);
 		if (!(s->flags & CP_F_FORCE) || S_ISDIR(st.st_mode))
 			return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
 	} else if (errno != ENOENT) {
@@ -356,51 +480,29 @@ static void begin_file(struct session *s, struct cp_credit *c, const struct cp_r
 	}
 	if (!free_space_ok(f->dirfd, f->size))
 		return fail_file(s, c, f, CP_E_NOSPACE, 0, 0, 0);
-	f->fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_CREAT, 0600);
+	f->fd = open_temp(f, resume, &st);
 	if (f->fd < 0) {
 		e = f->fd;
-		f->fd = -1;
+		f->fd = -1; /* not ours: leave it alone */
+		if (e == -EBUSY)
+			return fail_file(s, c, f, CP_E_BUSY, 0, 0, 0);
 		return fail_file(s, c, f, open_errno_code(e), e, 0, 0);
 	}
-	if (flock(f->fd, LOCK_EX | LOCK_NB)) {
-		close(f->fd);
-		f->fd = -1; /* not ours: leave it alone */
-		return fail_file(s, c, f, CP_E_BUSY, 0, 0, 0);
-	}
-	if (fstat(f->fd, &st) || !S_ISREG(st.st_mode))
-		return fail_file(s, c, f, CP_E_PATH, 0, 0, 0);
-	/* Resume: keep the chunk-aligned prefix and hash it; else start empty. */
-	if ((s->flags & CP_F_RESUME) && (r->flags & CP_BEGIN_WAIT)) {
+	/* Resume: keep the longest proven prefix; else start empty. */
+	good = 0;
+	XXH3_128bits_reset(f->st);
+	if (resume && st.st_size > 0) {
 		uint64_t have = (uint64_t)st.st_size < f->size ? (uint64_t)st.st_size : f->size;
 
-		f->next_off = have - have % s->chunk;
+		good = resume_point(s, f, have, proof, nproof, r->hash);
+		if (good < 0)
+			return fail_file(s, c, f, CP_E_IO, (int)good, 0, 1);
 	}
+	f->next_off = f->start_off = (uint64_t)good;
 	if (ftruncate(f->fd, (off_t)f->next_off))
 		return fail_file(s, c, f, CP_E_IO, errno, 0, 1);
-	e = hash_prefix(s, f->fd, f->next_off, f->st);
-	if (e)
-		return fail_file(s, c, f, CP_E_IO, e, 0, 1);
-	f->start_off = f->next_off;
-	if (r->flags & CP_BEGIN_WAIT) {
-		XXH3_state_t *tmp = XXH3_createState();
-
+	if (r->flags & CP_BEGIN_WAIT)
 		result(c, f->id, CP_RES_READY, CP_OK, 0, f->next_off);
-		if (tmp) {
-			XXH3_copyState(tmp, f->st);
-			cp_hash_digest(tmp, c->res[c->nres - 1].hash);
-			XXH3_freeState(tmp);
-		}
-	}
-}
-
-static void restart_file(struct session *s, struct cp_credit *c, struct rfile *f)
-{
-	if (f->existing)
-		return fail_file(s, c, f, CP_E_PROTO, 0, 0, 0);
-	if (ftruncate(f->fd, 0))
-		return fail_file(s, c, f, CP_E_IO, errno, 0, 1);
-	f->next_off = f->start_off = 0;
-	XXH3_128bits_reset(f->st);
 }
 
 static void data_file(struct session *s, struct cp_credit *c, struct rfile *f,
@@ -501,6 +603,8 @@ static void make_dir(struct session *s, struct cp_credit *c, const struct cp_rec
 
 	if (cp_path_check(r->name, r->name_len))
 		return result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
+	if (++s->nfiles > s->srv->max_files)
+		return result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
 	memcpy(name, r->name, r->name_len);
 	name[r->name_len] = '\0';
 	fd = cp_open_dir(s->srv->rootfd, name, 1);
@@ -512,15 +616,30 @@ static void make_dir(struct session *s, struct cp_credit *c, const struct cp_rec
 	result(c, r->file_id, CP_RES_DONE, CP_OK, 0, 0);
 }
 
+/* Whether the record just handled ended in a success (for --idle). */
+static int done_ok(const struct cp_credit *c, unsigned before)
+{
+	const struct cp_result *r = &c->res[c->nres - 1];
+
+	return c->nres > before && r->kind == CP_RES_DONE &&
+	       (r->code == CP_OK || r->code == CP_E_UPTODATE);
+}
+
 /*
  * One record. File ids grow strictly with each DIR / BEGIN; a later record
  * for an id that is no longer open belongs to a file that already failed,
  * and is ignored. Anything else out of line is a protocol error.
+ *
+ * Progress, which alone resets the idle timer, is file data written and
+ * entries made (a directory, a file committed or found up to date); not
+ * files begun, refused or failed, and not empty slots.
  */
 static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec *r,
 		     const uint8_t *data)
 {
+	unsigned before = c->nres;
 	struct rfile *f;
+	uint64_t at;
 
 	if (r->type == CP_REC_BYE) {
 		s->bye = 1;
@@ -533,7 +652,8 @@ static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec
 		if (r->type == CP_REC_DIR)
 			make_dir(s, c, r);
 		else
-			begin_file(s, c, r);
+			begin_file(s, c, r, data);
+		s->progressed |= done_ok(c, before);
 		return 0;
 	}
 	if (r->file_id >= s->next_id)
@@ -543,13 +663,13 @@ static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec
 		return 0;
 	switch (r->type) {
 	case CP_REC_DATA:
+		at = f->next_off;
 		data_file(s, c, f, r, data);
+		s->progressed |= f->used && f->next_off > at;
 		break;
 	case CP_REC_END:
 		end_file(s, c, f, r);
-		break;
-	case CP_REC_RESTART:
-		restart_file(s, c, f);
+		s->progressed |= done_ok(c, before);
 		break;
 	case CP_REC_ABORT:
 		result(c, f->id, CP_RES_DONE, CP_E_ABORTED, 0, f->next_off);
@@ -588,11 +708,14 @@ static int handle_slot(struct session *s, const struct pending *p, struct rk_err
 		return -EPROTO;
 	memset(&c, 0, sizeof(c));
 	c.slot = p->slot;
+	s->progressed = 0;
 	while ((n = cp_slot_next(&rd, &r)) == 1)
 		if (do_record(s, &c, &r, s->data))
 			return -EPROTO;
 	if (n < 0)
 		return -EPROTO;
+	if (s->progressed)
+		s->progress_ns = cli_now_ns();
 	n = cp_credit_encode(&c, msg, sizeof(msg));
 	if (n < 0)
 		return -EPROTO;
@@ -865,12 +988,13 @@ static int take_joins(struct session *s, struct rk_error *err)
 /*
  * The event loop: completions and CM events (a client that dies is seen
  * as DISCONNECTED), each wait bounded, and the session given up after
- * idle_ms without a completion.
+ * idle_ms without progress (file data written, entries made; see do_record).
  */
 static int serve(struct session *s, struct rk_error *err)
 {
 	uint64_t last = cli_now_ns();
 
+	s->progress_ns = last;
 	for (;;) {
 		struct pollfd pfd[1 + 2 * CP_MAX_LANES] = {{.fd = s->evfd, .events = POLLIN}};
 		unsigned lane_of[1 + 2 * CP_MAX_LANES] = {0}, npfd = 1;
@@ -889,7 +1013,7 @@ static int serve(struct session *s, struct rk_error *err)
 			return -ESHUTDOWN;
 		if (!s->hello_done && cli_now_ns() - last > (uint64_t)HELLO_MS * 1000000)
 			return -ETIMEDOUT;
-		if (cli_now_ns() - last > (uint64_t)s->srv->idle_ms * 1000000)
+		if (cli_now_ns() - s->progress_ns > (uint64_t)s->srv->idle_ms * 1000000)
 			return -ETIMEDOUT;
 		n = arm_all(s, err);
 		if (n)
@@ -994,7 +1118,8 @@ static void *session_main(void *arg)
 		else if (r == -ECONNRESET)
 			slog(s, "client disconnected");
 		else if (r == -ETIMEDOUT)
-			slog(s, "client silent for too long; connection closed");
+			slog(s, "nothing written for %d s (--idle); connection closed",
+			     s->srv->idle_ms / 1000);
 		else if (r == -ESHUTDOWN)
 			slog(s, "server shutting down");
 		else if (r == -EPROTO)
@@ -1088,4 +1213,9 @@ int cp_session_join(struct rk_cm_request *req, unsigned lane, const uint8_t *key
 	}
 	pthread_mutex_unlock(&reg_mu);
 	return 0;
+}
+
+unsigned cp_session_fds(unsigned max_open)
+{
+	return 1 + 2 * CP_MAX_LANES + 4 + 2 * max_open;
 }

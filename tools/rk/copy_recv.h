@@ -30,17 +30,29 @@
 #include <rdmakit/cm.h>
 #include <rdmakit/device.h>
 
+#define CP_SERVE_MAX_OPEN 128u /* largest --max-open */
+
 /* What every session shares; read-only while sessions run (but @active). */
 struct cp_server {
 	struct rk_device *dev;
 	int rootfd; /* the served directory, O_DIRECTORY */
 	uint64_t max_file_size;
-	uint32_t max_files; /* per connection */
+	uint64_t max_bytes; /* sizes of the files begun, per session */
+	uint32_t max_files; /* files and directories per session */
+	uint32_t max_open;  /* files open at once per session, <= CP_SERVE_MAX_OPEN */
 	uint32_t max_ring;  /* bytes of ring per connection */
-	int idle_ms;	    /* end a session silent for this long */
+	int idle_ms;	    /* end a session that moves nothing for this long */
 	atomic_int *stop;   /* set on SIGINT/SIGTERM */
 	atomic_int active;  /* sessions running */
 };
+
+/*
+ * cp_session_fds - the most file descriptors one session holds with
+ * @max_open files open: per lane its CM event channel and completion
+ * channel, the join eventfd, two per open file (it and its directory) and
+ * a few held for moments (opening a directory, a replaced temporary).
+ */
+unsigned cp_session_fds(unsigned max_open);
 
 /*
  * cp_session_start - accept @req on a new thread and serve it until the

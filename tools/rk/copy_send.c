@@ -12,7 +12,9 @@
  * waiting for anything. A file larger than a chunk, and every file with
  * --resume, first announces itself (BEGIN with WAIT) and waits for READY:
  * one round trip per large file, which lets the server refuse it before
- * any data moves, or offer a verified prefix to resume from.
+ * any data moves. With --resume the BEGIN also proves what we hold (the
+ * hashes of our file and of its prefixes, see CP_BEGIN_PROOF) and READY
+ * names the longest of those prefixes the server already has.
  *
  * Every wait is bounded: a completion error, a DISCONNECTED event or
  * idle_ms without any completion ends the session with a message.
@@ -703,44 +705,72 @@ static int send_record(struct sender *s, uint8_t type, uint32_t id, const uint8_
 	return flush(s);
 }
 
-/* Resume offered the whole final file: identical means nothing to send. */
-static int send_existing(struct sender *s, struct cp_item *it, uint32_t id, int fd)
+/*
+ * --resume: what we hold, for the server to check its side against (see
+ * CP_BEGIN_PROOF): the hashes of our prefixes at every proof step into
+ * @proof and of the whole file into @whole. One read of the file.
+ */
+static int prove(struct sender *s, int fd, uint64_t size, uint8_t *proof, uint8_t whole[16])
 {
-	uint8_t h[16];
-	int e;
+	uint64_t step = cp_proof_step(size, s->w.chunk), off = 0;
+	unsigned k = 0, n = cp_proof_count(size, s->w.chunk);
 
-	if (it->ready_res.offset == it->size) {
-		e = hash_file(s, fd, it->size);
-		if (e == -EPIPE)
-			return -1;
-		if (e) {
-			local_fail(it, "read", e);
-			return send_record(s, CP_REC_ABORT, id, NULL);
-		}
-		cp_hash_digest(s->st, h);
-		if (!memcmp(h, it->ready_res.hash, 16))
-			return send_record(s, CP_REC_END, id, h);
+	XXH3_128bits_reset(s->st);
+	while (off < size) {
+		uint64_t stop = k < n ? (k + 1) * step : size;
+		size_t len = stop - off < HASH_BUF ? (size_t)(stop - off) : HASH_BUF;
+		int r;
+
+		unlock_main(s);
+		r = read_full(fd, s->hashbuf, len, off);
+		if (!r)
+			XXH3_128bits_update(s->st, s->hashbuf, len);
+		lock_main(s);
+		if (r)
+			return r;
+		off += len;
+		if (off == stop && k < n)
+			cp_hash_digest(s->st, proof + 16 * k++);
+		if (pump(s, 0))
+			return -EPIPE;
 	}
-	snprintf(it->local_err, sizeof(it->local_err),
-		 "exists on the server with other content (use --force to overwrite)");
-	return send_record(s, CP_REC_ABORT, id, NULL);
+	cp_hash_digest(s->st, whole);
+	return 0;
 }
 
 static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 {
+	int resume = (s->o->flags & CP_F_RESUME) != 0;
+	unsigned nproof = resume ? cp_proof_count(it->size, s->w.chunk) : 0;
+	uint8_t proof[16 * CP_PROOF_MAX];
 	size_t nl = strlen(it->dst);
 	struct cp_rec r = {.type = CP_REC_BEGIN,
-			   .flags = CP_BEGIN_WAIT,
+			   .flags = CP_BEGIN_WAIT | (resume ? CP_BEGIN_PROOF : 0),
 			   .file_id = id,
 			   .a = it->size,
 			   .b = it->mode,
 			   .name = it->dst,
 			   .name_len = (uint16_t)nl};
 	uint64_t off;
-	int restart = 0, e;
+	int e;
 
-	if (need(s, 1, nl, 0))
+	if (resume) {
+		e = prove(s, fd, it->size, proof, r.hash);
+		if (e == -EPIPE)
+			return -1;
+		if (e) {
+			local_fail(it, "read", e);
+			return 0;
+		}
+	}
+	if (need(s, 1, nl, 16 * nproof))
 		return -1;
+	if (resume) {
+		r.data_off = s->dlen;
+		r.data_len = 16 * nproof;
+		memcpy(slot_data(s, s->cur) + s->dlen, proof, r.data_len);
+		s->dlen += r.data_len;
+	}
 	add(s, &r);
 	it->waiting_ready = 1;
 	it->state = CP_ITEM_SENT;
@@ -750,29 +780,20 @@ static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 		if (pump(s, WAIT_MS))
 			return -1;
 	if (it->state == CP_ITEM_DONE)
-		return 0; /* refused */
-	if (it->ready_res.flags & CP_READY_COMPLETE)
-		return send_existing(s, it, id, fd);
+		return 0; /* refused, or (--resume) already up to date */
+	/* Only a prefix we proved: anything else is a server that breaks the protocol. */
 	off = it->ready_res.offset;
-	XXH3_128bits_reset(s->st);
-	if (off > it->size || off % s->w.chunk) {
-		restart = 1;
-	} else if (off) {
-		uint8_t h[16];
-
-		e = hash_file(s, fd, off);
-		if (e == -EPIPE)
-			return -1;
-		if (e) {
-			local_fail(it, "read", e);
-			return send_record(s, CP_REC_ABORT, id, NULL);
-		}
-		cp_hash_digest(s->st, h);
-		restart = memcmp(h, it->ready_res.hash, 16) != 0;
+	if (resume ? !cp_proof_offset_ok(it->size, s->w.chunk, off) : off != 0) {
+		fatal(s, CP_EXIT_LOST, "protocol error: READY for %s at an offset never offered",
+		      it->dst);
+		return -1;
 	}
-	if (restart) {
-		off = 0;
-		XXH3_128bits_reset(s->st);
+	e = hash_file(s, fd, off);
+	if (e == -EPIPE)
+		return -1;
+	if (e) {
+		local_fail(it, "read", e);
+		return send_record(s, CP_REC_ABORT, id, NULL);
 	}
 	cp_progress_add(s->o->progress, off, it->dst);
 	/* One chunk per slot; the last one also carries END (a file of 0 bytes: END alone). */
@@ -788,11 +809,6 @@ static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 		}
 		memset(&r, 0, sizeof(r));
 		r.file_id = id;
-		if (restart) {
-			r.type = CP_REC_RESTART;
-			add(s, &r);
-			restart = 0;
-		}
 		unlock_main(s);
 		e = read_full(fd, slot_data(s, s->cur), n, off);
 		if (!e && n) {
