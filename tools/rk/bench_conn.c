@@ -80,14 +80,14 @@ static int needs_receives(const struct bench_params *p, int is_client)
  * at half the queue), so a queue of exactly tx-depth would signal nearly
  * every WR once it is full, a completion per WR instead of one per cq-mod.
  */
-static uint32_t signal_every(const struct bench_params *p)
+uint32_t bench_signal_every(const struct bench_params *p)
 {
 	return p->cq_mod < p->tx_depth ? p->cq_mod : p->tx_depth;
 }
 
 static uint32_t sq_depth(const struct bench_params *p)
 {
-	return p->tx_depth + signal_every(p);
+	return p->tx_depth + bench_signal_every(p);
 }
 
 static uint64_t buffer_len(const struct bench_params *p)
@@ -103,7 +103,7 @@ static int check_device(const struct bench_params *p, const struct rk_device_inf
 
 	if (sq_depth(p) > di->max_qp_wr) {
 		snprintf(why, len, "tx-depth: %u (+ %u for signaling) exceeds the device's %u",
-			 p->tx_depth, signal_every(p), di->max_qp_wr);
+			 p->tx_depth, bench_signal_every(p), di->max_qp_wr);
 		return -1;
 	}
 	if (p->rx_depth > di->max_qp_wr) {
@@ -115,7 +115,7 @@ static int check_device(const struct bench_params *p, const struct rk_device_inf
 		snprintf(why, len,
 			 "num-qp: %u QPs x (tx-depth %u + %u + rx-depth %u) exceed the device's %u "
 			 "CQ entries",
-			 p->num_qp, p->tx_depth, signal_every(p), p->rx_depth, di->max_cqe);
+			 p->num_qp, p->tx_depth, bench_signal_every(p), p->rx_depth, di->max_cqe);
 		return -1;
 	}
 	if (buffer_len(p) > MAX_BUFFER || buffer_len(p) > di->max_mr_size) {
@@ -330,7 +330,7 @@ static void conn_opts(struct bench_ctx *c, struct bench_qp *q, struct rk_conn_op
 	o->sq_depth = sq_depth(c->p);
 	o->rq_depth = c->receives ? c->p->rx_depth : 1;
 	o->max_inline = c->p->inline_size;
-	o->signal_every = signal_every(c->p);
+	o->signal_every = bench_signal_every(c->p);
 	o->cq = c->cq;
 	o->max_mtu = c->l->mtu ? rk_mtu_from_bytes(c->l->mtu) : 0;
 	/*
