@@ -293,6 +293,7 @@ out:
 		out->wall_ns = 1;
 	out->tx_msgs = s.done_total;
 	out->rx_msgs = s.rx_total;
+	out->peer_count = w.peer_count;
 	/* Over the wall time's window: a sender's ends with its last completion. */
 	out->cpu_ns = (cpu_end ? cpu_end : bench_cpu_ns()) - cpu0;
 	out->peak_bps = s.peak_bps;

@@ -29,6 +29,7 @@
 struct bench_run {
 	uint64_t tx_msgs;	 /* messages this side sent (pings + pongs in lat) */
 	uint64_t rx_msgs;	 /* receive completions */
+	uint64_t peer_count;	 /* messages the peer's DONE said it sent */
 	uint64_t wall_ns;	 /* first post to last completion */
 	uint64_t cpu_ns;	 /* user + system time of this process during the run */
 	double peak_bps;	 /* best rate over a window (bw mode) */
