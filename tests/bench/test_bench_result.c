@@ -1,7 +1,8 @@
 /*
  * test_bench_result.c - rk bench's RESULT record against forged input:
  * messages in no time, impossible counts, latencies out of order, a
- * record that disagrees with the peer's DONE.
+ * record that disagrees with the peer's DONE; and the filter that peer
+ * text (REFUSE, ERROR) goes through before it reaches a terminal.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 
 #include "bench_ctl.h"
 #include "bench_result.h"
+#include "cli.h"
 
 static void sample(struct bench_side_stats *st)
 {
@@ -160,12 +162,46 @@ static void against_done(void **state)
 	assert_int_equal(bench_stats_check_run(&st, 4096, st.tx_msgs, why, sizeof(why)), 0);
 }
 
+static void clean_text(void **state)
+{
+	static const char evil[] = "bad\x1b]0;owned\x07\x1b[2J\r\nrm -rf\x7f\xc3\xa9\0tail";
+	char out[64], small[5];
+	size_t n;
+
+	(void)state;
+	n = cli_clean_text(out, sizeof(out), evil, sizeof(evil) - 1);
+	assert_int_equal(n, sizeof(evil) - 1);
+	assert_string_equal(out, "bad?]0;owned??[2J??rm -rf????tail");
+	for (size_t i = 0; i < n; i++)
+		assert_true(out[i] >= 0x20 && out[i] < 0x7f);
+	/* Cut to fit, always terminated. */
+	assert_int_equal(cli_clean_text(small, sizeof(small), "abcdefgh", 8), 4);
+	assert_string_equal(small, "abcd");
+	assert_int_equal(cli_clean_text(small, 1, "abc", 3), 0);
+	assert_string_equal(small, "");
+}
+
+static void equal_ct(void **state)
+{
+	uint8_t a[16] = {1, 2, 3}, b[16] = {1, 2, 3};
+
+	(void)state;
+	assert_int_equal(cli_equal_ct(a, b, sizeof(a)), 1);
+	b[15] ^= 0x80;
+	assert_int_equal(cli_equal_ct(a, b, sizeof(a)), 0);
+	b[15] ^= 0x80;
+	b[0] ^= 1;
+	assert_int_equal(cli_equal_ct(a, b, sizeof(a)), 0);
+	assert_int_equal(cli_equal_ct(a, b, 0), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(roundtrip),    cmocka_unit_test(no_time),
 	    cmocka_unit_test(out_of_range), cmocka_unit_test(latency_order),
-	    cmocka_unit_test(against_done),
+	    cmocka_unit_test(against_done), cmocka_unit_test(clean_text),
+	    cmocka_unit_test(equal_ct),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

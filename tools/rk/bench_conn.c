@@ -246,9 +246,10 @@ int bench_client_start(struct bench_ctx *c, struct rk_error *err)
 	if (r)
 		return r;
 	if (m.type == BM_REFUSE) {
-		m.data[m.len < BENCH_MSG_MAX ? m.len : BENCH_MSG_MAX - 1] = 0;
-		return bench_fail(err, ECONNREFUSED, "the server refused the run: %s",
-				  (const char *)m.data);
+		char text[BENCH_MSG_MAX + 1];
+
+		cli_clean_text(text, sizeof(text), m.data, m.len);
+		return bench_fail(err, ECONNREFUSED, "the server refused the run: %s", text);
 	}
 	if (m.type != BM_ACCEPT || m.len != 0)
 		return bench_fail(err, EPROTO, "protocol error: expected ACCEPT or REFUSE");
@@ -424,7 +425,7 @@ static int accept_cm(struct bench_ctx *c, struct rk_error *err)
 			return r;
 		h = rk_cm_request_hello(req);
 		if (h->token_len != BENCH_TOKEN_LEN ||
-		    memcmp(h->token, c->token, BENCH_TOKEN_LEN) != 0 ||
+		    !cli_equal_ct(h->token, c->token, BENCH_TOKEN_LEN) ||
 		    h->app_arg >= c->p->num_qp || c->qps[h->app_arg].conn) {
 			fprintf(stderr, "rk bench: turning away %s: not a QP of this run\n",
 				rk_cm_request_peer(req));
@@ -457,14 +458,10 @@ static void encode_ready(const struct bench_side_info *s, uint8_t *b)
 	bench_put32(b + 128, s->buf_rkey);
 }
 
-/* Text from the peer: NUL-terminated and printable before we print it. */
+/* A NUL-padded name from the peer: printable before we print it. */
 static void clean_text(char *dst, const uint8_t *src, size_t len)
 {
-	memcpy(dst, src, len);
-	dst[len - 1] = 0;
-	for (size_t i = 0; dst[i]; i++)
-		if (dst[i] < 0x20 || dst[i] > 0x7e)
-			dst[i] = '?';
+	cli_clean_text(dst, len, src, strnlen((const char *)src, len));
 }
 
 static int decode_ready(struct bench_ctx *c, const uint8_t *b, struct rk_error *err)
