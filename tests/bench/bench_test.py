@@ -5,14 +5,22 @@ Each case starts an rk bench server and client on RK_ADDR (both in this
 host), with short runs, and checks behaviour and data, never timing:
 counts add up, percentiles are ordered, the JSON parses, refusals name the
 parameter, a dead or silent peer ends the client with an error in time.
+A fake server and a relay on the control channel play the hostile peer
+(escapes in REFUSE and ERROR, a forged RESULT); the all200 cases are the
+long -a -n 200 runs at the default watchdog.
 """
 import json
+import math
 import os
+import re
 import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 RK, CASE, PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -28,10 +36,11 @@ def fail(msg):
     print("FAIL:", msg, flush=True)
 
 
-def start_server(port, args=()):
-    """Start a server and wait until it listens (it says so on stderr)."""
+def start_server(port, args=(), watchdog=WATCHDOG):
+    """Start a server and wait until it listens (it says so on stderr).
+    watchdog None: the default (what a user gets)."""
     cmd = [RK, "bench", "-d", DEV, "--bind", ADDR, "-p", str(port),
-           "--watchdog", str(WATCHDOG), "--wait", "30", *args]
+           *(["--watchdog", str(watchdog)] if watchdog else []), "--wait", "30", *args]
     srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ready, _, _ = select.select([srv.stdout], [], [], 20)
     line = srv.stdout.readline() if ready else ""
@@ -40,10 +49,11 @@ def start_server(port, args=()):
     return srv
 
 
-def run_pair(port, client_args, server_args=(), timeout=60):
+def run_pair(port, client_args, server_args=(), timeout=60, watchdog=WATCHDOG, connect_port=None):
     """Server then client; returns (client rc, client out, server rc, server out)."""
-    srv = start_server(port, server_args)
-    cmd = [RK, "bench", "--watchdog", str(WATCHDOG), *client_args, "%s:%d" % (ADDR, port)]
+    srv = start_server(port, server_args, watchdog)
+    cmd = [RK, "bench", *(["--watchdog", str(watchdog)] if watchdog else []), *client_args,
+           "%s:%d" % (ADDR, connect_port or port)]
     cli = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          timeout=timeout)
     try:
@@ -131,15 +141,17 @@ def check_doc(doc, want_sizes, what):
                      % (tag, side, r["cpu"][side], r["seconds"], limit))
 
 
-def bench_json(port, args, want_sizes, what, server_args=()):
+def bench_json(port, args, want_sizes, what, server_args=(), timeout=60, watchdog=WATCHDOG):
     with tempfile.TemporaryDirectory(dir=os.environ.get("RK_BUILD")) as d:
         path = os.path.join(d, "out.json")
-        rc, out, src, sout = run_pair(port, [*args, "--json", path], server_args)
+        rc, out, src, sout = run_pair(port, [*args, "--json", path], server_args, timeout,
+                                      watchdog)
         if rc != 0 or src != 0:
             fail("%s: client rc %d server rc %d\n%s\n%s" % (what, rc, src, out, sout))
             return None
         with open(path) as f:
-            doc = json.load(f)  # a real parser: any syntax error fails here
+            # A real parser, and strict: "Infinity" or "NaN" fails here too.
+            doc = json.load(f, parse_constant=lambda c: fail("%s: %s in JSON" % (what, c)))
         check_doc(doc, want_sizes, what)
         return doc
 
@@ -169,6 +181,164 @@ def case_all(port):
             with open(png, "rb") as f:
                 if f.read(8) != b"\x89PNG\r\n\x1a\n":
                     fail("--plot: not a PNG")
+
+
+def all_finite_positive(doc, what):
+    """Every figure of a bw record finite, and those that measure the run positive."""
+    for r in doc["results"]:
+        tag = "%s size %d" % (what, r["size"])
+        nums = [(k, r[k]) for k in ("seconds", "bw_peak_gbps", "bw_avg_gbps", "bw_avg_mib_s",
+                                    "mpps", "iterations", "bytes")]
+        nums += [("cpu." + k, v) for k, v in r["cpu"].items()]
+        for k, v in nums:
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                fail("%s: %s is %r" % (tag, k, v))
+            elif v <= 0 and not k.startswith("cpu."):
+                fail("%s: %s is %r" % (tag, k, v))
+
+
+def case_all200(port, op):
+    """The issue's runs, as a user types them (default watchdog): -a -n 200
+    streams 8 MiB messages for minutes on Soft-RoCE, and the passive side
+    must hear of the sender all along."""
+    t0 = time.monotonic()
+    doc = bench_json(port, ["--op", op, "-a", "-n", "200"], sizes(2, 8 << 20),
+                     "%s -a -n 200" % op, timeout=1200, watchdog=None)
+    print("%s -a -n 200: %.0f s" % (op, time.monotonic() - t0))
+    if doc:
+        if len(doc["results"]) != 23:
+            fail("%s -a -n 200: %d records" % (op, len(doc["results"])))
+        all_finite_positive(doc, "%s -a -n 200" % op)
+
+
+def frame(mtype, payload=b""):
+    return b"RKBC" + struct.pack(">HH", mtype, len(payload)) + payload
+
+
+def read_frame(sock):
+    """One control frame (type, payload), or None when the socket closed."""
+    head = b""
+    while len(head) < 8:
+        b = sock.recv(8 - len(head))
+        if not b:
+            return None
+        head += b
+    if head[:4] != b"RKBC":
+        raise ValueError("bad magic %r" % head[:4])
+    mtype, n = struct.unpack(">HH", head[4:])
+    body = b""
+    while len(body) < n:
+        b = sock.recv(n - len(body))
+        if not b:
+            return None
+        body += b
+    return mtype, body
+
+
+BM_REFUSE, BM_RESULT, BM_ERROR = 3, 8, 10
+EVIL = b"\x1b]0;owned\x07\x1b[2J\x1b[31mred\r\n\x9bX\x00end"
+EVIL_SHOWN = "?]0;owned??[2J?[31mred???X?end"
+
+
+def proxy(listen, port, rewrite):
+    """Relay one control connection to the server at PORT, passing each
+    server frame through rewrite(type, payload) -> bytes to send instead."""
+    cli, _ = listen.accept()
+    srv = socket.create_connection((ADDR, port), timeout=30)
+
+    def up():
+        try:
+            while True:
+                b = cli.recv(65536)
+                if not b:
+                    break
+                srv.sendall(b)
+        except OSError:
+            pass
+        srv.close()
+
+    threading.Thread(target=up, daemon=True).start()
+    try:
+        while True:
+            f = read_frame(srv)
+            if f is None:
+                break
+            cli.sendall(rewrite(*f))
+    except OSError:
+        pass
+    cli.close()
+
+
+def forged_run(port, rewrite, what, expect):
+    """A --oob run (everything on the control channel, so a relay sees it
+    all) whose server frames are rewritten; the client must fail, naming it."""
+    listen = socket.socket()
+    listen.bind((ADDR, 0))
+    listen.listen(1)
+    relay = threading.Thread(target=proxy, args=(listen, port, rewrite), daemon=True)
+    relay.start()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("RK_BUILD")) as d:
+        path = os.path.join(d, "out.json")
+        rc, out, src, sout = run_pair(port, ["--oob", "-s", "4096", "-n", "64", "--json", path],
+                                      ["--oob"], timeout=30,
+                                      connect_port=listen.getsockname()[1])
+        wrote = os.path.exists(path)
+    listen.close()
+    relay.join(10)
+    print("%s: client rc %d: %s" % (what, rc, out.strip().splitlines()[-1:]))
+    # The server is honest and may well have finished: only the client is judged.
+    if rc != 1:
+        fail("%s: client rc %d server rc %d\n%s\n%s" % (what, rc, src, out, sout))
+    if expect not in out:
+        fail("%s: client output lacks %r:\n%s" % (what, expect, out))
+    if re.search(r"\b(inf|nan)\b", out, re.I):
+        fail("%s: a non-finite figure printed:\n%s" % (what, out))
+    if any(ch in out for ch in "\x1b\x07\x9b\x00\r"):
+        fail("%s: a control character reached the output: %r" % (what, out))
+    if wrote:
+        fail("%s: --json written for a failed run" % what)
+
+
+def case_forged(port):
+    """Hostile peers: a REFUSE full of terminal escapes; a RESULT claiming
+    messages sent in no time; an ERROR full of escapes mid-run."""
+    # A fake server: reads the PARAMS frame, refuses with escapes.
+    listen = socket.socket()
+    listen.bind((ADDR, 0))
+    listen.listen(1)
+
+    def refuser():
+        s, _ = listen.accept()
+        read_frame(s)
+        s.sendall(frame(BM_REFUSE, EVIL))
+        s.close()
+
+    t = threading.Thread(target=refuser, daemon=True)
+    t.start()
+    cli = subprocess.run([RK, "bench", "--watchdog", str(WATCHDOG), "-n", "8",
+                          "%s:%d" % (ADDR, listen.getsockname()[1])],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    t.join(10)
+    listen.close()
+    out = cli.stdout.decode("latin-1")
+    print("refuse: client rc %d: %r" % (cli.returncode, out.strip()))
+    if cli.returncode != 1 or ("refused the run: " + EVIL_SHOWN) not in out:
+        fail("refuse: rc %d, output %r" % (cli.returncode, out))
+    if any(ch in out for ch in "\x1b\x07\x9b\x00\r"):
+        fail("refuse: a control character reached the output: %r" % out)
+
+    def zero_wall(mtype, body):
+        if mtype == BM_RESULT:
+            # The passive server's record, forged: 200 messages in 0 ns.
+            body = struct.pack(">QQQ", 200, 0, 0) + body[24:]
+        return frame(mtype, body)
+
+    forged_run(port, zero_wall, "RESULT wall_ns 0", "messages moved in no time")
+
+    def evil_error(mtype, body):
+        return frame(BM_ERROR, EVIL) if mtype == BM_RESULT else frame(mtype, body)
+
+    forged_run(port + 1, evil_error, "ERROR with escapes", "peer failed: " + EVIL_SHOWN)
 
 
 def case_mismatch(port):
@@ -265,7 +435,9 @@ def main():
                  ["--oob"])
     else:
         {"all": case_all, "mismatch": case_mismatch, "killed": case_killed,
-         "multiqp": case_multiqp, "duration": case_duration}[CASE](PORT)
+         "multiqp": case_multiqp, "duration": case_duration, "forged": case_forged,
+         "all200-write": lambda port: case_all200(port, "write"),
+         "all200-read": lambda port: case_all200(port, "read")}[CASE](PORT)
     print("%s: %s" % (CASE, "FAILED (%d)" % len(failures) if failures else "ok"))
     return 1 if failures else 0
 

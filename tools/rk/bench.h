@@ -9,6 +9,7 @@
  *   bench_bw.c      the bandwidth engine
  *   bench_lat.c     the latency engine (ping-pong, or READ round trips)
  *   bench_hist.c    latency histogram and percentiles
+ *   bench_result.c  the RESULT record: codec and checks of the peer's figures
  *   bench_report.c  the table, the JSON document and the gnuplot chart
  *   cmd_bench.c     the session: handshake, one run per size, results
  */

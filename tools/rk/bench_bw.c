@@ -7,6 +7,18 @@
  * and the sequence number, and everything before it on that QP is done
  * too. The last WR of a run is always signaled so the end is seen.
  *
+ * Large messages are signaled at least every BENCH_SIGNAL_BYTES as well:
+ * cq-mod 100 of 8 MiB would be one completion per 800 MiB, over a minute
+ * on a slow link, and the watchdog could not tell that from a stall. A
+ * completion per MiB costs nothing next to moving the MiB.
+ *
+ * The watchdog (and with it the heartbeat the passive peer lives on) is
+ * looked at between posts too, not only between polls: on Soft-RoCE a
+ * post runs the requester in the poster's own system call, one whole
+ * message per doorbell, so filling a queue of 8 MiB messages takes tens
+ * of seconds of posting. Heartbeats come from this loop rather than a
+ * thread of their own, so they also say that the engine still moves.
+ *
  * The receiving side (send, write-imm) reposts each receive as soon as it
  * completes. A side with nothing to post or receive (the target of write
  * or read) just waits for the peer's DONE on the control channel, using
@@ -18,6 +30,10 @@
 
 #include "bench_run.h"
 
+/* Between posts the watchdog looks every POSTS_PER_CHECK, or after each that moves 64 KiB. */
+#define POSTS_PER_CHECK	 16u
+#define POST_CHECK_BYTES (64u << 10)
+
 /*
  * Times here are raw clock ticks (bench_clock.h), compared with deadlines
  * converted once: the loop reads the clock after every poll, and a
@@ -26,10 +42,12 @@
  */
 struct bw_state {
 	uint32_t size;
-	uint64_t iters; /* per QP; 0: duration mode */
-	uint64_t end;	/* tick: duration over */
-	int stopping;	/* duration over: post one last signaled WR per QP */
-	uint64_t done_total, rx_total;
+	uint64_t iters;		  /* per QP; 0: duration mode */
+	uint64_t end;		  /* tick: duration over */
+	int stopping;		  /* duration over: post one last signaled WR per QP */
+	uint32_t sig_every;	  /* signal every this many WRs; 0: cq-mod (the library) */
+	uint32_t posts_unchecked; /* posts since the watchdog last looked */
+	uint64_t posted_total, done_total, rx_total;
 	uint64_t win_t, win_msgs, win_min; /* peak-rate window (tick, count, least) */
 	double peak_bps;
 };
@@ -71,9 +89,15 @@ static void build_templates(struct bench_ctx *c, struct bench_qp *q, uint32_t si
 	}
 }
 
+/* Grows while the run moves: WRs posted, sends completed, messages received. */
+static uint64_t progress(const struct bw_state *s)
+{
+	return s->posted_total + s->done_total + s->rx_total;
+}
+
 /* Post what fits on QP @q. Returns 0 or an error. */
 static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, int *final_done,
-		   struct rk_error *err)
+		   struct bench_watch *w, struct rk_error *err)
 {
 	for (;;) {
 		uint64_t left = s->iters ? s->iters - q->posted : c->p->batch;
@@ -95,8 +119,11 @@ static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, 
 			return 0;
 		last = s->stopping || (s->iters && q->posted + n == s->iters);
 		for (uint32_t i = 0; i < n; i++) {
-			q->wrs[i].wr_id = (uint64_t)q->index << BENCH_SEQ_BITS | (q->posted + i);
-			q->wrs[i].flags = 0;
+			uint64_t seq = q->posted + i;
+
+			q->wrs[i].wr_id = (uint64_t)q->index << BENCH_SEQ_BITS | seq;
+			q->wrs[i].flags =
+			    s->sig_every && (seq + 1) % s->sig_every == 0 ? RK_WR_SIGNALED : 0;
 		}
 		if (last)
 			q->wrs[n - 1].flags = RK_WR_SIGNALED;
@@ -104,8 +131,17 @@ static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, 
 		if (r != (int)n)
 			return r < 0 ? r : -EIO;
 		q->posted += n;
+		s->posted_total += n;
 		if (s->stopping)
 			*final_done = 1;
+		/* A clock reading per post only where a post moves enough data. */
+		if (++s->posts_unchecked >= POSTS_PER_CHECK ||
+		    (uint64_t)s->size * n >= POST_CHECK_BYTES) {
+			s->posts_unchecked = 0;
+			r = bench_watch_tick(c, w, bench_ticks(), progress(s), "posting", err);
+			if (r)
+				return r;
+		}
 	}
 }
 
@@ -184,6 +220,8 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		c->qps[i].posted = c->qps[i].done = c->qps[i].recvd = 0;
 		build_templates(c, &c->qps[i], size);
 	}
+	if (BENCH_SIGNAL_BYTES / size < bench_signal_every(p))
+		s.sig_every = BENCH_SIGNAL_BYTES / size ? BENCH_SIGNAL_BYTES / size : 1;
 	cpu0 = bench_cpu_ns();
 	t0 = t_end = bench_ticks();
 	s.end = t0 + bench_ticks_for(dur_ns);
@@ -210,7 +248,7 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 
 		if (!tx_done) {
 			for (uint32_t i = 0; i < p->num_qp; i++) {
-				r = post_qp(c, &c->qps[i], &s, &finals[i], err);
+				r = post_qp(c, &c->qps[i], &s, &finals[i], &w, err);
 				if (r)
 					return r;
 			}
@@ -239,7 +277,7 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 		if (tx_done && w.peer_done && (!c->receives || s.rx_total >= w.peer_count))
 			break;
 		r = bench_watch_tick(
-		    c, &w, t, s.done_total + s.rx_total,
+		    c, &w, t, progress(&s),
 		    tx_done ? "waiting for the peer's messages" : "waiting for completions", err);
 		if (r)
 			return r;
@@ -255,6 +293,7 @@ out:
 		out->wall_ns = 1;
 	out->tx_msgs = s.done_total;
 	out->rx_msgs = s.rx_total;
+	out->peer_count = w.peer_count;
 	/* Over the wall time's window: a sender's ends with its last completion. */
 	out->cpu_ns = (cpu_end ? cpu_end : bench_cpu_ns()) - cpu0;
 	out->peak_bps = s.peak_bps;

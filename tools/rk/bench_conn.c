@@ -80,14 +80,14 @@ static int needs_receives(const struct bench_params *p, int is_client)
  * at half the queue), so a queue of exactly tx-depth would signal nearly
  * every WR once it is full, a completion per WR instead of one per cq-mod.
  */
-static uint32_t signal_every(const struct bench_params *p)
+uint32_t bench_signal_every(const struct bench_params *p)
 {
 	return p->cq_mod < p->tx_depth ? p->cq_mod : p->tx_depth;
 }
 
 static uint32_t sq_depth(const struct bench_params *p)
 {
-	return p->tx_depth + signal_every(p);
+	return p->tx_depth + bench_signal_every(p);
 }
 
 static uint64_t buffer_len(const struct bench_params *p)
@@ -103,7 +103,7 @@ static int check_device(const struct bench_params *p, const struct rk_device_inf
 
 	if (sq_depth(p) > di->max_qp_wr) {
 		snprintf(why, len, "tx-depth: %u (+ %u for signaling) exceeds the device's %u",
-			 p->tx_depth, signal_every(p), di->max_qp_wr);
+			 p->tx_depth, bench_signal_every(p), di->max_qp_wr);
 		return -1;
 	}
 	if (p->rx_depth > di->max_qp_wr) {
@@ -115,7 +115,7 @@ static int check_device(const struct bench_params *p, const struct rk_device_inf
 		snprintf(why, len,
 			 "num-qp: %u QPs x (tx-depth %u + %u + rx-depth %u) exceed the device's %u "
 			 "CQ entries",
-			 p->num_qp, p->tx_depth, signal_every(p), p->rx_depth, di->max_cqe);
+			 p->num_qp, p->tx_depth, bench_signal_every(p), p->rx_depth, di->max_cqe);
 		return -1;
 	}
 	if (buffer_len(p) > MAX_BUFFER || buffer_len(p) > di->max_mr_size) {
@@ -246,9 +246,10 @@ int bench_client_start(struct bench_ctx *c, struct rk_error *err)
 	if (r)
 		return r;
 	if (m.type == BM_REFUSE) {
-		m.data[m.len < BENCH_MSG_MAX ? m.len : BENCH_MSG_MAX - 1] = 0;
-		return bench_fail(err, ECONNREFUSED, "the server refused the run: %s",
-				  (const char *)m.data);
+		char text[BENCH_MSG_MAX + 1];
+
+		cli_clean_text(text, sizeof(text), m.data, m.len);
+		return bench_fail(err, ECONNREFUSED, "the server refused the run: %s", text);
 	}
 	if (m.type != BM_ACCEPT || m.len != 0)
 		return bench_fail(err, EPROTO, "protocol error: expected ACCEPT or REFUSE");
@@ -330,7 +331,7 @@ static void conn_opts(struct bench_ctx *c, struct bench_qp *q, struct rk_conn_op
 	o->sq_depth = sq_depth(c->p);
 	o->rq_depth = c->receives ? c->p->rx_depth : 1;
 	o->max_inline = c->p->inline_size;
-	o->signal_every = signal_every(c->p);
+	o->signal_every = bench_signal_every(c->p);
 	o->cq = c->cq;
 	o->max_mtu = c->l->mtu ? rk_mtu_from_bytes(c->l->mtu) : 0;
 	/*
@@ -424,7 +425,7 @@ static int accept_cm(struct bench_ctx *c, struct rk_error *err)
 			return r;
 		h = rk_cm_request_hello(req);
 		if (h->token_len != BENCH_TOKEN_LEN ||
-		    memcmp(h->token, c->token, BENCH_TOKEN_LEN) != 0 ||
+		    !cli_equal_ct(h->token, c->token, BENCH_TOKEN_LEN) ||
 		    h->app_arg >= c->p->num_qp || c->qps[h->app_arg].conn) {
 			fprintf(stderr, "rk bench: turning away %s: not a QP of this run\n",
 				rk_cm_request_peer(req));
@@ -457,14 +458,10 @@ static void encode_ready(const struct bench_side_info *s, uint8_t *b)
 	bench_put32(b + 128, s->buf_rkey);
 }
 
-/* Text from the peer: NUL-terminated and printable before we print it. */
+/* A NUL-padded name from the peer: printable before we print it. */
 static void clean_text(char *dst, const uint8_t *src, size_t len)
 {
-	memcpy(dst, src, len);
-	dst[len - 1] = 0;
-	for (size_t i = 0; dst[i]; i++)
-		if (dst[i] < 0x20 || dst[i] > 0x7e)
-			dst[i] = '?';
+	cli_clean_text(dst, len, src, strnlen((const char *)src, len));
 }
 
 static int decode_ready(struct bench_ctx *c, const uint8_t *b, struct rk_error *err)

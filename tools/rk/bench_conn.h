@@ -96,4 +96,7 @@ void bench_ctx_release(struct bench_ctx *c);
 /* Deadline for one control step, from --watchdog. */
 int bench_step_ms(const struct bench_ctx *c);
 
+/* bench_signal_every - the QPs' selective signaling: cq-mod, at most tx-depth. */
+uint32_t bench_signal_every(const struct bench_params *p);
+
 #endif

@@ -197,9 +197,11 @@ int bench_ctl_recv(struct bench_ctl *c, struct bench_msg *m, int timeout_ms, str
 			if (m->type == BM_HEARTBEAT)
 				continue;
 			if (m->type == BM_ERROR) {
-				m->data[m->len < BENCH_MSG_MAX ? m->len : BENCH_MSG_MAX - 1] = 0;
-				return bench_fail(err, EREMOTEIO, "peer failed: %s",
-						  (const char *)m->data);
+				char text[BENCH_MSG_MAX + 1];
+
+				/* Shown on a terminal: no escapes from the peer. */
+				cli_clean_text(text, sizeof(text), m->data, m->len);
+				return bench_fail(err, EREMOTEIO, "peer failed: %s", text);
 			}
 			return 0;
 		}

@@ -5,6 +5,7 @@
  * half-written file.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,9 +25,14 @@ static void add_int(json_object *o, const char *k, int64_t v)
 	json_object_object_add(o, k, json_object_new_int64(v));
 }
 
+/*
+ * RESULT records are checked when decoded, so every figure is finite; if
+ * one were not, json-c would write "Infinity" or "NaN", which is no JSON.
+ * null keeps the document valid and the gap visible.
+ */
 static void add_num(json_object *o, const char *k, double v)
 {
-	json_object_object_add(o, k, json_object_new_double(v));
+	json_object_object_add(o, k, isfinite(v) ? json_object_new_double(v) : NULL);
 }
 
 static json_object *params_json(const struct bench_ctx *c)

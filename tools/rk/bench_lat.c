@@ -323,6 +323,7 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 		return r;
 	out->tx_msgs = s.count;
 	out->rx_msgs = c->qps[0].recvd;
+	out->peer_count = s.w.peer_count;
 	out->wall_ns = bench_ticks_ns(t0, s.t_end);
 	if (!out->wall_ns)
 		out->wall_ns = 1;

@@ -1,5 +1,5 @@
 /*
- * bench_report.c - the header, the table, and the RESULT record codec.
+ * bench_report.c - the header and the table (the RESULT codec: bench_result.c).
  *
  * Bandwidth counts what each sending side completed over its own wall
  * time (first post to last completion), summed over the sides that send
@@ -36,43 +36,6 @@ void bench_stats_from_run(const struct bench_run *run, const struct bench_hist *
 		st->lat_ns[i] = q[i] >= 0 ? bench_hist_pct(hist, q[i]) : 0;
 	st->lat_ns[LAT_AVG] = bench_hist_mean(hist);
 	st->lat_ns[LAT_STDEV] = bench_hist_stdev(hist);
-}
-
-/* Doubles travel as integers: bits/s and picoseconds are plenty. */
-void bench_stats_encode(const struct bench_side_stats *st, uint8_t *b)
-{
-	bench_put64(b, st->tx_msgs);
-	bench_put64(b + 8, st->rx_msgs);
-	bench_put64(b + 16, st->wall_ns);
-	bench_put64(b + 24, st->cpu_ns);
-	bench_put64(b + 32, (uint64_t)llround(st->peak_bps));
-	bench_put64(b + 40, st->lat_samples);
-	for (int i = 0; i < LAT_N; i++)
-		bench_put64(b + 48 + 8 * i, (uint64_t)llround(st->lat_ns[i] * 1000.0));
-}
-
-int bench_stats_decode(const uint8_t *b, struct bench_side_stats *st)
-{
-	const double ten_min_ps = 600e12;
-
-	st->tx_msgs = bench_get64(b);
-	st->rx_msgs = bench_get64(b + 8);
-	st->wall_ns = bench_get64(b + 16);
-	st->cpu_ns = bench_get64(b + 24);
-	st->peak_bps = (double)bench_get64(b + 32);
-	st->lat_samples = bench_get64(b + 40);
-	for (int i = 0; i < LAT_N; i++) {
-		double ps = (double)bench_get64(b + 48 + 8 * i);
-
-		if (ps > ten_min_ps * 6 * 24)
-			return -1;
-		st->lat_ns[i] = ps / 1000.0;
-	}
-	/* Counts beyond 2^50 or a day's wall time cannot come from a real run. */
-	if (st->tx_msgs >> 50 || st->rx_msgs >> 50 || st->lat_samples >> 50 ||
-	    st->wall_ns > 86400e9 * 2 || st->cpu_ns > 86400e9 * 2 * 1024 || st->peak_bps > 1e15)
-		return -1;
-	return 0;
 }
 
 void bench_report_init(struct bench_report *r, const struct bench_ctx *c)

@@ -12,19 +12,8 @@
 #include <stdint.h>
 
 #include "bench_conn.h"
+#include "bench_result.h"
 #include "bench_run.h"
-
-enum { LAT_MIN, LAT_MEDIAN, LAT_AVG, LAT_STDEV, LAT_P99, LAT_P999, LAT_MAX, LAT_N };
-
-/* One side's measurement of one size (what RESULT carries). */
-struct bench_side_stats {
-	uint64_t tx_msgs, rx_msgs, wall_ns, cpu_ns;
-	double peak_bps;
-	uint64_t lat_samples;
-	double lat_ns[LAT_N];
-};
-
-#define BENCH_RESULT_LEN (6 * 8 + LAT_N * 8)
 
 struct bench_result {
 	uint32_t size;
@@ -51,9 +40,6 @@ struct bench_report {
 /* bench_stats_from_run - our record of a run (@hist may be NULL). */
 void bench_stats_from_run(const struct bench_run *run, const struct bench_hist *hist,
 			  struct bench_side_stats *st);
-void bench_stats_encode(const struct bench_side_stats *st, uint8_t *buf);
-/* Returns 0, or -1 if a value is impossible (the peer is not trusted). */
-int bench_stats_decode(const uint8_t *buf, struct bench_side_stats *st);
 
 void bench_report_init(struct bench_report *r, const struct bench_ctx *c);
 void bench_report_free(struct bench_report *r);

@@ -29,6 +29,7 @@
 struct bench_run {
 	uint64_t tx_msgs;	 /* messages this side sent (pings + pongs in lat) */
 	uint64_t rx_msgs;	 /* receive completions */
+	uint64_t peer_count;	 /* messages the peer's DONE said it sent */
 	uint64_t wall_ns;	 /* first post to last completion */
 	uint64_t cpu_ns;	 /* user + system time of this process during the run */
 	double peak_bps;	 /* best rate over a window (bw mode) */
@@ -124,6 +125,13 @@ static inline int bench_poll(struct bench_ctx *c, struct rk_error *err)
 
 /* bench_cpu_ns - user + system CPU time of this process. */
 uint64_t bench_cpu_ns(void);
+
+/*
+ * A bandwidth run signals a send WR at least every this many bytes, fewer
+ * WRs than --cq-mod for large messages, so completions (the sender's
+ * progress) keep coming on slow links (bench_bw.c).
+ */
+#define BENCH_SIGNAL_BYTES (1u << 20)
 
 /* Send wr_id: QP index in the top bits, sequence number below. */
 #define BENCH_SEQ_BITS 40

@@ -38,6 +38,39 @@ const char *cli_fmt_rate(double bits_per_sec, char *buf, size_t len);
 /* cli_now_ns - monotonic clock in nanoseconds. */
 uint64_t cli_now_ns(void);
 
+/*
+ * cli_clean_text - @len bytes of text from a peer made safe for a terminal:
+ * printable ASCII kept, every other byte (escapes, control characters, NUL,
+ * anything beyond ASCII) shown as '?'. Cut to fit @dst (@dst_len >= 1) and
+ * NUL-terminated; returns the length written. Inline, as is cli_equal_ct:
+ * codec files linked on their own (unit tests, fuzz targets) use them
+ * without pulling in the rest of this file.
+ */
+static inline size_t cli_clean_text(char *dst, size_t dst_len, const void *src, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t n = len < dst_len - 1 ? len : dst_len - 1;
+
+	for (size_t i = 0; i < n; i++)
+		dst[i] = s[i] >= 0x20 && s[i] < 0x7f ? (char)s[i] : '?';
+	dst[n] = '\0';
+	return n;
+}
+
+/*
+ * cli_equal_ct - 1 if the @len bytes at @a and @b are equal, else 0, in a
+ * time that does not depend on where they differ (for secrets: tokens, keys).
+ */
+static inline int cli_equal_ct(const void *a, const void *b, size_t len)
+{
+	const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+	volatile unsigned char diff = 0;
+
+	for (size_t i = 0; i < len; i++)
+		diff |= x[i] ^ y[i];
+	return diff == 0;
+}
+
 /* cli_report - print "rk PROG: WHAT: <error text>" and the hint, if any, to stderr. */
 void cli_report(const char *prog, const char *what, const struct rk_error *err);
 

@@ -59,6 +59,7 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 	uint8_t b[BENCH_RESULT_LEN];
 	struct bench_run run = {0};
 	struct bench_msg m;
+	char why[120];
 	int r;
 
 	if (p->warmup) {
@@ -87,9 +88,10 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 	r = r ?: bench_ctl_expect(&c->ctl, BM_RESULT, sizeof(b), &m, bench_step_ms(c), err);
 	if (r)
 		return r;
-	if (bench_stats_decode(m.data, &res->peer))
-		return bench_fail(err, EPROTO, "the peer's RESULT for size %u is out of range",
-				  size);
+	if (bench_stats_decode(m.data, &res->peer, why, sizeof(why)) ||
+	    bench_stats_check_run(&res->peer, size, run.peer_count, why, sizeof(why)))
+		return bench_fail(err, EPROTO, "protocol error: the peer's RESULT for size %u: %s",
+				  size, why);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include <xxhash.h>
 
+#include "cli.h"
 #include "copy_proto.h"
 
 /* Big-endian put/get helpers: the wire never depends on host layout. */
@@ -289,11 +290,7 @@ int cp_error_decode(const void *buf, size_t len, uint16_t *code, char *text, siz
 	if (tl > ERROR_TEXT || n != ERROR_MIN + tl)
 		return -EBADMSG;
 	/* Printable ASCII only: the text ends up on the user's terminal. */
-	if (tl >= text_len)
-		tl = text_len - 1;
-	for (size_t i = 0; i < tl; i++)
-		text[i] = (p[4 + i] >= 0x20 && p[4 + i] < 0x7f) ? (char)p[4 + i] : '?';
-	text[tl] = '\0';
+	cli_clean_text(text, text_len, p + 4, tl);
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "copy_proto.h"
 #include "copy_token.h"
 
@@ -58,9 +59,5 @@ int cp_token_load(const char *path, uint8_t out[CP_TOKEN_LEN], char *why, size_t
 
 int cp_token_equal(const uint8_t *a, const uint8_t *b, size_t len)
 {
-	volatile uint8_t diff = 0;
-
-	for (size_t i = 0; i < len; i++)
-		diff |= a[i] ^ b[i];
-	return diff == 0;
+	return cli_equal_ct(a, b, len);
 }
