@@ -259,8 +259,7 @@ static int do_open(struct cl *c, const char *tag, unsigned nfiles, const char *r
 			cp_slot_add(&w, &r);
 		}
 		if (slot_roundtrip(c, &w, 0, &cr)) {
-			fprintf(stderr, "copy_abuse open: lost the session after %u files\n",
-				sent);
+			fprintf(stderr, "copy_abuse open: lost the session after %u files\n", sent);
 			return 1;
 		}
 		for (unsigned i = 0; i < cr.nres; i++) {
