@@ -62,6 +62,13 @@ static void refused(void **state)
 	memset(comp, 'b', sizeof(comp));
 	comp[CP_COMP_MAX + 1] = '\0';
 	assert_int_equal(check(comp), -EINVAL);
+	/* CP_PATH_DEPTH components, then one more */
+	big[0] = '\0';
+	for (int i = 0; i < CP_PATH_DEPTH; i++)
+		strcat(big, i ? "/d" : "d");
+	assert_int_equal(check(big), 0);
+	strcat(big, "/d");
+	assert_int_equal(check(big), -EINVAL);
 }
 
 static void split(void **state)

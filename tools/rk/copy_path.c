@@ -49,9 +49,9 @@ int cp_path_check(const char *name, size_t len)
 		if (ch < 0x20 || ch == 0x7f)
 			return -EINVAL;
 	}
-	for (size_t i = 0; i <= len; i++) {
+	for (size_t i = 0, depth = 0; i <= len; i++) {
 		if (i == len || name[i] == '/') {
-			if (!component_ok(name + start, i - start))
+			if (!component_ok(name + start, i - start) || ++depth > CP_PATH_DEPTH)
 				return -EINVAL;
 			start = i + 1;
 		}

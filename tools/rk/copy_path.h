@@ -14,7 +14,17 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* cp_path_check - 0 if @name (@len bytes, not NUL-terminated) is acceptable, else -EINVAL. */
+/*
+ * Components a name may have at most: deeper trees are refused, so every
+ * temporary stays within reach of the sweep of abandoned ones (copy_sweep.h).
+ */
+#define CP_PATH_DEPTH 32
+
+/*
+ * cp_path_check - 0 if @name (@len bytes, not NUL-terminated) is acceptable
+ * (relative, components neither empty nor "." nor "..", no control
+ * characters, at most CP_PATH_DEPTH components), else -EINVAL.
+ */
 int cp_path_check(const char *name, size_t len);
 
 /*

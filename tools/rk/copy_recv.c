@@ -20,8 +20,10 @@
  * Limits a client cannot get around: files open at once (--max-open, sized
  * by the listener so every session's fds fit), files and directories per
  * session (--max-files), bytes per session (--max-bytes), and the idle
- * timer, which only file data and entries made reset: a client that keeps
- * posting empty slots is still dropped after --idle.
+ * timer, which is a minimum rate: a session must move IDLE_MIN_BYTES of
+ * file data (an entry made counts ENTRY_BYTES) within every --idle period.
+ * A client that keeps posting empty slots, one byte or one directory at a
+ * time, is still dropped after --idle.
  *
  * With lanes (rk copy --num-qp), more connections join the session: the
  * listener hands their requests over through a registry keyed by the
@@ -119,8 +121,8 @@ struct session {
 	uint32_t next_id, nfiles;
 	int bye, hello_done;
 	uint64_t bytes;	      /* announced by the files begun (--max-bytes) */
-	uint64_t progress_ns; /* last file data or new entry (--idle) */
-	int progressed;	      /* the slot being handled moved something */
+	uint64_t progress_ns; /* when the idle period began (--idle) */
+	uint64_t progressed;  /* bytes moved in it (see do_record) */
 	struct rfile files[MAX_OPEN];
 	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
 	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
@@ -303,6 +305,7 @@ static int free_space_ok(int dirfd, uint64_t need)
 static void begin_existing(struct session *s, struct cp_credit *c, struct rfile *f,
 			   const struct stat *fin, const uint8_t *whole)
 {
+	struct stat now;
 	uint8_t h[16];
 	int fd, r;
 
@@ -311,6 +314,11 @@ static void begin_existing(struct session *s, struct cp_credit *c, struct rfile 
 	fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
 		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
+	/* What we opened, not what fstatat saw: it may have been swapped since. */
+	if (fstat(fd, &now) || !S_ISREG(now.st_mode) || (uint64_t)now.st_size != f->size) {
+		close(fd);
+		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
+	}
 	r = hash_prefix(s, fd, f->size, f->st);
 	close(fd);
 	if (r)
@@ -321,6 +329,18 @@ static void begin_existing(struct session *s, struct cp_credit *c, struct rfile 
 	result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
 	slog(s, "%s: already up to date (verified xxh3-128)", f->name);
 	close_file(f, 0);
+}
+
+/*
+ * Whether the temporary's name still names the file we wrote (f->fd): a
+ * rename moves the name, so what it moves into place must be ours.
+ */
+static int same_file(const struct rfile *f)
+{
+	struct stat a, b;
+
+	return fstat(f->fd, &a) == 0 && fstatat(f->dirfd, f->tmp, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
 /*
@@ -337,7 +357,7 @@ static void begin_existing(struct session *s, struct cp_credit *c, struct rfile 
 static int open_temp(struct rfile *f, int resume, struct stat *st)
 {
 	int fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_NONBLOCK, 0);
-	int found = fd != -ENOENT;
+	int found = 0;
 	struct stat cur;
 
 	if (fd >= 0) {
@@ -345,11 +365,32 @@ static int open_temp(struct rfile *f, int resume, struct stat *st)
 			close(fd);
 			return -EBUSY;
 		}
-		if (resume && fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_nlink == 1 &&
-		    st->st_uid == geteuid() &&
-		    fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    cur.st_ino == st->st_ino && cur.st_dev == st->st_dev)
+		/*
+		 * We hold the lock of what we opened; the name may have moved on
+		 * since (another session unlinked that file and created its own).
+		 * Only while the name is still the file we hold may we reuse it
+		 * or unlink it: the lock is the proof no session writes it.
+		 */
+		if (fstat(fd, st) || fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) ||
+		    cur.st_ino != st->st_ino || cur.st_dev != st->st_dev) {
+			close(fd);
+			return -EBUSY;
+		}
+		if (resume && S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_uid == geteuid())
 			return fd;
+		found = 1;
+	} else if (fd == -ELOOP || fd == -EXDEV || fd == -ENOTDIR || fd == -EISDIR) {
+		/*
+		 * Not a file we could open: a planted symlink (or a directory)
+		 * under the name. Only a name that is not a regular file is
+		 * unlinked unopened: no session can be writing it.
+		 */
+		found = fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
+			!S_ISREG(cur.st_mode) && !S_ISDIR(cur.st_mode);
+		if (!found)
+			return fd;
+	} else if (fd != -ENOENT) {
+		return fd; /* EMFILE, EACCES, ...: never a reason to unlink */
 	}
 	if (found && unlinkat(f->dirfd, f->tmp, 0) && errno != ENOENT) {
 		int e = -errno;
@@ -578,6 +619,10 @@ static void end_file(struct session *s, struct cp_credit *c, struct rfile *f,
 		slog(s, "%s: fsync: %s", f->name, strerror(errno));
 		return fail_file(s, c, f, CP_E_IO, errno, f->size, 1);
 	}
+	if (!same_file(f)) {
+		slog(s, "%s: the temporary was replaced under its name; not committed", f->name);
+		return fail_file(s, c, f, CP_E_IO, EIO, f->size, 1);
+	}
 	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
 		slog(s, "%s: rename: %s", f->name, strerror(errno));
 		return fail_file(s, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
@@ -616,6 +661,17 @@ static void make_dir(struct session *s, struct cp_credit *c, const struct cp_rec
 	result(c, r->file_id, CP_RES_DONE, CP_OK, 0, 0);
 }
 
+/*
+ * --idle is a minimum rate, not a silence detector: a period ends well only
+ * once IDLE_MIN_BYTES moved in it (17 KiB/s at the default 60 s, far below
+ * any real link), so trickling a byte, an empty slot or a directory per
+ * period cannot hold a session (and a --max-clients place) for ever. An
+ * entry made or found up to date counts ENTRY_BYTES besides its data,
+ * so a tree of tiny files keeps its session.
+ */
+#define IDLE_MIN_BYTES (1u << 20)
+#define ENTRY_BYTES    4096u
+
 /* Whether the record just handled ended in a success (for --idle). */
 static int done_ok(const struct cp_credit *c, unsigned before)
 {
@@ -630,8 +686,9 @@ static int done_ok(const struct cp_credit *c, unsigned before)
  * for an id that is no longer open belongs to a file that already failed,
  * and is ignored. Anything else out of line is a protocol error.
  *
- * Progress, which alone resets the idle timer, is file data written and
- * entries made (a directory, a file committed or found up to date); not
+ * Progress, which alone counts against the idle timer, is file data
+ * written and entries made (a directory, a file committed or found up to
+ * date: ENTRY_BYTES each, and an up-to-date file's verified bytes); not
  * files begun, refused or failed, and not empty slots.
  */
 static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec *r,
@@ -653,7 +710,8 @@ static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec
 			make_dir(s, c, r);
 		else
 			begin_file(s, c, r, data);
-		s->progressed |= done_ok(c, before);
+		if (done_ok(c, before))
+			s->progressed += ENTRY_BYTES + c->res[c->nres - 1].offset;
 		return 0;
 	}
 	if (r->file_id >= s->next_id)
@@ -665,11 +723,13 @@ static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec
 	case CP_REC_DATA:
 		at = f->next_off;
 		data_file(s, c, f, r, data);
-		s->progressed |= f->used && f->next_off > at;
+		if (f->used && f->next_off > at)
+			s->progressed += f->next_off - at;
 		break;
 	case CP_REC_END:
 		end_file(s, c, f, r);
-		s->progressed |= done_ok(c, before);
+		if (done_ok(c, before))
+			s->progressed += ENTRY_BYTES;
 		break;
 	case CP_REC_ABORT:
 		result(c, f->id, CP_RES_DONE, CP_E_ABORTED, 0, f->next_off);
@@ -708,14 +768,15 @@ static int handle_slot(struct session *s, const struct pending *p, struct rk_err
 		return -EPROTO;
 	memset(&c, 0, sizeof(c));
 	c.slot = p->slot;
-	s->progressed = 0;
 	while ((n = cp_slot_next(&rd, &r)) == 1)
 		if (do_record(s, &c, &r, s->data))
 			return -EPROTO;
 	if (n < 0)
 		return -EPROTO;
-	if (s->progressed)
+	if (s->progressed >= IDLE_MIN_BYTES) {
 		s->progress_ns = cli_now_ns();
+		s->progressed = 0;
+	}
 	n = cp_credit_encode(&c, msg, sizeof(msg));
 	if (n < 0)
 		return -EPROTO;
@@ -988,7 +1049,7 @@ static int take_joins(struct session *s, struct rk_error *err)
 /*
  * The event loop: completions and CM events (a client that dies is seen
  * as DISCONNECTED), each wait bounded, and the session given up after
- * idle_ms without progress (file data written, entries made; see do_record).
+ * an idle_ms period that moved less than IDLE_MIN_BYTES (see do_record).
  */
 static int serve(struct session *s, struct rk_error *err)
 {
@@ -1118,7 +1179,7 @@ static void *session_main(void *arg)
 		else if (r == -ECONNRESET)
 			slog(s, "client disconnected");
 		else if (r == -ETIMEDOUT)
-			slog(s, "nothing written for %d s (--idle); connection closed",
+			slog(s, "less than 1 MiB written in %d s (--idle); connection closed",
 			     s->srv->idle_ms / 1000);
 		else if (r == -ESHUTDOWN)
 			slog(s, "server shutting down");

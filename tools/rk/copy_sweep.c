@@ -42,14 +42,22 @@ static unsigned sweep_one(int dfd, const char *name, time_t now, uint64_t age_s)
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) || !old_enough(&st, now, age_s))
 		return 0;
-	if (!S_ISREG(st.st_mode)) /* a planted symlink or the like: only a name */
-		return !S_ISDIR(st.st_mode) && unlinkat(dfd, name, 0) == 0;
+	/*
+	 * Only our own regular files, by the lock a live session would hold.
+	 * Anything else under a temporary's name (a planted symlink, someone
+	 * else's file) is left alone: it holds no data of ours, and a session
+	 * that needs the name replaces it (open_temp) - unlinking it here,
+	 * with no lock to tell, could race with that and remove a live one.
+	 */
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		return 0;
 	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 &&
-	    old_enough(&st, now, age_s) && fstatat(dfd, name, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    cur.st_ino == st.st_ino && cur.st_dev == st.st_dev)
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == geteuid() && old_enough(&st, now, age_s) &&
+	    fstatat(dfd, name, &cur, AT_SYMLINK_NOFOLLOW) == 0 && cur.st_ino == st.st_ino &&
+	    cur.st_dev == st.st_dev)
 		removed = unlinkat(dfd, name, 0) == 0;
 	close(fd); /* drops the lock */
 	return removed;

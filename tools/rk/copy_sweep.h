@@ -11,7 +11,9 @@
 
 #include <stdint.h>
 
-#define CP_SWEEP_DEPTH 32 /* directory levels below DIR that are swept */
+#include "copy_path.h"
+
+#define CP_SWEEP_DEPTH CP_PATH_DEPTH /* levels below DIR swept: as deep as names go */
 
 /*
  * cp_sweep - walk the tree under @rootfd (CP_SWEEP_DEPTH levels, never
