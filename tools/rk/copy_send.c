@@ -276,9 +276,18 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 
 	if (wc->status != IBV_WC_SUCCESS) {
 		rk_error_from_wc(&e, wc);
-		/* No ACK in time (loss, peer gone) or flushed after that; not access errors. */
+		/*
+		 * No ACK in time (loss, peer gone) or flushed after that. A
+		 * remote access error is one too once the session was welcomed:
+		 * a server that dies has its ring deregistered as the kernel
+		 * tears the process down, and a WRITE already on the wire then
+		 * meets an rkey that is gone (seen with rk serve killed -9). A
+		 * new session gets a new ring and rkey; a real fault would
+		 * repeat, and the retry budget bounds that.
+		 */
 		if (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR ||
-		    wc->status == IBV_WC_WR_FLUSH_ERR)
+		    wc->status == IBV_WC_WR_FLUSH_ERR ||
+		    (wc->status == IBV_WC_REM_ACCESS_ERR && s->welcomed))
 			return fatal_transport(s, "connection lost: %s", rk_error_str(&e));
 		return fatal(s, CP_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
 	}
