@@ -103,19 +103,34 @@ static uint64_t settled_bytes(const struct cp_plan *p)
 	return b;
 }
 
+static int refused_busy(const struct cp_item *it)
+{
+	return it->state == CP_ITEM_DONE && !it->local_err[0] && it->code == CP_E_BUSY;
+}
+
+static size_t count_busy(const struct cp_plan *p)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->n; i++)
+		n += refused_busy(&p->items[i]);
+	return n;
+}
+
 /*
  * Make what the last session left unsettled pending again: announced but
- * never answered, or (@busy_too) refused as busy. Returns how many.
+ * never answered, or refused as busy. Only once another session will run:
+ * when the budget is spent, a busy file stays "refused: busy" (exit 3), as
+ * it would be without retrying. Returns how many.
  */
-static size_t requeue(struct cp_plan *p, int busy_too)
+static size_t requeue(struct cp_plan *p)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < p->n; i++) {
 		struct cp_item *it = &p->items[i];
 
-		if (it->state == CP_ITEM_SENT || (busy_too && it->state == CP_ITEM_DONE &&
-						  !it->local_err[0] && it->code == CP_E_BUSY)) {
+		if (it->state == CP_ITEM_SENT || refused_busy(it)) {
 			it->state = CP_ITEM_PENDING;
 			it->waiting_ready = it->ready = 0;
 			memset(&it->ready_res, 0, sizeof(it->ready_res));
@@ -152,7 +167,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		st->ack_timeout = o->ack_timeout;
 		rc = cp_send(o, plan, &fate, why, why_len);
 		/* A later session may meet the previous one's lock on a file: try again. */
-		busy = st->reconnects && rc == CP_EXIT_OK && requeue(plan, 1);
+		busy = st->reconnects && rc == CP_EXIT_OK && count_busy(plan);
 		if ((rc == CP_EXIT_OK && !busy) || (rc != CP_EXIT_OK && !fate.transport))
 			return rc;
 		/*
@@ -190,6 +205,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 				 r->window_s);
 			return busy ? CP_EXIT_OK : rc;
 		}
+		requeue(plan);
 		st->reconnects++;
 		if (r->verbose) {
 			cp_progress_clear(o->progress);
@@ -202,7 +218,6 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 			    o->ack_timeout ? ack_str(o->ack_timeout, ack, sizeof(ack)) : "");
 		}
 		sleep_ms(wait);
-		requeue(plan, 0);
 		o->flags |= CP_F_RESUME;
 		cp_progress_restart(o->progress, settled_bytes(plan), st->reconnects);
 	}
