@@ -7,7 +7,9 @@
  *  - bench_ctl_recv returns the frames a plain reading of the format finds
  *    ("RKBC", u16 type, u16 length <= BENCH_MSG_MAX, payload), in order,
  *    heartbeats skipped; then -EREMOTEIO at an ERROR frame, -EBADMSG at a
- *    bad magic, type or length, -ECONNRESET at the end of the stream;
+ *    bad magic, type or length (a heartbeat is 8 bytes), -ECONNRESET at
+ *    the end of the stream;
+ *  - beat_count is the highest count the heartbeats read so far claimed;
  *  - each frame it returns, sent again with bench_ctl_send, is the same
  *    bytes as the input frame;
  *  - no fd is leaked, no call waits (the stream is closed).
@@ -35,6 +37,8 @@ static int ref_frame(const uint8_t *d, size_t size, size_t pos, unsigned *type, 
 		return -EBADMSG;
 	if (size - pos < 8 + *len)
 		return -ECONNRESET;
+	if (*type == BM_HEARTBEAT && *len != 8)
+		return -EBADMSG;
 	return *type == BM_ERROR ? -EREMOTEIO : 1;
 }
 
@@ -60,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct bench_msg m;
 	struct rk_error err;
 	size_t pos = 0, len = 0;
+	uint64_t beat = 0;
 	unsigned type = 0;
 	int sv[2], r, want, fd0 = fuzz_lowest_fd();
 
@@ -71,10 +76,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bench_ctl_init(&in, sv[0]);
 	for (;;) {
 		while ((want = ref_frame(data, size, pos, &type, &len)) == 1 &&
-		       type == BM_HEARTBEAT)
+		       type == BM_HEARTBEAT) {
+			uint64_t n = bench_get64(data + pos + 8);
+
+			beat = n > beat ? n : beat;
 			pos += 8 + len;
+		}
 		rk_error_clear(&err);
 		r = bench_ctl_recv(&in, &m, 0, &err);
+		FUZZ_CHECK(in.beat_count == beat);
 		FUZZ_CHECK(r == (want == 1 ? 0 : want));
 		if (r)
 			break;
@@ -109,13 +119,15 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 {
 	static uint8_t buf[4096];
 	uint8_t go[8] = {0, 0, 16, 0, 0, 0, 0, 1}, big[BENCH_MSG_MAX];
+	uint8_t beat1[8] = {0, 0, 0, 0, 0, 0, 0, 7}, beat2[8] = {0, 0, 0, 0, 0, 0, 1, 0};
 	size_t n = 0;
 
 	memset(big, 0xa5, sizeof(big));
 	n += frame(buf + n, BM_ACCEPT, NULL, 0);
-	n += frame(buf + n, BM_HEARTBEAT, NULL, 0);
+	n += frame(buf + n, BM_HEARTBEAT, beat1, sizeof(beat1));
 	n += frame(buf + n, BM_GO, go, sizeof(go));
-	n += frame(buf + n, BM_HEARTBEAT, NULL, 0);
+	n += frame(buf + n, BM_HEARTBEAT, beat2, sizeof(beat2));
+	n += frame(buf + n, BM_HEARTBEAT, beat1, sizeof(beat1));
 	n += frame(buf + n, BM_DONE, go, sizeof(go));
 	n += frame(buf + n, BM_RESULT, big, sizeof(big));
 	emit("run", buf, n);
@@ -128,4 +140,7 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	/* terminal escapes in the peer's text: clear screen, set title */
 	n = frame(buf, BM_ERROR, "\033[2J\033]0;pwned\007 failed", 21);
 	emit("regress-error-escapes", buf, n);
+	/* a heartbeat without its progress count (rk before parameter version 2) */
+	n = frame(buf, BM_HEARTBEAT, NULL, 0);
+	emit("regress-heartbeat-empty", buf, n);
 }

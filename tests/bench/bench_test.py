@@ -235,27 +235,36 @@ def read_frame(sock):
     return mtype, body
 
 
-BM_REFUSE, BM_RESULT, BM_ERROR = 3, 8, 10
+BM_REFUSE, BM_DONE, BM_RESULT, BM_HEARTBEAT, BM_ERROR = 3, 7, 8, 9, 10
 EVIL = b"\x1b]0;owned\x07\x1b[2J\x1b[31mred\r\n\x9bX\x00end"
 EVIL_SHOWN = "?]0;owned??[2J?[31mred???X?end"
 
 
-def proxy(listen, port, rewrite):
+def proxy(listen, port, rewrite, up_rewrite=None):
     """Relay one control connection to the server at PORT, passing each
-    server frame through rewrite(type, payload) -> bytes to send instead."""
+    server frame through rewrite(type, payload) -> bytes to send instead,
+    and each client frame through up_rewrite(srv, type, payload) if given
+    (then the server's side is not closed when the client's is: up_rewrite
+    may keep talking to the server on its own)."""
     cli, _ = listen.accept()
     srv = socket.create_connection((ADDR, port), timeout=30)
 
     def up():
         try:
-            while True:
+            while up_rewrite is None:
                 b = cli.recv(65536)
                 if not b:
                     break
                 srv.sendall(b)
+            while up_rewrite is not None:
+                f = read_frame(cli)
+                if f is None:
+                    return
+                srv.sendall(up_rewrite(srv, *f))
         except OSError:
             pass
-        srv.close()
+        if up_rewrite is None:
+            srv.close()
 
     threading.Thread(target=up, daemon=True).start()
     try:
@@ -269,13 +278,17 @@ def proxy(listen, port, rewrite):
     cli.close()
 
 
-def forged_run(port, rewrite, what, expect):
+def forged_run(port, rewrite, what, expect, up_rewrite=None):
     """A --oob run (everything on the control channel, so a relay sees it
-    all) whose server frames are rewritten; the client must fail, naming it."""
+    all) whose server frames are rewritten; the client must fail, naming it.
+    With up_rewrite, the client's frames are rewritten and the server is
+    judged instead: it must fail within its watchdog and then some, naming
+    the fault."""
     listen = socket.socket()
     listen.bind((ADDR, 0))
     listen.listen(1)
-    relay = threading.Thread(target=proxy, args=(listen, port, rewrite), daemon=True)
+    relay = threading.Thread(target=proxy, args=(listen, port, rewrite, up_rewrite), daemon=True)
+    t0 = time.monotonic()
     relay.start()
     with tempfile.TemporaryDirectory(dir=os.environ.get("RK_BUILD")) as d:
         path = os.path.join(d, "out.json")
@@ -285,6 +298,15 @@ def forged_run(port, rewrite, what, expect):
         wrote = os.path.exists(path)
     listen.close()
     relay.join(10)
+    if up_rewrite is not None:
+        took = time.monotonic() - t0
+        print("%s: server rc %d after %.1f s: %s" % (what, src, took,
+                                                     sout.strip().splitlines()[-1:]))
+        if src != 1 or expect not in sout:
+            fail("%s: server rc %d, output lacks %r:\n%s" % (what, src, expect, sout))
+        if took > WATCHDOG + 15:
+            fail("%s: the server was held %.0f s" % (what, took))
+        return
     print("%s: client rc %d: %s" % (what, rc, out.strip().splitlines()[-1:]))
     # The server is honest and may well have finished: only the client is judged.
     if rc != 1:
@@ -339,6 +361,40 @@ def case_forged(port):
         return frame(BM_ERROR, EVIL) if mtype == BM_RESULT else frame(mtype, body)
 
     forged_run(port + 1, evil_error, "ERROR with escapes", "peer failed: " + EVIL_SHOWN)
+
+    # A sender that never says DONE and keeps the passive server's control
+    # channel alive with heartbeats: first claiming no more progress, then
+    # claiming more than the run can make. Neither may hold the server.
+    def never_done(step):
+        state = {"count": 0, "faking": False}
+
+        def beats(srv):
+            for _ in range(4 * (WATCHDOG + 15)):
+                state["count"] += step
+                try:
+                    srv.sendall(frame(BM_HEARTBEAT, struct.pack(">Q", state["count"])))
+                except OSError:
+                    return
+                time.sleep(0.25)
+            srv.close()
+
+        def rewrite_up(srv, mtype, body):
+            if mtype == BM_HEARTBEAT and len(body) == 8:
+                state["count"] = max(state["count"], struct.unpack(">Q", body)[0])
+            if mtype == BM_DONE and not state["faking"]:
+                state["faking"] = True
+                threading.Thread(target=beats, args=(srv,), daemon=True).start()
+            return b"" if state["faking"] else frame(mtype, body)
+        return rewrite_up
+
+    forged_run(port + 2, frame_as_is, "heartbeats without progress", "watchdog: no progress",
+               up_rewrite=never_done(0))
+    forged_run(port + 3, frame_as_is, "heartbeats claiming too much", "claims progress",
+               up_rewrite=never_done(1000))
+
+
+def frame_as_is(mtype, body):
+    return frame(mtype, body)
 
 
 def case_mismatch(port):

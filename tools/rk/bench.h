@@ -129,7 +129,7 @@ int bench_params_diff(const struct bench_params *s, const struct bench_params *c
 		      char *why, size_t len);
 
 /* Wire form: BENCH_PARAMS_LEN bytes, big-endian, versioned. */
-#define BENCH_PARAMS_VERSION 1
+#define BENCH_PARAMS_VERSION 2 /* 2: heartbeats carry a progress count */
 #define BENCH_PARAMS_LEN     72
 int bench_params_encode(const struct bench_params *p, uint8_t *buf, size_t len);
 /* Returns 0, or -1 with the reason in @why (the peer is not trusted). */

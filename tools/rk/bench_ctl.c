@@ -70,6 +70,12 @@ void bench_ctl_init(struct bench_ctl *c, int fd)
 	c->last_rx_ns = cli_now_ns();
 }
 
+void bench_ctl_beat_reset(struct bench_ctl *c)
+{
+	c->beat_count = 0;
+	c->beat_ns = 0;
+}
+
 void bench_ctl_close(struct bench_ctl *c)
 {
 	if (c->fd >= 0 && close(c->fd))
@@ -194,8 +200,20 @@ int bench_ctl_recv(struct bench_ctl *c, struct bench_msg *m, int timeout_ms, str
 		if (r < 0)
 			return r;
 		if (r == 1) {
-			if (m->type == BM_HEARTBEAT)
+			if (m->type == BM_HEARTBEAT) {
+				uint64_t n;
+
+				if (m->len != 8)
+					return bench_fail(err, EBADMSG,
+							  "control channel: heartbeat of %u bytes",
+							  m->len);
+				n = bench_get64(m->data);
+				if (n > c->beat_count) {
+					c->beat_count = n;
+					c->beat_ns = cli_now_ns();
+				}
 				continue;
+			}
 			if (m->type == BM_ERROR) {
 				char text[BENCH_MSG_MAX + 1];
 

@@ -29,7 +29,7 @@ enum bench_msg_type {
 	BM_GO,	       /* both: barrier before a run: size, phase */
 	BM_DONE,       /* both: this side sent its last message: count */
 	BM_RESULT,     /* both: counts, wall time, CPU time */
-	BM_HEARTBEAT,  /* both: still alive (no payload) */
+	BM_HEARTBEAT,  /* both: still alive: the sender's progress count in this run (8 B) */
 	BM_ERROR,      /* both: this side failed: reason text */
 	BM_TYPE_MAX,
 };
@@ -45,6 +45,8 @@ struct bench_ctl {
 	uint8_t in[8 + BENCH_MSG_MAX]; /* a partly received frame */
 	size_t have;
 	uint64_t last_rx_ns; /* when anything last arrived */
+	uint64_t beat_count; /* the highest progress count a heartbeat claimed this run */
+	uint64_t beat_ns;    /* when that count last grew */
 };
 
 /* bench_ctl_init - take ownership of connected socket @fd. */
@@ -56,8 +58,16 @@ int bench_ctl_send(struct bench_ctl *c, uint16_t type, const void *data, uint16_
 		   int timeout_ms, struct rk_error *err);
 
 /*
+ * bench_ctl_beat_reset - forget the peer's progress count: a new run
+ * starts counting from 0 (call after the GO barrier).
+ */
+void bench_ctl_beat_reset(struct bench_ctl *c);
+
+/*
  * bench_ctl_recv - the next message other than a heartbeat, within
  * @timeout_ms (0: only what is already there; returns -EAGAIN if nothing).
+ * A heartbeat is taken in passing: a count above beat_count is recorded
+ * (beat_count, beat_ns); one without its 8 bytes is a protocol error.
  * A BM_ERROR from the peer is turned into an error ("peer failed: ...").
  * Returns 0, -ETIMEDOUT, -EAGAIN, -ECONNRESET (peer closed), -EBADMSG.
  */

@@ -22,9 +22,27 @@ uint64_t bench_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void bench_watch_start(struct bench_watch *w, const struct bench_ctx *c, uint64_t now)
+/*
+ * What a heartbeat may claim: bench_bw counts posts + completions +
+ * receives, bench_lat round trips, so three per message per QP covers both.
+ */
+static uint64_t claim_bound(const struct bench_params *p, uint64_t msgs)
 {
+	return 3 * msgs * (p->num_qp ? p->num_qp : 1);
+}
+
+void bench_watch_start(struct bench_watch *w, struct bench_ctx *c, uint64_t now)
+{
+	const struct bench_params *p = c->p;
+	uint64_t msgs = p->iters > p->warmup ? p->iters : p->warmup;
+
 	memset(w, 0, sizeof(*w));
+	bench_ctl_beat_reset(&c->ctl);
+	/* -D: unbounded until the run is over, then only what was in flight. */
+	if (p->duration_s)
+		w->end_ns = now + ((uint64_t)p->duration_s + c->l->watchdog_s) * 1000000000ull;
+	else
+		w->beat_cap = claim_bound(p, msgs);
 	w->start_ns = now;
 	w->limit_ns = (uint64_t)c->l->watchdog_s * 1000000000ull;
 	w->last_progress = now;
@@ -81,12 +99,14 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 		      struct rk_error *err)
 {
 	struct bench_msg m;
-	uint64_t heard = c->ctl.last_rx_ns;
 	int r;
 
 	w->next_check = now + BENCH_CHECK_NS;
 	if (now >= w->next_beat) {
-		r = bench_ctl_send(&c->ctl, BM_HEARTBEAT, NULL, 0, bench_step_ms(c), err);
+		uint8_t b[8];
+
+		bench_put64(b, w->seen);
+		r = bench_ctl_send(&c->ctl, BM_HEARTBEAT, b, sizeof(b), bench_step_ms(c), err);
 		if (r)
 			return r;
 		w->next_beat = now + BEAT_NS;
@@ -107,8 +127,17 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 		w->peer_count = bench_get64(m.data);
 		w->peer_done_ns = now;
 	}
-	if (w->passive && c->ctl.last_rx_ns != heard)
+	if (w->passive && c->ctl.beat_ns != w->beat_seen)
 		w->last_progress = now;
+	w->beat_seen = c->ctl.beat_ns;
+	if (w->end_ns && !w->beat_cap && now > w->end_ns)
+		w->beat_cap = c->ctl.beat_count + claim_bound(c->p, c->p->tx_depth);
+	if (w->beat_cap && c->ctl.beat_count > w->beat_cap)
+		return bench_fail(
+		    err, EPROTO,
+		    "protocol error: the peer claims progress %llu, more than the run "
+		    "can make (%llu)",
+		    (unsigned long long)c->ctl.beat_count, (unsigned long long)w->beat_cap);
 	if (now > w->last_progress && now - w->last_progress > w->limit_ns)
 		return bench_fail(err, ETIMEDOUT,
 				  "watchdog: no progress for %u s while %s (is the peer alive?)",

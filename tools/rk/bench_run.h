@@ -6,8 +6,13 @@
  * said DONE with their send counts and every expected message arrived.
  * Nothing in a run waits without a deadline: the watchdog fails the run
  * when no progress was seen for --watchdog seconds. Progress is a
- * completion for a side that has work outstanding, and also any control
- * message (heartbeats come every second) for a side that only waits.
+ * completion for a side that has work outstanding. A side that only waits
+ * (a WRITE's or READ's target sees no completions) lives on the peer's
+ * heartbeats, sent every second with the peer's progress count: only a
+ * count that grows is progress, so a peer that keeps the channel busy but
+ * stops moving data is caught, and the counts a peer may claim are bounded
+ * (the run's messages with -n; what can still be in flight once a -D run
+ * is over), so a peer that claims progress without end is caught as well.
  */
 #ifndef RK_BENCH_RUN_H
 #define RK_BENCH_RUN_H
@@ -56,7 +61,10 @@ struct bench_watch {
 	uint64_t check_at;    /* tick: bench_watch_tick() looks again */
 	uint64_t check_ticks; /* BENCH_CHECK_NS in ticks */
 	uint64_t seen;	      /* the progress count it saw last */
-	int passive;	      /* control messages count as progress */
+	int passive;	      /* the peer's growing heartbeat count is progress */
+	uint64_t beat_seen;   /* ctl.beat_ns when the watchdog last looked */
+	uint64_t beat_cap;    /* the most progress the peer may claim; 0: not yet known */
+	uint64_t end_ns;      /* -D: when the run is over for sure (duration + watchdog) */
 	int peer_done;	      /* the peer's DONE arrived */
 	uint64_t peer_count;  /* ... with this many messages sent */
 	uint64_t peer_done_ns;
@@ -64,7 +72,8 @@ struct bench_watch {
 
 #define BENCH_CHECK_NS 10000000ull /* look at the control channel every 10 ms */
 
-void bench_watch_start(struct bench_watch *w, const struct bench_ctx *c, uint64_t now);
+/* bench_watch_start - a run begins at @now (after the GO barrier): watchdog and bounds. */
+void bench_watch_start(struct bench_watch *w, struct bench_ctx *c, uint64_t now);
 
 /*
  * bench_watch_check - heartbeat, the peer's messages, the watchdog. Call
