@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "copy_proto.h"
 #include "copy_recv.h"
+#include "copy_budget.h"
 #include "copy_sweep.h"
 #include "copy_token.h"
 
@@ -74,6 +75,10 @@ static void usage(FILE *f)
 	    "      --idle SECONDS       drop a session that moves less than 1 MiB of file data\n"
 	    "                           in this long (each file or directory made counts 4 KiB;\n"
 	    "                           default 60)\n"
+	    "      --max-ring SIZE      registered ring per session (default 64M); lowered at\n"
+	    "                           start so that --max-clients sessions fit in the\n"
+	    "                           locked-memory limit; a client whose chunk does not\n"
+	    "                           fit in one slot is refused\n"
 	    "      --tmp-age SECONDS    remove temporaries (.NAME.rkpart) of abandoned transfers\n"
 	    "                           untouched this long, at start and while running\n"
 	    "                           (default 86400; 0: never)\n"
@@ -87,55 +92,6 @@ static void usage(FILE *f)
 	    "example:\n"
 	    "  rk serve --dir /data/incoming --addr 10.0.0.1 --token-file ~/.rk-token\n",
 	    CP_DEFAULT_PORT, CP_SERVE_MAX_OPEN);
-}
-
-/*
- * Raise the soft fd limit to the hard one, then size --max-open so that
- * @max_clients sessions fit beside FD_RESERVE. Returns the limit in force,
- * or 0 (with a message) when not even one open file per session fits.
- */
-static uint64_t fit_fds(unsigned max_clients, uint32_t *max_open)
-{
-	struct rlimit rl;
-	uint64_t lim, per;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return 1024; /* cannot tell: assume the usual soft limit */
-	if (rl.rlim_cur != rl.rlim_max) {
-		struct rlimit up = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
-
-		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
-			rl = up;
-	}
-	lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 24) ? (1u << 24) : rl.rlim_cur;
-	per = lim > FD_RESERVE ? (lim - FD_RESERVE) / max_clients : 0;
-	if (per < cp_session_fds(1)) {
-		fprintf(stderr,
-			"rk serve: the fd limit (%llu) is too low for --max-clients %u: "
-			"each session needs up to %u fds with one open file\n",
-			(unsigned long long)lim, max_clients, cp_session_fds(1));
-		return 0;
-	}
-	if (per < cp_session_fds(*max_open))
-		*max_open = (uint32_t)((per - cp_session_fds(0)) / 2);
-	return lim;
-}
-
-/* Sweep abandoned temporaries now and then: every quarter of their age, 1 s to 10 min. */
-static void sweep(struct cp_server *srv, uint64_t age, uint64_t *next_ns)
-{
-	uint64_t now = cli_now_ns(), every = age / 4;
-	unsigned n;
-
-	if (!age || now < *next_ns)
-		return;
-	every = every < 1 ? 1 : every > 600 ? 600 : every;
-	*next_ns = now + every * 1000000000ull;
-	n = cp_sweep(srv->rootfd, age);
-	if (n)
-		printf("rk serve: removed %u abandoned temporar%s untouched for %llu s\n", n,
-		       n == 1 ? "y" : "ies", (unsigned long long)age);
-	fflush(stdout);
 }
 
 /*
@@ -204,6 +160,7 @@ int rk_cmd_serve(int argc, char **argv)
 	    {"max-bytes", required_argument, NULL, 'b'},
 	    {"max-open", required_argument, NULL, 'o'},
 	    {"tmp-age", required_argument, NULL, 'A'},
+	    {"max-ring", required_argument, NULL, 'R'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -211,8 +168,10 @@ int rk_cmd_serve(int argc, char **argv)
 		   *token_file = NULL;
 	uint64_t max_clients = 16, max_files = 1000000, idle = 60, max_size = 1ull << 40;
 	uint64_t max_bytes = 16ull << 40, max_open = CP_SERVE_MAX_OPEN, tmp_age = 86400, fdlim;
-	uint64_t next_sweep = 0;
-	struct cp_server srv = {.max_ring = 64u << 20};
+	uint64_t max_ring = 64u << 20, memlock;
+	unsigned nclients; /* --max-clients, or fewer if the locked-memory limit says so */
+	struct cp_sweeper sweeper = {0};
+	struct cp_server srv = {0};
 	struct rk_device_opts dopts = {.gid_index = -1};
 	struct rk_listener *lis = NULL;
 	struct sigaction sa = {0};
@@ -267,6 +226,11 @@ int rk_cmd_serve(int argc, char **argv)
 			if (cli_parse_uint(optarg, 0, 10ull * 365 * 86400, &tmp_age))
 				goto bad;
 			break;
+		case 'R':
+			if (cli_parse_size(optarg, &max_ring) ||
+			    max_ring < CP_HDR_SIZE + CP_CHUNK_MIN || max_ring > (1u << 30))
+				goto bad;
+			break;
 		case 'h':
 			usage(stdout);
 			return RK_EXIT_OK;
@@ -294,8 +258,10 @@ int rk_cmd_serve(int argc, char **argv)
 		return RK_EXIT_FAILURE;
 	}
 	srv.max_open = (uint32_t)max_open;
-	fdlim = fit_fds((unsigned)max_clients, &srv.max_open);
-	if (!fdlim) {
+	fdlim = cp_fit_fds((unsigned)max_clients, FD_RESERVE, &srv.max_open);
+	srv.max_ring = (uint32_t)max_ring;
+	nclients = (unsigned)max_clients;
+	if (!fdlim || cp_fit_memlock(&nclients, &srv.max_ring, &memlock)) {
 		close(srv.rootfd);
 		return RK_EXIT_FAILURE;
 	}
@@ -336,11 +302,21 @@ int rk_cmd_serve(int argc, char **argv)
 			"rk serve: warning: no --token-file: anyone who can reach %s:%u can write "
 			"files into %s\n",
 			addr ? addr : "*", rk_listener_port(lis), dir);
-	printf("rk serve: limits: %llu sessions, %u files open each (fd limit %llu), "
-	       "idle %llu s, temporaries kept %llu s\n",
-	       (unsigned long long)max_clients, srv.max_open, (unsigned long long)fdlim,
-	       (unsigned long long)idle, (unsigned long long)tmp_age);
-	sweep(&srv, tmp_age, &next_sweep);
+	{
+		char ring[32], lock[48] = "no locked-memory limit";
+
+		if (memlock)
+			snprintf(lock, sizeof(lock), "locked-memory limit %llu KiB",
+				 (unsigned long long)(memlock >> 10));
+		printf("rk serve: limits: %llu sessions, %u files open each (fd limit %llu), "
+		       "ring %s each (%s), idle %llu s, temporaries kept %llu s\n",
+		       (unsigned long long)nclients, srv.max_open, (unsigned long long)fdlim,
+		       cli_fmt_bytes(srv.max_ring, ring, sizeof(ring)), lock,
+		       (unsigned long long)idle, (unsigned long long)tmp_age);
+	}
+	if (cp_sweeper_start(&sweeper, srv.rootfd, tmp_age, &stop))
+		fprintf(stderr, "rk serve: warning: no thread for the sweep of temporaries: "
+				"only the one at start ran\n");
 	printf("rk serve: listening on %s:%u, writing into %s%s\n", addr ? addr : "*",
 	       rk_listener_port(lis), dir, has_token ? " (token required)" : "");
 	fflush(stdout);
@@ -349,7 +325,6 @@ int rk_cmd_serve(int argc, char **argv)
 		struct rk_cm_request *req;
 		int r;
 
-		sweep(&srv, tmp_age, &next_sweep);
 		r = rk_listener_get_request(lis, 500, &err, &req);
 		if (r == -ETIMEDOUT || r == -EAGAIN || r == -EINTR)
 			continue;
@@ -357,13 +332,14 @@ int rk_cmd_serve(int argc, char **argv)
 			cli_report("serve", "listener", &err);
 			goto out;
 		}
-		handle_request(&srv, req, has_token, token, (unsigned)max_clients);
+		handle_request(&srv, req, has_token, token, nclients);
 	}
 	rc = RK_EXIT_OK;
 out:
 	rk_listener_destroy(lis);
 	/* Sessions see stop within a poll period; the device must outlive them. */
 	stop = 1;
+	cp_sweeper_stop(&sweeper);
 	for (int waited = 0; atomic_load(&srv.active) > 0; waited += 50) {
 		if (waited >= SHUTDOWN_MS) {
 			fprintf(stderr, "rk serve: sessions did not end; exiting anyway\n");

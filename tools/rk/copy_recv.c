@@ -845,6 +845,16 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	s->flags = h.flags;
 	s->want_lanes = h.lanes;
 	s->stride = CP_HDR_SIZE + ((size_t)h.chunk + 4095) / 4096 * 4096;
+	if (s->stride > s->srv->max_ring) {
+		char why[128];
+
+		snprintf(why, sizeof(why),
+			 "limit: --max-ring: a %u-byte chunk needs %zu bytes of ring, this "
+			 "server allows %u",
+			 h.chunk, s->stride, s->srv->max_ring);
+		send_error(s, CP_E_LIMIT, why);
+		return -EPERM;
+	}
 	nslots = h.depth < CP_MAX_SLOTS ? h.depth : CP_MAX_SLOTS;
 	while (nslots > 1 && nslots * s->stride > s->srv->max_ring)
 		nslots--;
@@ -1279,4 +1289,13 @@ int cp_session_join(struct rk_cm_request *req, unsigned lane, const uint8_t *key
 unsigned cp_session_fds(unsigned max_open)
 {
 	return 1 + 2 * CP_MAX_LANES + 4 + 2 * max_open;
+}
+
+uint64_t cp_session_pinned(uint32_t max_ring)
+{
+	/* Per lane its receive and CREDIT buffers, rounded up to pages as pinned. */
+	uint64_t lane = ((uint64_t)RQ_DEPTH * CP_MSG_MAX + 4095) / 4096 * 4096 +
+			((uint64_t)NSEND * CP_MSG_MAX + 4095) / 4096 * 4096;
+
+	return max_ring + CP_MAX_LANES * lane;
 }

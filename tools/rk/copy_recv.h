@@ -40,10 +40,10 @@ struct cp_server {
 	uint64_t max_bytes; /* sizes of the files begun, per session */
 	uint32_t max_files; /* files and directories per session */
 	uint32_t max_open;  /* files open at once per session, <= CP_SERVE_MAX_OPEN */
-	uint32_t max_ring;  /* bytes of ring per connection */
-	int idle_ms;	    /* end a session that moves nothing for this long */
-	atomic_int *stop;   /* set on SIGINT/SIGTERM */
-	atomic_int active;  /* sessions running */
+	uint32_t max_ring; /* bytes of ring per session; a chunk whose slot exceeds it is refused */
+	int idle_ms;	   /* end a session that moves nothing for this long */
+	atomic_int *stop;  /* set on SIGINT/SIGTERM */
+	atomic_int active; /* sessions running */
 };
 
 /*
@@ -53,6 +53,14 @@ struct cp_server {
  * a few held for moments (opening a directory, a replaced temporary).
  */
 unsigned cp_session_fds(unsigned max_open);
+
+/*
+ * cp_session_pinned - the most bytes of memory one session registers
+ * (pins) with a ring of at most @max_ring bytes: the ring and, per lane,
+ * its message buffers. rk serve sizes --max-ring with it so that
+ * --max-clients sessions fit in RLIMIT_MEMLOCK.
+ */
+uint64_t cp_session_pinned(uint32_t max_ring);
 
 /*
  * cp_session_start - accept @req on a new thread and serve it until the

@@ -249,7 +249,9 @@ static void on_message(struct sender *s, const void *buf, uint32_t len)
 		s->welcomed = 1;
 	} else if (type == CP_MSG_ERROR &&
 		   cp_error_decode(buf, len, &code, text, sizeof(text)) == 0) {
-		fatal(s, CP_EXIT_LOST, "the server ended the session: %s", text);
+		/* A limit (e.g. the chunk does not fit the server's ring) is a refusal. */
+		fatal(s, code == CP_E_LIMIT ? CP_EXIT_REFUSED : CP_EXIT_LOST,
+		      "the server ended the session: %s", text);
 	} else if (type == -EPROTO) {
 		fatal(s, CP_EXIT_LOST, "the server speaks another protocol version");
 	} else {

@@ -9,6 +9,8 @@
 #ifndef RK_COPY_SWEEP_H
 #define RK_COPY_SWEEP_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "copy_path.h"
@@ -23,5 +25,29 @@
  * level at most. Returns the number removed.
  */
 unsigned cp_sweep(int rootfd, uint64_t age_s);
+
+/*
+ * The sweep while rk serve runs has a thread of its own: on a large DIR a
+ * walk takes a while, and the listener must keep answering connects.
+ */
+struct cp_sweeper {
+	pthread_t thread;
+	int started;
+	int rootfd;
+	uint64_t age_s;
+	atomic_int *stop;
+};
+
+/*
+ * cp_sweeper_start - sweep once now (before the caller listens), then on
+ * a thread every quarter of @age_s (1 s to 10 min) until *@stop is set; a
+ * walk under way stops early then. Removals are logged on stdout. @age_s
+ * 0: never. @rootfd is borrowed and must outlive cp_sweeper_stop().
+ * Returns 0, or -1 if the thread could not start (the first sweep ran).
+ */
+int cp_sweeper_start(struct cp_sweeper *sw, int rootfd, uint64_t age_s, atomic_int *stop);
+
+/* cp_sweeper_stop - wait for the thread, once *stop is set (at most one step of its walk). */
+void cp_sweeper_stop(struct cp_sweeper *sw);
 
 #endif

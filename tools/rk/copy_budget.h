@@ -1,0 +1,34 @@
+/*
+ * copy_budget.h - rk serve's share of the process's limits: file
+ * descriptors and locked (registered) memory, divided among --max-clients
+ * sessions at start, so that the last session admitted gets what the
+ * first did instead of an EMFILE or ENOMEM halfway through a file.
+ */
+#ifndef RK_COPY_BUDGET_H
+#define RK_COPY_BUDGET_H
+
+#include <stdint.h>
+
+/*
+ * cp_fit_fds - raise the soft fd limit to the hard one, then lower
+ * @max_open so that @max_clients sessions fit beside @reserve fds.
+ * Returns the limit in force, or 0 (with a message on stderr) when not
+ * even one open file per session fits.
+ */
+uint64_t cp_fit_fds(unsigned max_clients, unsigned reserve, uint32_t *max_open);
+
+/*
+ * cp_fit_memlock - raise the soft RLIMIT_MEMLOCK to the hard one, then
+ * make *@max_clients sessions' registered memory (cp_session_pinned) fit
+ * in it: first by a smaller *@max_ring, down to CP_RING_FLOOR (rk copy's
+ * default chunk, four deep), then by fewer sessions, with a warning that
+ * names the limit and the fix. A process with CAP_IPC_LOCK is not held to
+ * the limit by the kernel, and neither is a limit of "unlimited": *@limit
+ * is then 0 and nothing changes. Returns 0, or -1 (with a message) when
+ * not even one session with a ring of one smallest slot fits.
+ */
+int cp_fit_memlock(unsigned *max_clients, uint32_t *max_ring, uint64_t *limit);
+
+#define CP_RING_FLOOR (4 * (4096u + (1u << 20)))
+
+#endif
