@@ -10,20 +10,13 @@
  * we write one slot the client is already filling others, so reading at
  * the source, the wire and writing here overlap.
  *
- * Files are written to ".NAME.rkpart" next to their destination, locked
- * with flock so two clients cannot write the same one, verified as a whole
- * (streaming XXH3-128 in offset order) at END, fsync'ed, and only then
- * renamed into place (RENAME_NOREPLACE unless --force). A session that
- * ends early closes its files and leaves the temporaries for --resume
- * (rk serve removes them once older than --tmp-age, copy_sweep.c).
- *
- * Limits a client cannot get around: files open at once (--max-open, sized
- * by the listener so every session's fds fit), files and directories per
- * session (--max-files), bytes per session (--max-bytes), and the idle
- * timer, which is a minimum rate: a session must move IDLE_MIN_BYTES of
- * file data (an entry made counts ENTRY_BYTES) within every --idle period.
- * A client that keeps posting empty slots, one byte or one directory at a
- * time, is still dropped after --idle.
+ * What the records do to files (temporaries, verification, commit, the
+ * per-session limits) is copy_files.c, which knows nothing of verbs; this
+ * file is the transport: connections, the ring, slots in sequence, CREDITs,
+ * and the idle timer, which is a minimum rate: a session must move
+ * CP_IDLE_MIN_BYTES of file data (an entry made counts CP_ENTRY_BYTES)
+ * within every --idle period. A client that keeps posting empty slots, one
+ * byte or one directory at a time, is still dropped after --idle.
  *
  * With lanes (rk copy --num-qp), more connections join the session: the
  * listener hands their requests over through a registry keyed by the
@@ -32,7 +25,6 @@
  * reorder window (never larger than the ring) and are handled strictly in
  * sequence, so everything below sees the same order as with one lane.
  */
-#define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,10 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/random.h>
-#include <sys/statvfs.h>
 
 #include <rdmakit/conn.h>
 #include <rdmakit/cq.h>
@@ -56,33 +45,17 @@
 #include <rdmakit/post.h>
 
 #include "cli.h"
-#include "copy_path.h"
 #include "copy_proto.h"
+#include "copy_files.h"
 #include "copy_recv.h"
 #include "copy_token.h"
 
 #define RQ_DEPTH      (CP_MAX_SLOTS + 8) /* a receive per slot, and spares */
 #define NSEND	      (CP_MAX_SLOTS + 4) /* CREDIT buffers: one per slot, and spares */
-#define MAX_OPEN      CP_SERVE_MAX_OPEN	 /* files open at once per session, at most */
 #define HELLO_MS      10000
 #define ACCEPT_MS     5000
 #define SEND_TAG      (1ull << 32)
-#define HASH_BUF      (1u << 20)
 #define BYE_LINGER_NS 2000000000ull
-
-struct rfile {
-	int used;
-	uint32_t id;
-	int dirfd, fd;
-	char name[CP_NAME_MAX + 1];
-	char leaf[CP_NAME_MAX + 1];
-	char tmp[CP_COMP_MAX + 16];
-	uint64_t size, next_off, start_off, t0;
-	uint32_t mode;
-	int existing; /* resume found the final file: expect END only */
-	uint8_t existing_hash[16];
-	XXH3_state_t *st;
-};
 
 /* One connection of the session and its receive buffers. */
 struct lane {
@@ -118,15 +91,11 @@ struct session {
 	uint32_t chunk;
 	uint16_t nslots, flags;
 	size_t stride;
-	uint32_t next_id, nfiles;
-	int bye, hello_done;
-	uint64_t bytes;	      /* announced by the files begun (--max-bytes) */
-	uint64_t progress_ns; /* when the idle period began (--idle) */
-	uint64_t progressed;  /* bytes moved in it (see do_record) */
-	struct rfile files[MAX_OPEN];
+	int hello_done;
+	uint64_t progress_ns;	  /* when the idle period began (--idle) */
+	struct cp_files fs;	  /* the files: what the records do (copy_files.c) */
 	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
 	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
-	uint8_t *hashbuf;
 };
 
 /*
@@ -184,565 +153,6 @@ static void send_error(struct session *s, uint16_t code, const char *text)
 		send_msg(s, 0, msg, (size_t)n, NULL);
 }
 
-/* ---- files ---- */
-
-static struct rfile *find_file(struct session *s, uint32_t id)
-{
-	for (unsigned i = 0; i < MAX_OPEN; i++)
-		if (s->files[i].used && s->files[i].id == id)
-			return &s->files[i];
-	return NULL;
-}
-
-/* Close @f; the temporary is removed when @unlink_tmp (a failed file). */
-static void close_file(struct rfile *f, int unlink_tmp)
-{
-	if (f->fd >= 0) {
-		if (unlink_tmp && unlinkat(f->dirfd, f->tmp, 0) && errno != ENOENT)
-			fprintf(stderr, "rk serve: cannot remove %s: %s\n", f->tmp,
-				strerror(errno));
-		close(f->fd);
-	}
-	if (f->dirfd >= 0)
-		close(f->dirfd);
-	XXH3_freeState(f->st);
-	memset(f, 0, sizeof(*f));
-	f->fd = f->dirfd = -1;
-}
-
-static void result(struct cp_credit *c, uint32_t id, uint8_t kind, uint16_t code, int sys_errno,
-		   uint64_t offset)
-{
-	struct cp_result *r = &c->res[c->nres++];
-
-	memset(r, 0, sizeof(*r));
-	r->file_id = id;
-	r->kind = kind;
-	r->code = code;
-	r->sys_errno = (uint32_t)(sys_errno < 0 ? -sys_errno : sys_errno);
-	r->offset = offset;
-}
-
-/* Fail @f: one DONE with the reason, a log line, the temporary removed. */
-static void fail_file(struct session *s, struct cp_credit *c, struct rfile *f, uint16_t code,
-		      int sys_errno, uint64_t offset, int unlink_tmp)
-{
-	result(c, f->id, CP_RES_DONE, code, sys_errno, offset);
-	slog(s, "%s: FAILED at offset %llu: %s%s%s", f->name, (unsigned long long)offset,
-	     cp_code_str(code), sys_errno ? ": " : "", sys_errno ? strerror(abs(sys_errno)) : "");
-	close_file(f, unlink_tmp);
-}
-
-static uint16_t open_errno_code(int e)
-{
-	e = abs(e);
-	if (e == EXDEV || e == ELOOP || e == ENOTDIR || e == EINVAL || e == ENAMETOOLONG)
-		return CP_E_PATH;
-	if (e == ENOSPC || e == EDQUOT)
-		return CP_E_NOSPACE;
-	return CP_E_IO;
-}
-
-static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
-/* Add bytes [@off, @len) of @fd to @st. */
-static int hash_range(struct session *s, int fd, uint64_t off, uint64_t len, XXH3_state_t *st)
-{
-	while (off < len) {
-		size_t want = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
-		ssize_t n = pread(fd, s->hashbuf, want, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO; /* shrank under us */
-		XXH3_128bits_update(st, s->hashbuf, (size_t)n);
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
-/* Hash the first @len bytes of @fd into @st (reset first). */
-static int hash_prefix(struct session *s, int fd, uint64_t len, XXH3_state_t *st)
-{
-	XXH3_128bits_reset(st);
-	return hash_range(s, fd, 0, len, st);
-}
-
-static int free_space_ok(int dirfd, uint64_t need)
-{
-	struct statvfs v;
-
-	if (fstatvfs(dirfd, &v))
-		return 1; /* cannot tell: let the writes decide */
-	return v.f_frsize == 0 || need / v.f_frsize <= v.f_bavail;
-}
-
-/*
- * Resume, the final file exists: the client stated its size and hash. Only
- * a file of exactly that size is read (so never more than --max-file-size)
- * and the answer is yes (up to date) or no (exists): nothing about the
- * file itself goes back.
- */
-static void begin_existing(struct session *s, struct cp_credit *c, struct rfile *f,
-			   const struct stat *fin, const uint8_t *whole)
-{
-	struct stat now;
-	uint8_t h[16];
-	int fd, r;
-
-	if ((uint64_t)fin->st_size != f->size)
-		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
-	fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY | O_NONBLOCK, 0);
-	if (fd < 0)
-		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
-	/* What we opened, not what fstatat saw: it may have been swapped since. */
-	if (fstat(fd, &now) || !S_ISREG(now.st_mode) || (uint64_t)now.st_size != f->size) {
-		close(fd);
-		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
-	}
-	r = hash_prefix(s, fd, f->size, f->st);
-	close(fd);
-	if (r)
-		return fail_file(s, c, f, CP_E_IO, r, 0, 0);
-	cp_hash_digest(f->st, h);
-	if (!cp_token_equal(h, whole, 16))
-		return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
-	result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
-	slog(s, "%s: already up to date (verified xxh3-128)", f->name);
-	close_file(f, 0);
-}
-
-/*
- * Whether the temporary's name still names the file we wrote (f->fd): a
- * rename moves the name, so what it moves into place must be ours.
- */
-static int same_file(const struct rfile *f)
-{
-	struct stat a, b;
-
-	return fstat(f->fd, &a) == 0 && fstatat(f->dirfd, f->tmp, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-}
-
-/*
- * The temporary, opened and locked (flock: one writer per file). An
- * existing one is reused only for --resume and only when it is ours beyond
- * doubt: reached without following a link, a regular file with one link,
- * owned by our uid, and still the one under the name once we hold the
- * lock. Anything else found there (a stale temporary without --resume, a
- * planted hard or symbolic link, a file of someone else) is unlinked - the
- * name, never what it points to - and a new one created with O_EXCL, so
- * what we write always lands in a file we created. Returns the fd with
- * *@st filled, or -EBUSY (another session holds it) or another negative errno.
- */
-static int open_temp(struct rfile *f, int resume, struct stat *st)
-{
-	int fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_NONBLOCK, 0);
-	int found = 0;
-	struct stat cur;
-
-	if (fd >= 0) {
-		if (flock(fd, LOCK_EX | LOCK_NB)) {
-			close(fd);
-			return -EBUSY;
-		}
-		/*
-		 * We hold the lock of what we opened; the name may have moved on
-		 * since (another session unlinked that file and created its own).
-		 * Only while the name is still the file we hold may we reuse it
-		 * or unlink it: the lock is the proof no session writes it.
-		 */
-		if (fstat(fd, st) || fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) ||
-		    cur.st_ino != st->st_ino || cur.st_dev != st->st_dev) {
-			close(fd);
-			return -EBUSY;
-		}
-		if (resume && S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_uid == geteuid())
-			return fd;
-		found = 1;
-	} else if (fd == -ELOOP || fd == -EXDEV || fd == -ENOTDIR || fd == -EISDIR) {
-		/*
-		 * Not a file we could open: a planted symlink (or a directory)
-		 * under the name. Only a name that is not a regular file is
-		 * unlinked unopened: no session can be writing it.
-		 */
-		found = fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
-			!S_ISREG(cur.st_mode) && !S_ISDIR(cur.st_mode);
-		if (!found)
-			return fd;
-	} else if (fd != -ENOENT) {
-		return fd; /* EMFILE, EACCES, ...: never a reason to unlink */
-	}
-	if (found && unlinkat(f->dirfd, f->tmp, 0) && errno != ENOENT) {
-		int e = -errno;
-
-		if (fd >= 0)
-			close(fd);
-		return e;
-	}
-	if (fd >= 0)
-		close(fd);
-	fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd == -EEXIST)
-		return -EBUSY; /* another session created it just now */
-	if (fd < 0)
-		return fd;
-	if (flock(fd, LOCK_EX | LOCK_NB) || fstat(fd, st)) {
-		close(fd);
-		return -EBUSY;
-	}
-	return fd;
-}
-
-/*
- * Resume, a temporary of @have bytes: the longest prefix among those the
- * client proved (its hashes at multiples of the proof step, and of the
- * whole file) that the temporary holds byte for byte. Leaves f->st at the
- * hash of that prefix; returns its length or a negative errno.
- */
-static int64_t resume_point(struct session *s, struct rfile *f, uint64_t have, const uint8_t *proof,
-			    unsigned nproof, const uint8_t *whole)
-{
-	uint64_t step = cp_proof_step(f->size, s->chunk), good = 0, off = 0;
-	XXH3_state_t *probe = XXH3_createState();
-	uint8_t h[16];
-
-	if (!probe)
-		return -ENOMEM;
-	XXH3_128bits_reset(f->st);
-	XXH3_128bits_reset(probe);
-	for (unsigned k = 1; k <= nproof + 1; k++) {
-		uint64_t end = k <= nproof ? k * step : f->size;
-		int r;
-
-		if (end > have)
-			break;
-		r = hash_range(s, f->fd, off, end, probe);
-		if (r) {
-			XXH3_freeState(probe);
-			return r;
-		}
-		off = end;
-		cp_hash_digest(probe, h);
-		if (!cp_token_equal(h, k <= nproof ? proof + 16 * (k - 1) : whole, 16))
-			break;
-		XXH3_copyState(f->st, probe);
-		good = end;
-	}
-	XXH3_freeState(probe);
-	return (int64_t)good;
-}
-
-static void begin_file(struct session *s, struct cp_credit *c, const struct cp_rec *r,
-		       const uint8_t *data)
-{
-	int resume = (s->flags & CP_F_RESUME) && (r->flags & CP_BEGIN_PROOF);
-	uint8_t proof[16 * CP_PROOF_MAX];
-	unsigned nproof = 0;
-	struct rfile *f = NULL;
-	char parent[CP_NAME_MAX + 1];
-	struct stat st;
-	int64_t good;
-	int e;
-
-	if (++s->nfiles > s->srv->max_files) {
-		result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
-		return;
-	}
-	for (unsigned i = 0; i < s->srv->max_open && !f; i++)
-		if (!s->files[i].used)
-			f = &s->files[i];
-	if (!f) {
-		result(c, r->file_id, CP_RES_DONE, CP_E_OPEN_LIMIT, 0, 0);
-		return;
-	}
-	memset(f, 0, sizeof(*f));
-	f->used = 1;
-	f->fd = f->dirfd = -1;
-	f->id = r->file_id;
-	f->size = r->a;
-	f->mode = (uint32_t)(r->b & 0777);
-	f->t0 = cli_now_ns();
-	memcpy(f->name, r->name, r->name_len);
-	f->name[r->name_len] = '\0';
-	if (cp_path_check(r->name, r->name_len)) {
-		snprintf(f->name, sizeof(f->name), "(refused name)");
-		return fail_file(s, c, f, CP_E_PATH, 0, 0, 0);
-	}
-	if (f->size > s->srv->max_file_size)
-		return fail_file(s, c, f, CP_E_LIMIT, 0, 0, 0);
-	if (f->size > s->srv->max_bytes - s->bytes)
-		return fail_file(s, c, f, CP_E_BYTES_LIMIT, 0, 0, 0);
-	s->bytes += f->size;
-	if (r->flags & CP_BEGIN_PROOF) {
-		/* Copied out of the ring at once: the client can rewrite it there. */
-		nproof = cp_proof_count(f->size, s->chunk);
-		if (!resume || r->data_len != 16 * nproof)
-			return fail_file(s, c, f, CP_E_PROTO, 0, 0, 0);
-		memcpy(proof, data + r->data_off, r->data_len);
-	}
-	f->st = XXH3_createState();
-	if (!f->st)
-		return fail_file(s, c, f, CP_E_IO, ENOMEM, 0, 0);
-	cp_path_split(r->name, r->name_len, parent, f->leaf);
-	cp_temp_name(f->leaf, f->tmp, sizeof(f->tmp));
-	f->dirfd = cp_open_dir(s->srv->rootfd, parent, 1);
-	if (f->dirfd < 0) {
-		e = f->dirfd;
-		f->dirfd = -1;
-		return fail_file(s, c, f, open_errno_code(e), e, 0, 0);
-	}
-	if (fstatat(f->dirfd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (resume && S_ISREG(st.st_mode) && !(s->flags & CP_F_FORCE))
-			return begin_existing(s, c, f, &st, r->hash);
-		if (!(s->flags & CP_F_FORCE) || S_ISDIR(st.st_mode))
-			return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
-	} else if (errno != ENOENT) {
-		return fail_file(s, c, f, open_errno_code(errno), errno, 0, 0);
-	}
-	if (!free_space_ok(f->dirfd, f->size))
-		return fail_file(s, c, f, CP_E_NOSPACE, 0, 0, 0);
-	f->fd = open_temp(f, resume, &st);
-	if (f->fd < 0) {
-		e = f->fd;
-		f->fd = -1; /* not ours: leave it alone */
-		if (e == -EBUSY)
-			return fail_file(s, c, f, CP_E_BUSY, 0, 0, 0);
-		return fail_file(s, c, f, open_errno_code(e), e, 0, 0);
-	}
-	/* Resume: keep the longest proven prefix; else start empty. */
-	good = 0;
-	XXH3_128bits_reset(f->st);
-	if (resume && st.st_size > 0) {
-		uint64_t have = (uint64_t)st.st_size < f->size ? (uint64_t)st.st_size : f->size;
-
-		good = resume_point(s, f, have, proof, nproof, r->hash);
-		if (good < 0)
-			return fail_file(s, c, f, CP_E_IO, (int)good, 0, 1);
-	}
-	f->next_off = f->start_off = (uint64_t)good;
-	if (ftruncate(f->fd, (off_t)f->next_off))
-		return fail_file(s, c, f, CP_E_IO, errno, 0, 1);
-	if (r->flags & CP_BEGIN_WAIT)
-		result(c, f->id, CP_RES_READY, CP_OK, 0, f->next_off);
-}
-
-static void data_file(struct session *s, struct cp_credit *c, struct rfile *f,
-		      const struct cp_rec *r, const uint8_t *data)
-{
-	uint8_t h[16];
-	int e;
-
-	/* In order, inside the announced size: the whole-file hash streams. */
-	if (f->existing || r->a != f->next_off || r->data_len > f->size - f->next_off)
-		return fail_file(s, c, f, CP_E_PROTO, 0, r->a, 1);
-	cp_hash128(data + r->data_off, r->data_len, h);
-	if (memcmp(h, r->hash, 16))
-		return fail_file(s, c, f, CP_E_HASH, 0, r->a, 1);
-	e = pwrite_all(f->fd, data + r->data_off, r->data_len, r->a);
-	if (e)
-		return fail_file(s, c, f, open_errno_code(e), e, r->a, 1);
-	XXH3_128bits_update(f->st, data + r->data_off, r->data_len);
-	f->next_off += r->data_len;
-}
-
-/*
- * Move the verified temporary into place. Without --force the name must
- * not exist: RENAME_NOREPLACE where the file system has it (tmpfs, ext4,
- * xfs...), else link() + unlink(), which fails with EEXIST just as
- * atomically; only where neither works (some network file systems) is it
- * check-then-rename.
- */
-static int commit_rename(int dirfd, const char *tmp, const char *leaf, unsigned flags)
-{
-	struct stat st;
-
-	if (renameat2(dirfd, tmp, dirfd, leaf, flags) == 0)
-		return 0;
-	if (!flags || errno != EINVAL)
-		return -1;
-	if (linkat(dirfd, tmp, dirfd, leaf, 0) == 0)
-		return unlinkat(dirfd, tmp, 0) && errno != ENOENT ? -1 : 0;
-	if (errno == EEXIST)
-		return -1;
-	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		errno = EEXIST;
-		return -1;
-	}
-	return renameat(dirfd, tmp, dirfd, leaf);
-}
-
-static void end_file(struct session *s, struct cp_credit *c, struct rfile *f,
-		     const struct cp_rec *r)
-{
-	unsigned flags = (s->flags & CP_F_FORCE) ? 0 : RENAME_NOREPLACE;
-	char bytes[32], rate[32];
-	uint8_t h[16];
-	double secs;
-
-	if (f->existing) {
-		if (memcmp(r->hash, f->existing_hash, 16))
-			return fail_file(s, c, f, CP_E_EXISTS, 0, 0, 0);
-		result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
-		slog(s, "%s: already up to date (verified xxh3-128)", f->name);
-		return close_file(f, 0);
-	}
-	if (f->next_off != f->size)
-		return fail_file(s, c, f, CP_E_PROTO, 0, f->next_off, 1);
-	cp_hash_digest(f->st, h);
-	if (memcmp(h, r->hash, 16))
-		return fail_file(s, c, f, CP_E_HASH, 0, f->size, 1);
-	if (fchmod(f->fd, (mode_t)(f->mode & ~0022u) | 0600)) {
-		slog(s, "%s: fchmod: %s", f->name, strerror(errno));
-		return fail_file(s, c, f, CP_E_IO, errno, f->size, 1);
-	}
-	if (fsync(f->fd)) {
-		slog(s, "%s: fsync: %s", f->name, strerror(errno));
-		return fail_file(s, c, f, CP_E_IO, errno, f->size, 1);
-	}
-	if (!same_file(f)) {
-		slog(s, "%s: the temporary was replaced under its name; not committed", f->name);
-		return fail_file(s, c, f, CP_E_IO, EIO, f->size, 1);
-	}
-	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
-		slog(s, "%s: rename: %s", f->name, strerror(errno));
-		return fail_file(s, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
-				 errno == EEXIST ? 0 : errno, f->size, 1);
-	}
-	if (fsync(f->dirfd))
-		fprintf(stderr, "rk serve: fsync of the directory of %s: %s\n", f->name,
-			strerror(errno));
-	secs = (double)(cli_now_ns() - f->t0) / 1e9;
-	slog(s, "%s  %s  %.2f s  %s  verified xxh3-128%s", f->name,
-	     cli_fmt_bytes(f->size, bytes, sizeof(bytes)), secs,
-	     cli_fmt_rate(secs > 0 ? (double)(f->size - f->start_off) * 8 / secs : 0, rate,
-			  sizeof(rate)),
-	     f->start_off ? " (resumed)" : "");
-	result(c, f->id, CP_RES_DONE, CP_OK, 0, f->size);
-	close_file(f, 0);
-}
-
-static void make_dir(struct session *s, struct cp_credit *c, const struct cp_rec *r)
-{
-	char name[CP_NAME_MAX + 1];
-	int fd;
-
-	if (cp_path_check(r->name, r->name_len))
-		return result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
-	if (++s->nfiles > s->srv->max_files)
-		return result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
-	memcpy(name, r->name, r->name_len);
-	name[r->name_len] = '\0';
-	fd = cp_open_dir(s->srv->rootfd, name, 1);
-	if (fd < 0) {
-		slog(s, "%s/: FAILED: %s", name, strerror(-fd));
-		return result(c, r->file_id, CP_RES_DONE, open_errno_code(fd), fd, 0);
-	}
-	close(fd);
-	result(c, r->file_id, CP_RES_DONE, CP_OK, 0, 0);
-}
-
-/*
- * --idle is a minimum rate, not a silence detector: a period ends well only
- * once IDLE_MIN_BYTES moved in it (17 KiB/s at the default 60 s, far below
- * any real link), so trickling a byte, an empty slot or a directory per
- * period cannot hold a session (and a --max-clients place) for ever. An
- * entry made or found up to date counts ENTRY_BYTES besides its data,
- * so a tree of tiny files keeps its session.
- */
-#define IDLE_MIN_BYTES (1u << 20)
-#define ENTRY_BYTES    4096u
-
-/* Whether the record just handled ended in a success (for --idle). */
-static int done_ok(const struct cp_credit *c, unsigned before)
-{
-	const struct cp_result *r = &c->res[c->nres - 1];
-
-	return c->nres > before && r->kind == CP_RES_DONE &&
-	       (r->code == CP_OK || r->code == CP_E_UPTODATE);
-}
-
-/*
- * One record. File ids grow strictly with each DIR / BEGIN; a later record
- * for an id that is no longer open belongs to a file that already failed,
- * and is ignored. Anything else out of line is a protocol error.
- *
- * Progress, which alone counts against the idle timer, is file data
- * written and entries made (a directory, a file committed or found up to
- * date: ENTRY_BYTES each, and an up-to-date file's verified bytes); not
- * files begun, refused or failed, and not empty slots.
- */
-static int do_record(struct session *s, struct cp_credit *c, const struct cp_rec *r,
-		     const uint8_t *data)
-{
-	unsigned before = c->nres;
-	struct rfile *f;
-	uint64_t at;
-
-	if (r->type == CP_REC_BYE) {
-		s->bye = 1;
-		return 0;
-	}
-	if (r->type == CP_REC_DIR || r->type == CP_REC_BEGIN) {
-		if (r->file_id < s->next_id || r->file_id == UINT32_MAX)
-			return -EPROTO;
-		s->next_id = r->file_id + 1;
-		if (r->type == CP_REC_DIR)
-			make_dir(s, c, r);
-		else
-			begin_file(s, c, r, data);
-		if (done_ok(c, before))
-			s->progressed += ENTRY_BYTES + c->res[c->nres - 1].offset;
-		return 0;
-	}
-	if (r->file_id >= s->next_id)
-		return -EPROTO;
-	f = find_file(s, r->file_id);
-	if (!f)
-		return 0;
-	switch (r->type) {
-	case CP_REC_DATA:
-		at = f->next_off;
-		data_file(s, c, f, r, data);
-		if (f->used && f->next_off > at)
-			s->progressed += f->next_off - at;
-		break;
-	case CP_REC_END:
-		end_file(s, c, f, r);
-		if (done_ok(c, before))
-			s->progressed += ENTRY_BYTES;
-		break;
-	case CP_REC_ABORT:
-		result(c, f->id, CP_RES_DONE, CP_E_ABORTED, 0, f->next_off);
-		slog(s, "%s: aborted by the client at offset %llu", f->name,
-		     (unsigned long long)f->next_off);
-		close_file(f, 0);
-		break;
-	default:
-		return -EPROTO;
-	}
-	return 0;
-}
-
 /* Its turn has come: act on a slot's records, give it back with results. */
 static int handle_slot(struct session *s, const struct pending *p, struct rk_error *err)
 {
@@ -753,7 +163,7 @@ static int handle_slot(struct session *s, const struct pending *p, struct rk_err
 	const uint8_t *base;
 	int n;
 
-	if (s->bye)
+	if (s->fs.bye)
 		return -EPROTO;
 	base = (const uint8_t *)rk_mr_addr(s->ring) + (size_t)p->slot * s->stride;
 	/*
@@ -769,13 +179,13 @@ static int handle_slot(struct session *s, const struct pending *p, struct rk_err
 	memset(&c, 0, sizeof(c));
 	c.slot = p->slot;
 	while ((n = cp_slot_next(&rd, &r)) == 1)
-		if (do_record(s, &c, &r, s->data))
+		if (cp_files_record(&s->fs, &c, &r, s->data))
 			return -EPROTO;
 	if (n < 0)
 		return -EPROTO;
-	if (s->progressed >= IDLE_MIN_BYTES) {
+	if (s->fs.progressed >= CP_IDLE_MIN_BYTES) {
 		s->progress_ns = cli_now_ns();
-		s->progressed = 0;
+		s->fs.progressed = 0;
 	}
 	n = cp_credit_encode(&c, msg, sizeof(msg));
 	if (n < 0)
@@ -796,7 +206,7 @@ static int slot_arrived(struct session *s, unsigned lane, uint32_t imm, uint32_t
 	uint16_t slot, hlen;
 	int64_t seq;
 
-	if (s->bye || cp_imm_parse(imm, s->nslots, &slot, &hlen) || byte_len > s->chunk ||
+	if (s->fs.bye || cp_imm_parse(imm, s->nslots, &slot, &hlen) || byte_len > s->chunk ||
 	    s->slot_pending[slot])
 		return -EPROTO;
 	seq = cp_slot_seq((const uint8_t *)rk_mr_addr(s->ring) + (size_t)slot * s->stride, hlen);
@@ -841,8 +251,8 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	}
 	if (cp_hello_decode(buf, len, &h))
 		return -EPROTO;
-	s->chunk = h.chunk;
-	s->flags = h.flags;
+	s->chunk = s->fs.chunk = h.chunk;
+	s->flags = s->fs.flags = h.flags;
 	s->want_lanes = h.lanes;
 	s->stride = CP_HDR_SIZE + ((size_t)h.chunk + 4095) / 4096 * 4096;
 	if (s->stride > s->srv->max_ring) {
@@ -1059,7 +469,7 @@ static int take_joins(struct session *s, struct rk_error *err)
 /*
  * The event loop: completions and CM events (a client that dies is seen
  * as DISCONNECTED), each wait bounded, and the session given up after
- * an idle_ms period that moved less than IDLE_MIN_BYTES (see do_record).
+ * an idle_ms period that moved less than CP_IDLE_MIN_BYTES (see do_record).
  */
 static int serve(struct session *s, struct rk_error *err)
 {
@@ -1078,7 +488,7 @@ static int serve(struct session *s, struct rk_error *err)
 			continue;
 		}
 		/* After BYE, let the client hang up first (it has our last CREDIT). */
-		if (s->bye && !sends_pending(s) && cli_now_ns() - last > BYE_LINGER_NS)
+		if (s->fs.bye && !sends_pending(s) && cli_now_ns() - last > BYE_LINGER_NS)
 			return 0;
 		if (atomic_load(s->srv->stop))
 			return -ESHUTDOWN;
@@ -1120,7 +530,7 @@ static int serve(struct session *s, struct rk_error *err)
 				continue;
 			st = rk_conn_progress(s->lanes[lane_of[i]].conn, 0, err);
 			if (st != RK_CONN_CONNECTED)
-				return s->bye && !sends_pending(s) ? 0 : -ECONNRESET;
+				return s->fs.bye && !sends_pending(s) ? 0 : -ECONNRESET;
 		}
 	}
 }
@@ -1149,9 +559,7 @@ static void unregister(struct session *s)
 static void session_free(struct session *s)
 {
 	unregister(s);
-	for (unsigned i = 0; i < MAX_OPEN; i++)
-		if (s->files[i].used)
-			close_file(&s->files[i], 0); /* keep the temporary for --resume */
+	cp_files_close(&s->fs);
 	for (unsigned l = CP_MAX_LANES; l-- > 0;) {
 		rk_conn_destroy(s->lanes[l].conn);
 		rk_mr_dereg(s->lanes[l].rbufs);
@@ -1162,7 +570,6 @@ static void session_free(struct session *s)
 	if (s->evfd >= 0)
 		close(s->evfd);
 	rk_free_aligned(s->data);
-	free(s->hashbuf);
 	free(s);
 }
 
@@ -1217,14 +624,12 @@ int cp_session_start(struct cp_server *srv, struct rk_cm_request *req)
 		goto reject;
 	s->srv = srv;
 	s->req = req;
-	s->next_id = 1;
 	s->evfd = -1;
 	snprintf(s->peer, sizeof(s->peer), "%s", rk_cm_request_peer(req));
-	for (unsigned i = 0; i < MAX_OPEN; i++)
-		s->files[i].fd = s->files[i].dirfd = -1;
-	s->hashbuf = malloc(HASH_BUF);
+	if (cp_files_init(&s->fs, srv, s->peer))
+		goto reject;
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!s->hashbuf || s->evfd < 0)
+	if (s->evfd < 0)
 		goto reject;
 	r = rk_pd_alloc(srv->dev, &err, &s->pd);
 	if (!r)

@@ -1,0 +1,603 @@
+/* copy_files.c - a session's records applied to files; see copy_files.h. */
+#define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "cli.h"
+#include "copy_files.h"
+#include "copy_path.h"
+#include "copy_token.h"
+
+#define HASH_BUF (1u << 20)
+
+static void flog(const struct cp_files *fs, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void flog(const struct cp_files *fs, const char *fmt, ...)
+{
+	char line[1536];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	printf("rk serve: %s: %s\n", fs->peer, line);
+	fflush(stdout);
+}
+
+int cp_files_init(struct cp_files *fs, const struct cp_server *srv, const char *peer)
+{
+	memset(fs, 0, sizeof(*fs));
+	fs->srv = srv;
+	fs->peer = peer;
+	fs->next_id = 1;
+	for (unsigned i = 0; i < CP_SERVE_MAX_OPEN; i++)
+		fs->files[i].fd = fs->files[i].dirfd = -1;
+	fs->hashbuf = malloc(HASH_BUF);
+	return fs->hashbuf ? 0 : -ENOMEM;
+}
+
+static struct cp_rfile *find_file(struct cp_files *fs, uint32_t id)
+{
+	for (unsigned i = 0; i < CP_SERVE_MAX_OPEN; i++)
+		if (fs->files[i].used && fs->files[i].id == id)
+			return &fs->files[i];
+	return NULL;
+}
+
+/* Close @f; the temporary is removed when @unlink_tmp (a failed file). */
+static void close_file(struct cp_rfile *f, int unlink_tmp)
+{
+	if (f->fd >= 0) {
+		if (unlink_tmp && unlinkat(f->dirfd, f->tmp, 0) && errno != ENOENT)
+			fprintf(stderr, "rk serve: cannot remove %s: %s\n", f->tmp,
+				strerror(errno));
+		close(f->fd);
+	}
+	if (f->dirfd >= 0)
+		close(f->dirfd);
+	XXH3_freeState(f->st);
+	memset(f, 0, sizeof(*f));
+	f->fd = f->dirfd = -1;
+}
+
+static void result(struct cp_credit *c, uint32_t id, uint8_t kind, uint16_t code, int sys_errno,
+		   uint64_t offset)
+{
+	struct cp_result *r = &c->res[c->nres++];
+
+	memset(r, 0, sizeof(*r));
+	r->file_id = id;
+	r->kind = kind;
+	r->code = code;
+	r->sys_errno = (uint32_t)(sys_errno < 0 ? -sys_errno : sys_errno);
+	r->offset = offset;
+}
+
+/* Fail @f: one DONE with the reason, a log line, the temporary removed. */
+static void fail_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *f, uint16_t code,
+		      int sys_errno, uint64_t offset, int unlink_tmp)
+{
+	result(c, f->id, CP_RES_DONE, code, sys_errno, offset);
+	flog(fs, "%s: FAILED at offset %llu: %s%s%s", f->name, (unsigned long long)offset,
+	     cp_code_str(code), sys_errno ? ": " : "", sys_errno ? strerror(abs(sys_errno)) : "");
+	close_file(f, unlink_tmp);
+}
+
+static uint16_t open_errno_code(int e)
+{
+	e = abs(e);
+	if (e == EXDEV || e == ELOOP || e == ENOTDIR || e == EINVAL || e == ENAMETOOLONG)
+		return CP_E_PATH;
+	if (e == ENOSPC || e == EDQUOT)
+		return CP_E_NOSPACE;
+	return CP_E_IO;
+}
+
+static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Add bytes [@off, @len) of @fd to @st. */
+static int hash_range(struct cp_files *fs, int fd, uint64_t off, uint64_t len, XXH3_state_t *st)
+{
+	while (off < len) {
+		size_t want = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
+		ssize_t n = pread(fd, fs->hashbuf, want, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO; /* shrank under us */
+		XXH3_128bits_update(st, fs->hashbuf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Hash the first @len bytes of @fd into @st (reset first). */
+static int hash_prefix(struct cp_files *fs, int fd, uint64_t len, XXH3_state_t *st)
+{
+	XXH3_128bits_reset(st);
+	return hash_range(fs, fd, 0, len, st);
+}
+
+static int free_space_ok(int dirfd, uint64_t need)
+{
+	struct statvfs v;
+
+	if (fstatvfs(dirfd, &v))
+		return 1; /* cannot tell: let the writes decide */
+	return v.f_frsize == 0 || need / v.f_frsize <= v.f_bavail;
+}
+
+/*
+ * Resume, the final file exists: the client stated its size and hash. Only
+ * a file of exactly that size is read (so never more than --max-file-size)
+ * and the answer is yes (up to date) or no (exists): nothing about the
+ * file itself goes back.
+ */
+static void begin_existing(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *f,
+			   const struct stat *fin, const uint8_t *whole)
+{
+	struct stat now;
+	uint8_t h[16];
+	int fd, r;
+
+	if ((uint64_t)fin->st_size != f->size)
+		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	/* What we opened, not what fstatat saw: it may have been swapped since. */
+	if (fstat(fd, &now) || !S_ISREG(now.st_mode) || (uint64_t)now.st_size != f->size) {
+		close(fd);
+		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	}
+	r = hash_prefix(fs, fd, f->size, f->st);
+	close(fd);
+	if (r)
+		return fail_file(fs, c, f, CP_E_IO, r, 0, 0);
+	cp_hash_digest(f->st, h);
+	if (!cp_token_equal(h, whole, 16))
+		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
+	flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
+	close_file(f, 0);
+}
+
+/*
+ * Whether the temporary's name still names the file we wrote (f->fd): a
+ * rename moves the name, so what it moves into place must be ours.
+ */
+static int same_file(const struct cp_rfile *f)
+{
+	struct stat a, b;
+
+	return fstat(f->fd, &a) == 0 && fstatat(f->dirfd, f->tmp, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+/*
+ * The temporary, opened and locked (flock: one writer per file). An
+ * existing one is reused only for --resume and only when it is ours beyond
+ * doubt: reached without following a link, a regular file with one link,
+ * owned by our uid, and still the one under the name once we hold the
+ * lock. Anything else found there (a stale temporary without --resume, a
+ * planted hard or symbolic link, a file of someone else) is unlinked - the
+ * name, never what it points to - and a new one created with O_EXCL, so
+ * what we write always lands in a file we created. Returns the fd with
+ * *@st filled, or -EBUSY (another session holds it) or another negative errno.
+ */
+static int open_temp(struct cp_rfile *f, int resume, struct stat *st)
+{
+	int fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_NONBLOCK, 0);
+	int found = 0;
+	struct stat cur;
+
+	if (fd >= 0) {
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			close(fd);
+			return -EBUSY;
+		}
+		/*
+		 * We hold the lock of what we opened; the name may have moved on
+		 * since (another session unlinked that file and created its own).
+		 * Only while the name is still the file we hold may we reuse it
+		 * or unlink it: the lock is the proof no session writes it.
+		 */
+		if (fstat(fd, st) || fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) ||
+		    cur.st_ino != st->st_ino || cur.st_dev != st->st_dev) {
+			close(fd);
+			return -EBUSY;
+		}
+		if (resume && S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_uid == geteuid())
+			return fd;
+		found = 1;
+	} else if (fd == -ELOOP || fd == -EXDEV || fd == -ENOTDIR || fd == -EISDIR) {
+		/*
+		 * Not a file we could open: a planted symlink (or a directory)
+		 * under the name. Only a name that is not a regular file is
+		 * unlinked unopened: no session can be writing it.
+		 */
+		found = fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
+			!S_ISREG(cur.st_mode) && !S_ISDIR(cur.st_mode);
+		if (!found)
+			return fd;
+	} else if (fd != -ENOENT) {
+		return fd; /* EMFILE, EACCES, ...: never a reason to unlink */
+	}
+	if (found && unlinkat(f->dirfd, f->tmp, 0) && errno != ENOENT) {
+		int e = -errno;
+
+		if (fd >= 0)
+			close(fd);
+		return e;
+	}
+	if (fd >= 0)
+		close(fd);
+	fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd == -EEXIST)
+		return -EBUSY; /* another session created it just now */
+	if (fd < 0)
+		return fd;
+	if (flock(fd, LOCK_EX | LOCK_NB) || fstat(fd, st)) {
+		close(fd);
+		return -EBUSY;
+	}
+	return fd;
+}
+
+/*
+ * Resume, a temporary of @have bytes: the longest prefix among those the
+ * client proved (its hashes at multiples of the proof step, and of the
+ * whole file) that the temporary holds byte for byte. Leaves f->st at the
+ * hash of that prefix; returns its length or a negative errno.
+ */
+static int64_t resume_point(struct cp_files *fs, struct cp_rfile *f, uint64_t have,
+			    const uint8_t *proof, unsigned nproof, const uint8_t *whole)
+{
+	uint64_t step = cp_proof_step(f->size, fs->chunk), good = 0, off = 0;
+	XXH3_state_t *probe = XXH3_createState();
+	uint8_t h[16];
+
+	if (!probe)
+		return -ENOMEM;
+	XXH3_128bits_reset(f->st);
+	XXH3_128bits_reset(probe);
+	for (unsigned k = 1; k <= nproof + 1; k++) {
+		uint64_t end = k <= nproof ? k * step : f->size;
+		int r;
+
+		if (end > have)
+			break;
+		r = hash_range(fs, f->fd, off, end, probe);
+		if (r) {
+			XXH3_freeState(probe);
+			return r;
+		}
+		off = end;
+		cp_hash_digest(probe, h);
+		if (!cp_token_equal(h, k <= nproof ? proof + 16 * (k - 1) : whole, 16))
+			break;
+		XXH3_copyState(f->st, probe);
+		good = end;
+	}
+	XXH3_freeState(probe);
+	return (int64_t)good;
+}
+
+static void begin_file(struct cp_files *fs, struct cp_credit *c, const struct cp_rec *r,
+		       const uint8_t *data)
+{
+	int resume = (fs->flags & CP_F_RESUME) && (r->flags & CP_BEGIN_PROOF);
+	uint8_t proof[16 * CP_PROOF_MAX];
+	unsigned nproof = 0;
+	struct cp_rfile *f = NULL;
+	char parent[CP_NAME_MAX + 1];
+	struct stat st;
+	int64_t good;
+	int e;
+
+	if (++fs->nfiles > fs->srv->max_files) {
+		result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
+		return;
+	}
+	for (unsigned i = 0; i < fs->srv->max_open && !f; i++)
+		if (!fs->files[i].used)
+			f = &fs->files[i];
+	if (!f) {
+		result(c, r->file_id, CP_RES_DONE, CP_E_OPEN_LIMIT, 0, 0);
+		return;
+	}
+	memset(f, 0, sizeof(*f));
+	f->used = 1;
+	f->fd = f->dirfd = -1;
+	f->id = r->file_id;
+	f->size = r->a;
+	f->mode = (uint32_t)(r->b & 0777);
+	f->t0 = cli_now_ns();
+	memcpy(f->name, r->name, r->name_len);
+	f->name[r->name_len] = '\0';
+	if (cp_path_check(r->name, r->name_len)) {
+		snprintf(f->name, sizeof(f->name), "(refused name)");
+		return fail_file(fs, c, f, CP_E_PATH, 0, 0, 0);
+	}
+	if (f->size > fs->srv->max_file_size)
+		return fail_file(fs, c, f, CP_E_LIMIT, 0, 0, 0);
+	if (f->size > fs->srv->max_bytes - fs->bytes)
+		return fail_file(fs, c, f, CP_E_BYTES_LIMIT, 0, 0, 0);
+	fs->bytes += f->size;
+	if (r->flags & CP_BEGIN_PROOF) {
+		/* Copied out of the ring at once: the client can rewrite it there. */
+		nproof = cp_proof_count(f->size, fs->chunk);
+		if (!resume || r->data_len != 16 * nproof)
+			return fail_file(fs, c, f, CP_E_PROTO, 0, 0, 0);
+		memcpy(proof, data + r->data_off, r->data_len);
+	}
+	f->st = XXH3_createState();
+	if (!f->st)
+		return fail_file(fs, c, f, CP_E_IO, ENOMEM, 0, 0);
+	cp_path_split(r->name, r->name_len, parent, f->leaf);
+	cp_temp_name(f->leaf, f->tmp, sizeof(f->tmp));
+	f->dirfd = cp_open_dir(fs->srv->rootfd, parent, 1);
+	if (f->dirfd < 0) {
+		e = f->dirfd;
+		f->dirfd = -1;
+		return fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+	}
+	if (fstatat(f->dirfd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (resume && S_ISREG(st.st_mode) && !(fs->flags & CP_F_FORCE))
+			return begin_existing(fs, c, f, &st, r->hash);
+		if (!(fs->flags & CP_F_FORCE) || S_ISDIR(st.st_mode))
+			return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	} else if (errno != ENOENT) {
+		return fail_file(fs, c, f, open_errno_code(errno), errno, 0, 0);
+	}
+	if (!free_space_ok(f->dirfd, f->size))
+		return fail_file(fs, c, f, CP_E_NOSPACE, 0, 0, 0);
+	f->fd = open_temp(f, resume, &st);
+	if (f->fd < 0) {
+		e = f->fd;
+		f->fd = -1; /* not ours: leave it alone */
+		if (e == -EBUSY)
+			return fail_file(fs, c, f, CP_E_BUSY, 0, 0, 0);
+		return fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+	}
+	/* Resume: keep the longest proven prefix; else start empty. */
+	good = 0;
+	XXH3_128bits_reset(f->st);
+	if (resume && st.st_size > 0) {
+		uint64_t have = (uint64_t)st.st_size < f->size ? (uint64_t)st.st_size : f->size;
+
+		good = resume_point(fs, f, have, proof, nproof, r->hash);
+		if (good < 0)
+			return fail_file(fs, c, f, CP_E_IO, (int)good, 0, 1);
+	}
+	f->next_off = f->start_off = (uint64_t)good;
+	if (ftruncate(f->fd, (off_t)f->next_off))
+		return fail_file(fs, c, f, CP_E_IO, errno, 0, 1);
+	if (r->flags & CP_BEGIN_WAIT)
+		result(c, f->id, CP_RES_READY, CP_OK, 0, f->next_off);
+}
+
+static void data_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *f,
+		      const struct cp_rec *r, const uint8_t *data)
+{
+	uint8_t h[16];
+	int e;
+
+	/* In order, inside the announced size: the whole-file hash streams. */
+	if (f->existing || r->a != f->next_off || r->data_len > f->size - f->next_off)
+		return fail_file(fs, c, f, CP_E_PROTO, 0, r->a, 1);
+	cp_hash128(data + r->data_off, r->data_len, h);
+	if (memcmp(h, r->hash, 16))
+		return fail_file(fs, c, f, CP_E_HASH, 0, r->a, 1);
+	e = pwrite_all(f->fd, data + r->data_off, r->data_len, r->a);
+	if (e)
+		return fail_file(fs, c, f, open_errno_code(e), e, r->a, 1);
+	XXH3_128bits_update(f->st, data + r->data_off, r->data_len);
+	f->next_off += r->data_len;
+}
+
+/*
+ * Move the verified temporary into place. Without --force the name must
+ * not exist: RENAME_NOREPLACE where the file system has it (tmpfs, ext4,
+ * xfs...), else link() + unlink(), which fails with EEXIST just as
+ * atomically; only where neither works (some network file systems) is it
+ * check-then-rename.
+ */
+static int commit_rename(int dirfd, const char *tmp, const char *leaf, unsigned flags)
+{
+	struct stat st;
+
+	if (renameat2(dirfd, tmp, dirfd, leaf, flags) == 0)
+		return 0;
+	if (!flags || errno != EINVAL)
+		return -1;
+	if (linkat(dirfd, tmp, dirfd, leaf, 0) == 0)
+		return unlinkat(dirfd, tmp, 0) && errno != ENOENT ? -1 : 0;
+	if (errno == EEXIST)
+		return -1;
+	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	return renameat(dirfd, tmp, dirfd, leaf);
+}
+
+static void end_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *f,
+		     const struct cp_rec *r)
+{
+	unsigned flags = (fs->flags & CP_F_FORCE) ? 0 : RENAME_NOREPLACE;
+	char bytes[32], rate[32];
+	uint8_t h[16];
+	double secs;
+
+	if (f->existing) {
+		if (memcmp(r->hash, f->existing_hash, 16))
+			return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+		result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
+		flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
+		return close_file(f, 0);
+	}
+	if (f->next_off != f->size)
+		return fail_file(fs, c, f, CP_E_PROTO, 0, f->next_off, 1);
+	cp_hash_digest(f->st, h);
+	if (memcmp(h, r->hash, 16))
+		return fail_file(fs, c, f, CP_E_HASH, 0, f->size, 1);
+	if (fchmod(f->fd, (mode_t)(f->mode & ~0022u) | 0600)) {
+		flog(fs, "%s: fchmod: %s", f->name, strerror(errno));
+		return fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
+	}
+	if (fsync(f->fd)) {
+		flog(fs, "%s: fsync: %s", f->name, strerror(errno));
+		return fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
+	}
+	if (!same_file(f)) {
+		flog(fs, "%s: the temporary was replaced under its name; not committed", f->name);
+		return fail_file(fs, c, f, CP_E_IO, EIO, f->size, 1);
+	}
+	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
+		flog(fs, "%s: rename: %s", f->name, strerror(errno));
+		return fail_file(fs, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
+				 errno == EEXIST ? 0 : errno, f->size, 1);
+	}
+	if (fsync(f->dirfd))
+		fprintf(stderr, "rk serve: fsync of the directory of %s: %s\n", f->name,
+			strerror(errno));
+	secs = (double)(cli_now_ns() - f->t0) / 1e9;
+	flog(fs, "%s  %s  %.2f s  %s  verified xxh3-128%s", f->name,
+	     cli_fmt_bytes(f->size, bytes, sizeof(bytes)), secs,
+	     cli_fmt_rate(secs > 0 ? (double)(f->size - f->start_off) * 8 / secs : 0, rate,
+			  sizeof(rate)),
+	     f->start_off ? " (resumed)" : "");
+	result(c, f->id, CP_RES_DONE, CP_OK, 0, f->size);
+	close_file(f, 0);
+}
+
+static void make_dir(struct cp_files *fs, struct cp_credit *c, const struct cp_rec *r)
+{
+	char name[CP_NAME_MAX + 1];
+	int fd;
+
+	if (cp_path_check(r->name, r->name_len))
+		return result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
+	if (++fs->nfiles > fs->srv->max_files)
+		return result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
+	memcpy(name, r->name, r->name_len);
+	name[r->name_len] = '\0';
+	fd = cp_open_dir(fs->srv->rootfd, name, 1);
+	if (fd < 0) {
+		flog(fs, "%s/: FAILED: %s", name, strerror(-fd));
+		return result(c, r->file_id, CP_RES_DONE, open_errno_code(fd), fd, 0);
+	}
+	close(fd);
+	result(c, r->file_id, CP_RES_DONE, CP_OK, 0, 0);
+}
+
+/* Whether the record just handled ended in a success (for --idle). */
+static int done_ok(const struct cp_credit *c, unsigned before)
+{
+	const struct cp_result *r;
+
+	if (c->nres <= before)
+		return 0; /* no result (a BEGIN waiting for data), and none to index */
+	r = &c->res[c->nres - 1];
+	return r->kind == CP_RES_DONE && (r->code == CP_OK || r->code == CP_E_UPTODATE);
+}
+
+/*
+ * One record. File ids grow strictly with each DIR / BEGIN; a later record
+ * for an id that is no longer open belongs to a file that already failed,
+ * and is ignored. Anything else out of line is a protocol error.
+ *
+ * Progress, which alone counts against the idle timer, is file data
+ * written and entries made (a directory, a file committed or found up to
+ * date: CP_ENTRY_BYTES each, and an up-to-date file's verified bytes); not
+ * files begun, refused or failed, and not empty slots.
+ */
+int cp_files_record(struct cp_files *fs, struct cp_credit *c, const struct cp_rec *r,
+		    const uint8_t *data)
+{
+	unsigned before = c->nres;
+	struct cp_rfile *f;
+	uint64_t at;
+
+	if (r->type == CP_REC_BYE) {
+		fs->bye = 1;
+		return 0;
+	}
+	if (r->type == CP_REC_DIR || r->type == CP_REC_BEGIN) {
+		if (r->file_id < fs->next_id || r->file_id == UINT32_MAX)
+			return -EPROTO;
+		fs->next_id = r->file_id + 1;
+		if (r->type == CP_REC_DIR)
+			make_dir(fs, c, r);
+		else
+			begin_file(fs, c, r, data);
+		if (done_ok(c, before))
+			fs->progressed += CP_ENTRY_BYTES + c->res[c->nres - 1].offset;
+		return 0;
+	}
+	if (r->file_id >= fs->next_id)
+		return -EPROTO;
+	f = find_file(fs, r->file_id);
+	if (!f)
+		return 0;
+	switch (r->type) {
+	case CP_REC_DATA:
+		at = f->next_off;
+		data_file(fs, c, f, r, data);
+		if (f->used && f->next_off > at)
+			fs->progressed += f->next_off - at;
+		break;
+	case CP_REC_END:
+		end_file(fs, c, f, r);
+		if (done_ok(c, before))
+			fs->progressed += CP_ENTRY_BYTES;
+		break;
+	case CP_REC_ABORT:
+		result(c, f->id, CP_RES_DONE, CP_E_ABORTED, 0, f->next_off);
+		flog(fs, "%s: aborted by the client at offset %llu", f->name,
+		     (unsigned long long)f->next_off);
+		close_file(f, 0);
+		break;
+	default:
+		return -EPROTO;
+	}
+	return 0;
+}
+
+void cp_files_close(struct cp_files *fs)
+{
+	for (unsigned i = 0; i < CP_SERVE_MAX_OPEN; i++)
+		if (fs->files[i].used)
+			close_file(&fs->files[i], 0); /* keep the temporary for --resume */
+	free(fs->hashbuf);
+	fs->hashbuf = NULL;
+}
