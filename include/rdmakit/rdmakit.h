@@ -18,5 +18,6 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/cm.h>
 #include <rdmakit/post.h>
+#include <rdmakit/wait.h>
 
 #endif
