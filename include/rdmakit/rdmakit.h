@@ -19,5 +19,6 @@
 #include <rdmakit/cm.h>
 #include <rdmakit/post.h>
 #include <rdmakit/wait.h>
+#include <rdmakit/msgbuf.h>
 
 #endif
