@@ -43,8 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (slots % lanes)
 		lanes--;
 	FUZZ_CHECK(rk_ring_geometry_ok(slots, lanes) == 0);
-	FUZZ_CHECK(rk_ring_rx_init(&rx, slots, lanes, SLOT_SIZE) == 0);
-	rk_ring_tx_init(&tx, slots, lanes);
+	FUZZ_CHECK(rk_rseq_rx_init(&rx, slots, lanes, SLOT_SIZE) == 0);
+	rk_rseq_tx_init(&tx, slots, lanes);
 	data++;
 	size--;
 	for (; size >= 9; data += 9, size -= 9) {
@@ -58,19 +58,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint64_t acked = tx.acked;
 
 			tx.sent = rx.next + waiting; /* all the receiver holds or delivered */
-			if (rk_ring_tx_credit(&tx, imm) == 0)
+			if (rk_rseq_tx_credit(&tx, imm) == 0)
 				FUZZ_CHECK(tx.acked >= acked && tx.acked <= tx.sent);
 			else
 				FUZZ_CHECK(tx.acked == acked);
 			/* (this model sends without reserving: credits are meaningful when in
 			 * range) */
 			if (tx.sent - tx.acked <= slots)
-				FUZZ_CHECK(rk_ring_tx_credits(&tx) <= slots);
+				FUZZ_CHECK(rk_rseq_tx_credits(&tx) <= slots);
 			continue;
 		}
 		before = rx;
 		memcpy(have, rx.have, slots);
-		v = rk_ring_rx_accept(&rx, lane, imm, len, &seq, &slot);
+		v = rk_rseq_rx_accept(&rx, lane, imm, len, &seq, &slot);
 		if (v == RK_RING_OK) {
 			FUZZ_CHECK(seq >= rx.next && seq < rx.next + slots);
 			FUZZ_CHECK(slot == (uint32_t)(seq & (slots - 1)));
@@ -83,15 +83,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(v >= RK_RING_BAD_SLOT && v <= RK_RING_TOO_LONG);
 			FUZZ_CHECK(rx.next == before.next && memcmp(have, rx.have, slots) == 0);
 		}
-		while (rk_ring_rx_peek(&rx, &slot, &plen)) {
+		while (rk_rseq_rx_peek(&rx, &slot, &plen)) {
 			FUZZ_CHECK(slot == (uint32_t)(rx.next & (slots - 1)) && plen <= SLOT_SIZE);
 			FUZZ_CHECK(rx.next == delivered);
-			rk_ring_rx_consume(&rx);
+			rk_rseq_rx_consume(&rx);
 			delivered++;
 			waiting--;
 		}
 	}
-	rk_ring_rx_fini(&rx);
+	rk_rseq_rx_fini(&rx);
 	return 0;
 }
 

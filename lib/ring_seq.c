@@ -36,7 +36,7 @@ void rk_ring_imm_split(uint32_t imm, uint32_t *slot, uint32_t *seq_low)
 	*seq_low = imm & SEQ_MASK;
 }
 
-int rk_ring_rx_init(struct rk_ring_rx_seq *rx, uint32_t slots, uint32_t lanes, uint32_t slot_size)
+int rk_rseq_rx_init(struct rk_ring_rx_seq *rx, uint32_t slots, uint32_t lanes, uint32_t slot_size)
 {
 	if (rk_ring_geometry_ok(slots, lanes))
 		return -EINVAL;
@@ -47,13 +47,13 @@ int rk_ring_rx_init(struct rk_ring_rx_seq *rx, uint32_t slots, uint32_t lanes, u
 	rx->have = calloc(slots, 1);
 	rx->len = calloc(slots, sizeof(uint32_t));
 	if (!rx->have || !rx->len) {
-		rk_ring_rx_fini(rx);
+		rk_rseq_rx_fini(rx);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-void rk_ring_rx_fini(struct rk_ring_rx_seq *rx)
+void rk_rseq_rx_fini(struct rk_ring_rx_seq *rx)
 {
 	free(rx->have);
 	free(rx->len);
@@ -61,7 +61,7 @@ void rk_ring_rx_fini(struct rk_ring_rx_seq *rx)
 	rx->len = NULL;
 }
 
-enum rk_ring_verdict rk_ring_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane, uint32_t imm,
+enum rk_ring_verdict rk_rseq_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane, uint32_t imm,
 				       uint32_t len, uint64_t *seq, uint32_t *slot)
 {
 	uint32_t s, low;
@@ -86,7 +86,7 @@ enum rk_ring_verdict rk_ring_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane,
 	return RK_RING_OK;
 }
 
-int rk_ring_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *len)
+int rk_rseq_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *len)
 {
 	uint32_t s = (uint32_t)(rx->next & (rx->slots - 1));
 
@@ -97,7 +97,7 @@ int rk_ring_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *l
 	return 1;
 }
 
-void rk_ring_rx_consume(struct rk_ring_rx_seq *rx)
+void rk_rseq_rx_consume(struct rk_ring_rx_seq *rx)
 {
 	uint32_t s = (uint32_t)(rx->next & (rx->slots - 1));
 
@@ -113,7 +113,7 @@ uint32_t rk_ring_credit_imm(uint64_t delivered)
 	return (uint32_t)delivered;
 }
 
-void rk_ring_tx_init(struct rk_ring_tx_seq *tx, uint32_t slots, uint32_t lanes)
+void rk_rseq_tx_init(struct rk_ring_tx_seq *tx, uint32_t slots, uint32_t lanes)
 {
 	tx->slots = slots;
 	tx->lanes = lanes;
@@ -121,15 +121,15 @@ void rk_ring_tx_init(struct rk_ring_tx_seq *tx, uint32_t slots, uint32_t lanes)
 	tx->acked = 0;
 }
 
-uint32_t rk_ring_tx_credits(const struct rk_ring_tx_seq *tx)
+uint32_t rk_rseq_tx_credits(const struct rk_ring_tx_seq *tx)
 {
 	return tx->slots - (uint32_t)(tx->sent - tx->acked);
 }
 
-int rk_ring_tx_reserve(struct rk_ring_tx_seq *tx, uint64_t *seq, uint32_t *slot, uint32_t *lane,
+int rk_rseq_tx_reserve(struct rk_ring_tx_seq *tx, uint64_t *seq, uint32_t *slot, uint32_t *lane,
 		       uint32_t *imm)
 {
-	if (!rk_ring_tx_credits(tx))
+	if (!rk_rseq_tx_credits(tx))
 		return -EAGAIN;
 	*seq = tx->sent++;
 	*slot = (uint32_t)(*seq & (tx->slots - 1));
@@ -138,7 +138,7 @@ int rk_ring_tx_reserve(struct rk_ring_tx_seq *tx, uint64_t *seq, uint32_t *slot,
 	return 0;
 }
 
-int rk_ring_tx_credit(struct rk_ring_tx_seq *tx, uint32_t credit_imm)
+int rk_rseq_tx_credit(struct rk_ring_tx_seq *tx, uint32_t credit_imm)
 {
 	/*
 	 * Credits may come over any lane, so an older one can arrive after a

@@ -20,5 +20,6 @@
 #include <rdmakit/post.h>
 #include <rdmakit/wait.h>
 #include <rdmakit/msgbuf.h>
+#include <rdmakit/ring.h>
 
 #endif
