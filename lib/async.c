@@ -3,8 +3,10 @@
  *
  * A QP that hits a fatal error, a port that goes down or a device that
  * dies is reported here and nowhere else, so the event is logged, the
- * connection concerned is marked failed (its first error says why), and the
- * event is acked at once: ibv_destroy_qp waits for its events to be acked.
+ * owner of the QP concerned is told through the device's on_qp_fatal hook
+ * (conn.c registers it: the connection is marked failed, its first error
+ * says why), and the event is acked at once: ibv_destroy_qp waits for its
+ * events to be acked.
  */
 #include <errno.h>
 #include <string.h>
@@ -59,7 +61,7 @@ int rk_device_async_fd(const struct rk_device *dev)
 int rk_device_poll_async(struct rk_device *dev, struct rk_async_event *out, struct rk_error *err)
 {
 	struct ibv_async_event ev;
-	struct rk_conn *conn = NULL;
+	void *qp_context = NULL;
 	struct rk_error e;
 
 	memset(out, 0, sizeof(*out));
@@ -73,7 +75,7 @@ int rk_device_poll_async(struct rk_device *dev, struct rk_async_event *out, stru
 	out->fatal = is_fatal(ev.event_type);
 	if (is_qp_event(ev.event_type) && ev.element.qp) {
 		out->qp_num = ev.element.qp->qp_num;
-		conn = ev.element.qp->qp_context;
+		qp_context = ev.element.qp->qp_context;
 	} else if (is_port_event(ev.event_type)) {
 		out->port = ev.element.port_num;
 	}
@@ -87,9 +89,17 @@ int rk_device_poll_async(struct rk_device *dev, struct rk_async_event *out, stru
 	rk_err_set(&e, EIO, "async event", "%s on %s", out->type_str, dev->info.name);
 	rk_err_set_qp(&e, out->qp_num);
 	rk_warn("%s", e.msg);
-	if (conn)
-		rk_conn_fail(conn, RK_CONN_ERROR, &e);
+	if (qp_context && dev->on_qp_fatal)
+		dev->on_qp_fatal(qp_context, &e);
 	if (err)
 		*err = e;
 	return 1;
+}
+
+void rk_device_drain_async(struct rk_device *dev)
+{
+	struct rk_async_event ev;
+
+	while (rk_device_poll_async(dev, &ev, NULL) > 0)
+		;
 }

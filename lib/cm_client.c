@@ -87,7 +87,7 @@ static int connect_steps(struct rk_conn *c, const struct rk_cm_connect_opts *o, 
 	r = expect(c, RDMA_CM_EVENT_ROUTE_RESOLVED, step + 1000, "rdma_resolve_route", err);
 	if (r)
 		goto out;
-	r = rk_conn_build_qp(c, c->id, err);
+	r = rk_conn_build_qp(c, err);
 	if (!r && c->opts.prepare) {
 		r = c->opts.prepare(c, c->opts.prepare_arg);
 		if (r)
@@ -130,6 +130,7 @@ int rk_cm_connect(struct rk_device *dev, const struct rk_cm_connect_opts *o, str
 	r = rk_conn_alloc(dev, &o->conn, err, &c);
 	if (r)
 		return r;
+	rk_cm_own(c);
 	r = rk_cm_new_channel(err, &c->ch);
 	if (r)
 		goto fail;

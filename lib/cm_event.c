@@ -236,37 +236,66 @@ int rk_conn_progress(struct rk_conn *c, int timeout_ms, struct rk_error *err)
 	return (int)c->state;
 }
 
-int rk_conn_disconnect(struct rk_conn *c, int timeout_ms, struct rk_error *err)
+/* Send the disconnect and wait for the peer's answer, so it learns we are gone. */
+static void cm_disconnect(struct rk_conn *c, int64_t deadline_ms, struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-	struct rk_error e;
-	int r;
+	if (rdma_disconnect(c->id))
+		rk_dbg("rdma_disconnect: %s", strerror(errno));
+	while (c->state == RK_CONN_CONNECTED || c->state == RK_CONN_CONNECTING) {
+		struct rdma_cm_event *ev;
 
-	if (c->state == RK_CONN_CONNECTED || c->state == RK_CONN_CONNECTING) {
-		rk_err_set(&e, ESHUTDOWN, "rk_conn_disconnect", "connection closed locally");
-		if (c->id) {
-			if (rdma_disconnect(c->id))
-				rk_dbg("rdma_disconnect: %s", strerror(errno));
-			/* Wait for the peer's answer, so it learns we are gone. */
-			while (c->state == RK_CONN_CONNECTED || c->state == RK_CONN_CONNECTING) {
-				struct rdma_cm_event *ev;
+		if (rk_cm_get_event(c->ch, deadline_ms, err, &ev))
+			break;
+		rk_cm_conn_event(c, ev, NULL);
+		if (rdma_ack_cm_event(ev))
+			rk_warn("rdma_ack_cm_event: %s", strerror(errno));
+	}
+}
 
-				r = rk_cm_get_event(c->ch, deadline, err, &ev);
-				if (r)
-					break;
-				rk_cm_conn_event(c, ev, NULL);
-				if (rdma_ack_cm_event(ev))
-					rk_warn("rdma_ack_cm_event: %s", strerror(errno));
-			}
-		}
-		rk_conn_fail(c, RK_CONN_DISCONNECTED, &e);
-		c->state = RK_CONN_DISCONNECTED;
-	}
-	if (c->qp) {
-		r = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
-		if (r)
-			return rk_err_ret(err, r, "ibv_modify_qp ERR", NULL);
-	}
+static int cm_create_qp(struct rk_conn *c, struct ibv_qp_init_attr *qa, struct rk_error *err)
+{
+	if (rdma_create_qp(c->id, c->pd, qa))
+		return rk_err_sys(err, "rdma_create_qp", "sq %u rq %u sge %u/%u inline %u",
+				  qa->cap.max_send_wr, qa->cap.max_recv_wr, qa->cap.max_send_sge,
+				  qa->cap.max_recv_sge, qa->cap.max_inline_data);
+	c->qp = c->id->qp;
 	return 0;
+}
+
+static void cm_destroy_qp(struct rk_conn *c)
+{
+	rdma_destroy_qp(c->id);
+}
+
+static void cm_release(struct rk_conn *c)
+{
+	if (c->id && rdma_destroy_id(c->id))
+		rk_warn("rdma_destroy_id: %s", strerror(errno));
+	c->id = NULL;
+	if (c->ch)
+		rdma_destroy_event_channel(c->ch);
+	c->ch = NULL;
+}
+
+static const struct rk_conn_cm_ops cm_ops = {
+    .create_qp = cm_create_qp,
+    .disconnect = cm_disconnect,
+    .destroy_qp = cm_destroy_qp,
+    .release = cm_release,
+};
+
+void rk_cm_own(struct rk_conn *c)
+{
+	c->cm = &cm_ops;
+}
+
+int rk_conn_cm_fd(const struct rk_conn *c)
+{
+	return c->ch ? c->ch->fd : -1;
+}
+
+const void *rk_conn_peer_data(const struct rk_conn *c, size_t *len)
+{
+	*len = c->peer_data_len;
+	return c->peer_data_len ? c->peer_data : NULL;
 }

@@ -295,6 +295,7 @@ int rk_cm_request_accept(struct rk_cm_request *req, const struct rk_conn_opts *o
 	r = rk_conn_alloc(req->lis->dev, opts, err, &c);
 	if (r)
 		goto reject;
+	rk_cm_own(c);
 	r = rk_cm_new_channel(err, &c->ch);
 	if (r)
 		goto reject;
@@ -304,7 +305,7 @@ int rk_cm_request_accept(struct rk_cm_request *req, const struct rk_conn_opts *o
 	}
 	c->id = req->id;
 	c->id->context = c;
-	r = rk_conn_build_qp(c, c->id, err);
+	r = rk_conn_build_qp(c, err);
 	if (!r && c->opts.prepare) {
 		r = c->opts.prepare(c, c->opts.prepare_arg);
 		if (r)

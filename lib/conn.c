@@ -1,8 +1,15 @@
 /*
  * conn.c - a connection's life: options checked against the device, QP and
  * CQ creation, teardown in reverse order with flushed work drained.
+ *
+ * Failures reach a connection from below through hooks it registers: the
+ * CQ calls slots.on_fail for a failed completion, the device calls
+ * on_qp_fatal for a fatal async event. What rdma_cm adds (a QP on a CM id,
+ * the disconnect handshake, the id's release) comes from above through
+ * c->cm, set by the CM layer; this file never calls into cm_*.c.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -68,6 +75,24 @@ static int resolve_opts(struct rk_device *dev, const struct rk_conn_opts *in,
 	return 0;
 }
 
+/* The CQ saw a failed completion on our QP: the connection keeps the first. */
+static void conn_wc_failed(struct rk_cq_member *m, const struct ibv_wc *wc)
+{
+	struct rk_conn *c = (struct rk_conn *)((char *)m - offsetof(struct rk_conn, slots));
+	struct rk_error e;
+
+	if (c->first_errno)
+		return;
+	rk_error_from_wc(&e, wc);
+	rk_conn_fail(c, RK_CONN_ERROR, &e);
+}
+
+/* The device saw a fatal async event on a QP we created (qp_context = c). */
+static void conn_qp_fatal(void *qp_context, const struct rk_error *e)
+{
+	rk_conn_fail(qp_context, RK_CONN_ERROR, e);
+}
+
 /* The mask of the smallest power of two >= @depth (see struct rk_conn). */
 static uint64_t ring_mask(uint32_t depth)
 {
@@ -92,6 +117,8 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 		return -ENOMEM;
 	}
 	c->dev = dev;
+	dev->on_qp_fatal = conn_qp_fatal;
+	c->slots.on_fail = conn_wc_failed;
 	r = resolve_opts(dev, opts ? opts : &def, &c->opts, err);
 	if (!r && c->opts.pd && c->opts.pd->dev != dev)
 		r = rk_err_set(err, EINVAL, "rk_conn_create", "opts.pd belongs to another device");
@@ -104,13 +131,13 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 	c->rq_depth = c->opts.rq_depth;
 	c->signal_every = c->opts.signal_every;
 	c->local_mtu = c->opts.max_mtu;
-	c->sq_mask = ring_mask(c->sq_depth);
-	c->rq_mask = ring_mask(c->rq_depth);
-	c->sq_ids = calloc(c->sq_mask + 1, sizeof(*c->sq_ids));
-	c->rq_ids = calloc(c->rq_mask + 1, sizeof(*c->rq_ids));
+	c->slots.sq_mask = ring_mask(c->sq_depth);
+	c->slots.rq_mask = ring_mask(c->rq_depth);
+	c->slots.sq_ids = calloc(c->slots.sq_mask + 1, sizeof(*c->slots.sq_ids));
+	c->slots.rq_ids = calloc(c->slots.rq_mask + 1, sizeof(*c->slots.rq_ids));
 	c->wrs = calloc(c->sq_depth, sizeof(*c->wrs));
 	c->sges = calloc(c->sq_depth, sizeof(*c->sges));
-	if (!c->sq_ids || !c->rq_ids || !c->wrs || !c->sges) {
+	if (!c->slots.sq_ids || !c->slots.rq_ids || !c->wrs || !c->sges) {
 		rk_conn_destroy(c);
 		rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
 		return -ENOMEM;
@@ -122,8 +149,8 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 	return 0;
 }
 
-/* Create the CQ (unless shared) and the QP: with rdma_cm when @id is given. */
-int rk_conn_build_qp(struct rk_conn *c, struct rdma_cm_id *id, struct rk_error *err)
+/* Create the CQ (unless shared) and the QP: by the CM layer's hook when it owns @c. */
+int rk_conn_build_qp(struct rk_conn *c, struct rk_error *err)
 {
 	struct ibv_qp_init_attr qa = {0};
 	int r;
@@ -149,12 +176,10 @@ int rk_conn_build_qp(struct rk_conn *c, struct rdma_cm_id *id, struct rk_error *
 	qa.cap.max_send_sge = c->opts.max_send_sge;
 	qa.cap.max_recv_sge = c->opts.max_recv_sge;
 	qa.cap.max_inline_data = c->opts.max_inline;
-	if (id) {
-		if (rdma_create_qp(id, c->pd, &qa))
-			return rk_err_sys(err, "rdma_create_qp", "sq %u rq %u sge %u/%u inline %u",
-					  c->sq_depth, c->rq_depth, qa.cap.max_send_sge,
-					  qa.cap.max_recv_sge, c->opts.max_inline);
-		c->qp = id->qp;
+	if (c->cm) {
+		r = c->cm->create_qp(c, &qa, err);
+		if (r)
+			return r;
 	} else {
 		c->qp = ibv_create_qp(c->pd, &qa);
 		if (!c->qp)
@@ -167,7 +192,8 @@ int rk_conn_build_qp(struct rk_conn *c, struct rdma_cm_id *id, struct rk_error *
 	if (c->max_inline < c->opts.max_inline)
 		return rk_err_set(err, EINVAL, "ibv_create_qp", "inline %u asked, %u granted",
 				  c->opts.max_inline, c->max_inline);
-	if (rk_cq_attach(c->cq, c))
+	c->slots.qp_num = c->qp->qp_num;
+	if (rk_cq_attach(c->cq, &c->slots))
 		return rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
 	return 0;
 }
@@ -209,7 +235,7 @@ static void drain(struct rk_conn *c)
 	/* With a shared CQ the flushes are dropped later by rk_cq_poll. */
 	if (!c->own_cq)
 		return;
-	while (c->sq_tail != c->sq_head || c->rq_tail != c->rq_head) {
+	while (c->slots.sq_tail != c->slots.sq_head || c->slots.rq_tail != c->slots.rq_head) {
 		r = rk_cq_poll(c->cq, wc, 16, NULL);
 		if (r < 0)
 			break;
@@ -217,8 +243,10 @@ static void drain(struct rk_conn *c)
 			if (rk_ms_left(deadline) == 0) {
 				rk_warn(
 				    "qp 0x%x: %llu sends and %llu receives not flushed in %d ms",
-				    c->qp->qp_num, (unsigned long long)(c->sq_head - c->sq_tail),
-				    (unsigned long long)(c->rq_head - c->rq_tail), DRAIN_MS);
+				    c->qp->qp_num,
+				    (unsigned long long)(c->slots.sq_head - c->slots.sq_tail),
+				    (unsigned long long)(c->slots.rq_head - c->slots.rq_tail),
+				    DRAIN_MS);
 				break;
 			}
 			usleep(1000);
@@ -232,13 +260,13 @@ void rk_conn_destroy(struct rk_conn *c)
 
 	if (!c)
 		return;
-	if (c->id && c->state == RK_CONN_CONNECTED)
+	if (c->cm && c->state == RK_CONN_CONNECTED)
 		rk_conn_disconnect(c, 1000, NULL);
 	if (c->qp) {
 		drain(c);
-		rk_cq_detach(c->cq, c);
-		if (c->id) {
-			rdma_destroy_qp(c->id);
+		rk_cq_detach(c->cq, &c->slots);
+		if (c->cm) {
+			c->cm->destroy_qp(c);
 		} else {
 			r = ibv_destroy_qp(c->qp);
 			if (r)
@@ -248,12 +276,10 @@ void rk_conn_destroy(struct rk_conn *c)
 	}
 	if (c->own_cq)
 		rk_cq_destroy(c->cq);
-	if (c->id && rdma_destroy_id(c->id))
-		rk_warn("rdma_destroy_id: %s", strerror(errno));
-	if (c->ch)
-		rdma_destroy_event_channel(c->ch);
-	free(c->sq_ids);
-	free(c->rq_ids);
+	if (c->cm)
+		c->cm->release(c);
+	free(c->slots.sq_ids);
+	free(c->slots.rq_ids);
 	free(c->wrs);
 	free(c->sges);
 	free(c);
@@ -269,7 +295,7 @@ int rk_conn_create(struct rk_device *dev, const struct rk_conn_opts *opts, struc
 	r = rk_conn_alloc(dev, opts, err, &c);
 	if (r)
 		return r;
-	r = rk_conn_build_qp(c, NULL, err);
+	r = rk_conn_build_qp(c, err);
 	if (r)
 		goto fail;
 	a.qp_state = IBV_QPS_INIT;
@@ -299,6 +325,28 @@ fail:
 	rk_conn_destroy(c);
 	*out = NULL;
 	return r;
+}
+
+int rk_conn_disconnect(struct rk_conn *c, int timeout_ms, struct rk_error *err)
+{
+	int64_t deadline = rk_deadline(timeout_ms);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	struct rk_error e;
+	int r;
+
+	if (c->state == RK_CONN_CONNECTED || c->state == RK_CONN_CONNECTING) {
+		rk_err_set(&e, ESHUTDOWN, "rk_conn_disconnect", "connection closed locally");
+		if (c->cm)
+			c->cm->disconnect(c, deadline, err);
+		rk_conn_fail(c, RK_CONN_DISCONNECTED, &e);
+		c->state = RK_CONN_DISCONNECTED;
+	}
+	if (c->qp) {
+		r = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
+		if (r)
+			return rk_err_ret(err, r, "ibv_modify_qp ERR", NULL);
+	}
+	return 0;
 }
 
 const char *rk_conn_state_str(enum rk_conn_state s)
@@ -383,15 +431,4 @@ void rk_conn_set_user(struct rk_conn *c, void *user)
 void *rk_conn_user(const struct rk_conn *c)
 {
 	return c->user;
-}
-
-int rk_conn_cm_fd(const struct rk_conn *c)
-{
-	return c->ch ? c->ch->fd : -1;
-}
-
-const void *rk_conn_peer_data(const struct rk_conn *c, size_t *len)
-{
-	*len = c->peer_data_len;
-	return c->peer_data_len ? c->peer_data : NULL;
 }

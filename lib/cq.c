@@ -68,8 +68,8 @@ void rk_cq_destroy(struct rk_cq *cq)
 
 	if (!cq)
 		return;
-	if (cq->nconns)
-		rk_warn("rk_cq_destroy: %u connections still use this CQ", cq->nconns);
+	if (cq->nmembers)
+		rk_warn("rk_cq_destroy: %u connections still use this CQ", cq->nmembers);
 	if (cq->cq) {
 		if (cq->unacked)
 			ibv_ack_cq_events(cq->cq, cq->unacked);
@@ -79,87 +79,85 @@ void rk_cq_destroy(struct rk_cq *cq)
 	}
 	if (cq->ch && ibv_destroy_comp_channel(cq->ch))
 		rk_warn("ibv_destroy_comp_channel: %s", strerror(errno));
-	free(cq->conns);
+	free(cq->members);
 	free(cq);
 }
 
-int rk_cq_attach(struct rk_cq *cq, struct rk_conn *conn)
+int rk_cq_attach(struct rk_cq *cq, struct rk_cq_member *m)
 {
-	if (cq->nconns == cq->cap) {
+	if (cq->nmembers == cq->cap) {
 		unsigned cap = cq->cap ? cq->cap * 2 : 4;
-		struct rk_conn **n = realloc(cq->conns, cap * sizeof(struct rk_conn *));
+		struct rk_cq_member **n = realloc(cq->members, cap * sizeof(struct rk_cq_member *));
 
 		if (!n)
 			return -ENOMEM;
-		cq->conns = n;
+		cq->members = n;
 		cq->cap = cap;
 	}
-	cq->conns[cq->nconns++] = conn;
+	cq->members[cq->nmembers++] = m;
 	return 0;
 }
 
-void rk_cq_detach(struct rk_cq *cq, struct rk_conn *conn)
+void rk_cq_detach(struct rk_cq *cq, struct rk_cq_member *m)
 {
-	for (unsigned i = 0; i < cq->nconns; i++)
-		if (cq->conns[i] == conn) {
-			cq->conns[i] = cq->conns[--cq->nconns];
-			if (cq->last == conn)
+	for (unsigned i = 0; i < cq->nmembers; i++)
+		if (cq->members[i] == m) {
+			cq->members[i] = cq->members[--cq->nmembers];
+			if (cq->last == m)
 				cq->last = NULL;
 			return;
 		}
 }
 
-/* The QP's connection, or NULL: one that is gone (its QP was destroyed). */
-static __attribute__((noinline)) struct rk_conn *find_conn_slow(struct rk_cq *cq, uint32_t qp_num)
+/* The QP's member, or NULL: one that is gone (detached before its QP was destroyed). */
+static __attribute__((noinline)) struct rk_cq_member *find_member_slow(struct rk_cq *cq,
+								       uint32_t qp_num)
 {
-	for (unsigned i = 0; i < cq->nconns; i++)
-		if (cq->conns[i]->qp && cq->conns[i]->qp->qp_num == qp_num)
-			return cq->last = cq->conns[i];
+	for (unsigned i = 0; i < cq->nmembers; i++)
+		if (cq->members[i]->qp_num == qp_num)
+			return cq->last = cq->members[i];
 	return NULL;
 }
 
 /* Completions come in runs from one QP: look at the last one's first. */
-static inline struct rk_conn *find_conn(struct rk_cq *cq, uint32_t qp_num)
+static inline struct rk_cq_member *find_member(struct rk_cq *cq, uint32_t qp_num)
 {
-	if (cq->last && cq->last->qp && cq->last->qp->qp_num == qp_num)
+	if (cq->last && cq->last->qp_num == qp_num)
 		return cq->last;
-	return find_conn_slow(cq, qp_num);
+	return find_member_slow(cq, qp_num);
 }
 
-/* A failed completion: the connection keeps the first error. */
-static __attribute__((noinline, cold)) void wc_failed(struct rk_conn *conn, const struct ibv_wc *wc)
+/* A failed completion: reported to the QP's owner, which keeps the first. */
+static __attribute__((noinline, cold)) void wc_failed(struct rk_cq_member *m,
+						      const struct ibv_wc *wc)
 {
-	struct rk_error e;
-
-	if (conn->first_errno)
-		return;
-	rk_error_from_wc(&e, wc);
-	rk_conn_fail(conn, RK_CONN_ERROR, &e);
+	if (m->on_fail)
+		m->on_fail(m, wc);
 }
 
 /* Translate wc->wr_id back and retire slots. 0: keep the completion, -1: drop it. */
 static inline int fix_wc(struct rk_cq *cq, struct ibv_wc *wc)
 {
-	struct rk_conn *conn = find_conn(cq, wc->qp_num);
+	struct rk_cq_member *m = find_member(cq, wc->qp_num);
 	uint64_t seq = wc->wr_id & ~RK_RECV_TAG;
 
-	if (__builtin_expect(!conn, 0)) {
+	if (__builtin_expect(!m, 0)) {
 		rk_dbg("dropping a completion of qp 0x%x, which is gone", wc->qp_num);
 		return -1;
 	}
 	if (wc->wr_id & RK_RECV_TAG) {
-		if (seq < conn->rq_tail || seq >= conn->rq_head)
+		if (seq < m->rq_tail || seq >= m->rq_head)
 			return -1;
-		wc->wr_id = conn->rq_ids[seq & conn->rq_mask];
-		conn->rq_tail = seq + 1;
+		wc->wr_id = m->rq_ids[seq & m->rq_mask];
+		m->rq_tail = seq + 1;
 	} else {
-		if (seq < conn->sq_tail || seq >= conn->sq_head)
+		if (seq < m->sq_tail || seq >= m->sq_head)
 			return -1;
-		wc->wr_id = conn->sq_ids[seq & conn->sq_mask];
-		conn->sq_tail = seq + 1;
+		wc->wr_id = m->sq_ids[seq & m->sq_mask];
+		m->sq_tail = seq + 1;
 	}
 	if (__builtin_expect(wc->status != IBV_WC_SUCCESS, 0))
-		wc_failed(conn, wc);
+		wc_failed(m, wc);
 	return 0;
 }
 

@@ -287,13 +287,10 @@ fail:
 
 void rk_device_close(struct rk_device *dev)
 {
-	struct rk_async_event ev;
-
 	if (!dev)
 		return;
 	if (dev->ctx)
-		while (rk_device_poll_async(dev, &ev, NULL) > 0)
-			;
+		rk_device_drain_async(dev);
 	if (dev->pd && ibv_dealloc_pd(dev->pd))
 		rk_warn("ibv_dealloc_pd: %s (something created on the device is still alive)",
 			strerror(errno));

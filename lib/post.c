@@ -32,12 +32,12 @@ static int opcode(enum rk_op op, enum ibv_wr_opcode *out)
 
 static inline unsigned sq_room(const struct rk_conn *c)
 {
-	return c->sq_depth - (unsigned)(c->sq_head - c->sq_tail);
+	return c->sq_depth - (unsigned)(c->slots.sq_head - c->slots.sq_tail);
 }
 
 static inline unsigned rq_room(const struct rk_conn *c)
 {
-	return c->rq_depth - (unsigned)(c->rq_head - c->rq_tail);
+	return c->rq_depth - (unsigned)(c->slots.rq_head - c->slots.rq_tail);
 }
 
 unsigned rk_sq_room(const struct rk_conn *c)
@@ -81,7 +81,7 @@ static inline __attribute__((always_inline)) int build(struct rk_conn *c, unsign
 	sge->lkey = w->lkey;
 	wr->sg_list = sge;
 	wr->num_sge = w->len ? 1 : 0;
-	wr->wr_id = c->sq_head + i;
+	wr->wr_id = c->slots.sq_head + i;
 	if (w->op != RK_OP_READ && w->len && w->len <= c->max_inline &&
 	    !(w->flags & RK_WR_NO_INLINE))
 		flags |= IBV_SEND_INLINE;
@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) int build(struct rk_conn *c, unsign
 	wr->imm_data = w->op == RK_OP_SEND_IMM || w->op == RK_OP_WRITE_IMM ? htonl(w->imm) : 0;
 	wr->wr.rdma.remote_addr = w->remote_addr;
 	wr->wr.rdma.rkey = w->rkey;
-	c->sq_ids[(c->sq_head + i) & c->sq_mask] = w->wr_id;
+	c->slots.sq_ids[(c->slots.sq_head + i) & c->slots.sq_mask] = w->wr_id;
 	return 0;
 }
 
@@ -123,7 +123,7 @@ static __attribute__((noinline, cold)) int post_failed(struct rk_conn *c, const 
 	for (unsigned i = 0; i < posted; i++)
 		c->unsignaled_run =
 		    (c->wrs[i].send_flags & IBV_SEND_SIGNALED) ? 0 : c->unsignaled_run + 1;
-	c->sq_head += posted;
+	c->slots.sq_head += posted;
 	rk_err_ret(err, r, "ibv_post_send", "WR %u of %u (op %d, %u bytes)", posted, n,
 		   (int)wrs[posted < n ? posted : 0].op, wrs[posted < n ? posted : 0].len);
 	rk_err_set_qp(err, c->qp->qp_num);
@@ -153,7 +153,7 @@ post_chain(struct rk_conn *c, const struct rk_wr *wrs, unsigned n, struct rk_err
 
 	if (c->state != RK_CONN_CONNECTED || n > sq_room(c))
 		return post_refused(c, n, err);
-	outstanding = (unsigned)(c->sq_head - c->sq_tail) + n;
+	outstanding = (unsigned)(c->slots.sq_head - c->slots.sq_tail) + n;
 	run = c->unsignaled_run;
 	for (unsigned i = 0; i < n; i++) {
 		r = build(c, i, &wrs[i], err);
@@ -165,7 +165,7 @@ post_chain(struct rk_conn *c, const struct rk_wr *wrs, unsigned n, struct rk_err
 	r = ibv_post_send(c->qp, c->wrs, &bad);
 	if (r)
 		return post_failed(c, wrs, n, r, bad, err);
-	c->sq_head += n;
+	c->slots.sq_head += n;
 	c->unsignaled_run = run;
 	return (int)n;
 }
@@ -187,7 +187,7 @@ int rk_post_recv(struct rk_conn *c, void *addr, uint32_t len, uint32_t lkey, uin
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = lkey};
 	struct ibv_recv_wr wr = {
-	    .wr_id = RK_RECV_TAG | c->rq_head, .sg_list = &sge, .num_sge = len ? 1 : 0};
+	    .wr_id = RK_RECV_TAG | c->slots.rq_head, .sg_list = &sge, .num_sge = len ? 1 : 0};
 	struct ibv_recv_wr *bad;
 	int r;
 
@@ -196,13 +196,13 @@ int rk_post_recv(struct rk_conn *c, void *addr, uint32_t len, uint32_t lkey, uin
 	if (!rq_room(c))
 		return rk_err_set(err, ENOBUFS, "rk_post_recv", "all %u receive slots posted",
 				  c->rq_depth);
-	c->rq_ids[c->rq_head & c->rq_mask] = wr_id;
+	c->slots.rq_ids[c->slots.rq_head & c->slots.rq_mask] = wr_id;
 	r = ibv_post_recv(c->qp, &wr, &bad);
 	if (r) {
 		r = rk_err_ret(err, r, "ibv_post_recv", "%u bytes", len);
 		rk_err_set_qp(err, c->qp->qp_num);
 		return r;
 	}
-	c->rq_head++;
+	c->slots.rq_head++;
 	return 0;
 }

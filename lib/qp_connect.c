@@ -102,10 +102,10 @@ int rk_conn_connect(struct rk_conn *c, const struct rk_oob_info *rem, struct rk_
 {
 	int r;
 
-	if (c->id || c->state != RK_CONN_IDLE)
+	if (c->cm || c->state != RK_CONN_IDLE)
 		return rk_err_set(err, EINVAL, "rk_conn_connect",
 				  "connection is %s (manual connect needs an idle one)",
-				  c->id ? "an rdma_cm one" : rk_conn_state_str(c->state));
+				  c->cm ? "an rdma_cm one" : rk_conn_state_str(c->state));
 	r = check_remote(c, rem, err);
 	if (r)
 		return r;

@@ -3,6 +3,29 @@
  *
  * Not installed. Handles are opaque to users; their layouts live here so the
  * small single-purpose files of lib/ can share them.
+ *
+ * Layers, bottom up. A file calls only into its own layer or the ones below;
+ * news travels upward only through hooks the upper layer registered (a
+ * function pointer in the lower object), never by a direct call:
+ *
+ *   0 base     error.c explain*.c log.c time.c tcp.c oob.c hello.c version.c:
+ *              errors, logging, clocks, wire codecs; no verbs objects.
+ *   1 device   device.c async.c pd.c mr.c slab.c pool.c: the device, its
+ *              PDs and registered memory. async.c reports a fatal QP event
+ *              upward through dev->on_qp_fatal (set by layer 3).
+ *   2 cq       cq.c: completion queues and their waits; knows QPs only as
+ *              struct rk_cq_member (wr_id slots + on_fail hook, set by 3).
+ *   3 conn     conn.c qp_connect.c post.c: one RC QP, its state and first
+ *              error, posting. What rdma_cm adds is reached through c->cm
+ *              (struct rk_conn_cm_ops, set by layer 4).
+ *   4 cm       cm_event.c cm_client.c cm_listener.c: rdma_cm connections
+ *              made and accepted; CM events turned into connection states.
+ *   5 messaging  wait.c (one wait over CQs, CM channels and fds), msgbuf.c
+ *              (receive and send buffer sets), ring*.c (credit ring): on top
+ *              of connections and CQs; nothing below calls into them.
+ *
+ * tests/unit/layers_guard.py holds the same table and fails the unit tests
+ * when a file calls a function of a layer above its own.
  */
 #ifndef RK_INTERNAL_H
 #define RK_INTERNAL_H
@@ -15,18 +38,51 @@
 
 #include <rdmakit/rdmakit.h>
 
+/*
+ * Called by async.c for a fatal event on a QP, with the QP's qp_context:
+ * the layer that created the QP registers it (conn.c), so the device layer
+ * reports upward without knowing what a connection is.
+ */
+typedef void (*rk_qp_fatal_fn)(void *qp_context, const struct rk_error *e);
+
 struct rk_device {
 	struct ibv_context **list; /* rdma_get_devices(): keeps ctx alive */
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
 	struct rk_device_info info;
+	rk_qp_fatal_fn on_qp_fatal; /* NULL until a connection exists */
 };
 
 /* A PD of the caller's own (pd.h); the device's default one is dev->pd. */
 struct rk_pd {
 	struct rk_device *dev;
 	struct ibv_pd *pd;
+};
+
+/*
+ * A queue pair as its CQ sees it (cq.c): the work-request slots that turn a
+ * completion's wr_id back into the caller's, and the hook that reports a
+ * failed completion to whoever owns the QP. The connection layer embeds one
+ * per connection and attaches it; the CQ never sees a struct rk_conn.
+ *
+ * The wr_id handed to verbs is a sequence number (bit 63 set for receives);
+ * the caller's wr_id is kept here. A completion for sequence s retires every
+ * slot up to s, which is what makes selective signaling and flushes add up.
+ *
+ * The id arrays are rings of a power of two >= the depth, indexed by the
+ * sequence & mask: a modulo by a variable would be a division on every post
+ * and completion (tens of cycles on hardware, a helper call under emulation).
+ */
+struct rk_cq_member;
+typedef void (*rk_cq_fail_fn)(struct rk_cq_member *m, const struct ibv_wc *wc);
+
+struct rk_cq_member {
+	uint32_t qp_num;
+	uint64_t *sq_ids, sq_head, sq_tail;
+	uint64_t *rq_ids, rq_head, rq_tail;
+	uint64_t sq_mask, rq_mask;
+	rk_cq_fail_fn on_fail; /* a completion with an error status (cold path) */
 };
 
 struct rk_cq {
@@ -39,9 +95,24 @@ struct rk_cq {
 	int armed;	  /* a notification is requested and not yet consumed */
 	unsigned unacked; /* channel events read but not yet acked */
 	uint64_t events;
-	struct rk_conn **conns; /* connections whose QP reports here */
-	unsigned nconns, cap;
-	struct rk_conn *last; /* the one the last completion was for */
+	struct rk_cq_member **members; /* QPs that report here */
+	unsigned nmembers, cap;
+	struct rk_cq_member *last; /* the one the last completion was for */
+};
+
+struct rk_conn;
+
+/*
+ * What the rdma_cm layer (cm_*.c) does for a connection it made, registered
+ * on it so that conn.c never calls up into that layer: create the QP on the
+ * CM id, send the disconnect and wait for the peer's, destroy the QP, and
+ * release the id and its event channel.
+ */
+struct rk_conn_cm_ops {
+	int (*create_qp)(struct rk_conn *c, struct ibv_qp_init_attr *qa, struct rk_error *err);
+	void (*disconnect)(struct rk_conn *c, int64_t deadline_ms, struct rk_error *err);
+	void (*destroy_qp)(struct rk_conn *c);
+	void (*release)(struct rk_conn *c);
 };
 
 struct rk_conn {
@@ -56,20 +127,7 @@ struct rk_conn {
 	uint32_t psn;
 	enum ibv_mtu local_mtu, path_mtu;
 
-	/*
-	 * Send and receive slots. The wr_id handed to verbs is a sequence
-	 * number (bit 63 set for receives); the caller's wr_id is kept here.
-	 * A completion for sequence s retires every slot up to s, which is
-	 * what makes selective signaling and flushes add up.
-	 *
-	 * The id arrays are rings of a power of two >= the depth, indexed by
-	 * the sequence & mask: a modulo by a variable would be a division on
-	 * every post and completion (tens of cycles on hardware, a helper call
-	 * under emulation).
-	 */
-	uint64_t *sq_ids, sq_head, sq_tail;
-	uint64_t *rq_ids, rq_head, rq_tail;
-	uint64_t sq_mask, rq_mask;
+	struct rk_cq_member slots; /* wr_id translation, see above */
 	uint32_t unsignaled_run;
 	struct ibv_send_wr *wrs; /* scratch for rk_post_list, sq_depth long */
 	struct ibv_sge *sges;
@@ -78,6 +136,7 @@ struct rk_conn {
 	struct rk_error first_err;
 
 	/* rdma_cm only */
+	const struct rk_conn_cm_ops *cm; /* NULL for a manual connection */
 	struct rdma_cm_id *id;
 	struct rdma_event_channel *ch;
 	uint8_t peer_data[RK_CM_REPLY_MAX];
@@ -128,18 +187,23 @@ int rk_set_nonblock(int fd);
 /* conn.c */
 int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
 		  struct rk_conn **out);
-int rk_conn_build_qp(struct rk_conn *conn, struct rdma_cm_id *id, struct rk_error *err);
+int rk_conn_build_qp(struct rk_conn *conn, struct rk_error *err);
 void rk_conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
 
-/* cq.c */
-int rk_cq_attach(struct rk_cq *cq, struct rk_conn *conn);
-void rk_cq_detach(struct rk_cq *cq, struct rk_conn *conn);
+/* cq.c: @m reports its completions through @cq until detached. */
+int rk_cq_attach(struct rk_cq *cq, struct rk_cq_member *m);
+void rk_cq_detach(struct rk_cq *cq, struct rk_cq_member *m);
+
+/* async.c: read and surface every pending async event (device close). */
+void rk_device_drain_async(struct rk_device *dev);
 
 /* cm_event.c: wait for one CM event on @ch within @deadline_ms. */
 int rk_cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct rk_error *err,
 		    struct rdma_cm_event **ev);
 int rk_cm_conn_event(struct rk_conn *conn, struct rdma_cm_event *ev, struct rk_error *err);
 int rk_cm_new_channel(struct rk_error *err, struct rdma_event_channel **out);
+/* Make @conn an rdma_cm connection: its id, channel and QP are the CM's. */
+void rk_cm_own(struct rk_conn *conn);
 const char *rk_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
 void rk_cm_set_ack_timeout(struct rk_conn *conn);
 int rk_cm_conn_param(struct rk_conn *conn, struct rdma_conn_param *p, uint8_t peer_initiator,

@@ -18,5 +18,8 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/cm.h>
 #include <rdmakit/post.h>
+#include <rdmakit/wait.h>
+#include <rdmakit/msgbuf.h>
+#include <rdmakit/ring.h>
 
 #endif

@@ -1,0 +1,445 @@
+/*
+ * wait.c - one wait over CQs, CM channels, eventfds and fds (wait.h).
+ *
+ * Sources live in an array indexed by their id (slots are reused after
+ * removal), and epoll carries the id. A CQ whose channel epoll reports is
+ * only marked: its events are read and the CQ re-armed by the next pass,
+ * which then polls it, so a completion that came before the arming is not
+ * missed (the same order rk_cq_wait follows). Every pass starts at the
+ * source after the one that started the last pass, so a small result array
+ * cannot starve the sources at the end.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include "rk_internal.h"
+
+#define DEF_MAX_WC  16
+#define EPOLL_BATCH 64
+#define WAKE_ID	    UINT64_MAX
+#define FD_EVERY    16 /* busy mode: look at the fds every this many spins */
+
+struct src {
+	int used;
+	enum rk_wait_src kind;
+	uint64_t tag;
+	int fd; /* the fd in epoll, -1 for a CQ of a busy set */
+	uint32_t events;
+	int fired; /* CQ: its channel was readable; arm before polling */
+	struct rk_cq *cq;
+	struct ibv_wc *wc;
+	int max_wc;
+	struct rk_conn *conn;
+};
+
+struct rk_wait {
+	int epfd, wakefd;
+	enum rk_wait_mode mode;
+	uint32_t spin_us;
+	struct src *srcs;
+	int nsrcs, cap;
+	int nfds;	    /* sources in epoll besides the wake eventfd */
+	unsigned rr;	    /* where the next pass starts */
+	atomic_ulong wakes; /* rk_wait_wake() calls not yet reported */
+	int wake_pending;   /* the wake eventfd was seen readable */
+	struct epoll_event evs[EPOLL_BATCH];
+};
+
+int rk_wait_create(const struct rk_wait_opts *opts, struct rk_error *err, struct rk_wait **out)
+{
+	struct rk_wait_opts def = {0};
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = WAKE_ID};
+	struct rk_wait *ws;
+	int r;
+
+	*out = NULL;
+	if (!opts)
+		opts = &def;
+	if (opts->mode > RK_WAIT_ADAPTIVE)
+		return rk_err_set(err, EINVAL, "rk_wait_create", "unknown wait mode %d",
+				  opts->mode);
+	ws = calloc(1, sizeof(*ws));
+	if (!ws)
+		return rk_err_set(err, ENOMEM, "rk_wait_create", NULL);
+	ws->mode = opts->mode;
+	ws->spin_us = opts->spin_us ? opts->spin_us : 50;
+	ws->wakefd = -1;
+	atomic_init(&ws->wakes, 0);
+	ws->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ws->epfd < 0) {
+		r = rk_err_sys(err, "epoll_create1", NULL);
+		goto fail;
+	}
+	ws->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ws->wakefd < 0) {
+		r = rk_err_sys(err, "eventfd", "wake-up");
+		goto fail;
+	}
+	if (epoll_ctl(ws->epfd, EPOLL_CTL_ADD, ws->wakefd, &ev)) {
+		r = rk_err_sys(err, "epoll_ctl", "wake-up eventfd");
+		goto fail;
+	}
+	*out = ws;
+	return 0;
+fail:
+	rk_wait_destroy(ws);
+	return r;
+}
+
+void rk_wait_destroy(struct rk_wait *ws)
+{
+	if (!ws)
+		return;
+	for (int i = 0; i < ws->nsrcs; i++)
+		free(ws->srcs[i].wc);
+	free(ws->srcs);
+	if (ws->wakefd >= 0)
+		close(ws->wakefd);
+	if (ws->epfd >= 0)
+		close(ws->epfd);
+	free(ws);
+}
+
+/* A free slot (its index is the new id), or -1. */
+static int new_slot(struct rk_wait *ws)
+{
+	for (int i = 0; i < ws->nsrcs; i++)
+		if (!ws->srcs[i].used)
+			return i;
+	if (ws->nsrcs == ws->cap) {
+		int cap = ws->cap ? ws->cap * 2 : 8;
+		struct src *n = realloc(ws->srcs, (size_t)cap * sizeof(*n));
+
+		if (!n)
+			return -1;
+		ws->srcs = n;
+		ws->cap = cap;
+	}
+	memset(&ws->srcs[ws->nsrcs], 0, sizeof(ws->srcs[0]));
+	return ws->nsrcs++;
+}
+
+/* Put @s (slot @id, filled but not used yet) into epoll when it has an fd. */
+static int enable(struct rk_wait *ws, int id, struct rk_error *err, const char *op)
+{
+	struct src *s = &ws->srcs[id];
+	struct epoll_event ev = {.events = s->events, .data.u64 = (uint64_t)id};
+
+	if (s->fd >= 0) {
+		if (epoll_ctl(ws->epfd, EPOLL_CTL_ADD, s->fd, &ev)) {
+			int r = rk_err_sys(err, "epoll_ctl", "%s: fd %d", op, s->fd);
+
+			free(s->wc);
+			s->wc = NULL;
+			return r;
+		}
+		ws->nfds++;
+	}
+	s->used = 1;
+	return id;
+}
+
+int rk_wait_add_cq(struct rk_wait *ws, struct rk_cq *cq, int max_wc, uint64_t tag,
+		   struct rk_error *err)
+{
+	int fd = rk_cq_fd(cq);
+	int id;
+
+	if (ws->mode != RK_WAIT_BUSY && fd < 0)
+		return rk_err_set(err, EINVAL, "rk_wait_add_cq",
+				  "a busy-mode CQ cannot be slept on (no completion channel)");
+	for (int i = 0; i < ws->nsrcs; i++)
+		if (ws->srcs[i].used && ws->srcs[i].cq == cq)
+			return rk_err_set(err, EEXIST, "rk_wait_add_cq", "CQ already in the set");
+	if (max_wc <= 0)
+		max_wc = DEF_MAX_WC;
+	id = new_slot(ws);
+	if (id < 0)
+		return rk_err_set(err, ENOMEM, "rk_wait_add_cq", NULL);
+	ws->srcs[id] = (struct src){.kind = RK_SRC_CQ,
+				    .tag = tag,
+				    .fd = ws->mode == RK_WAIT_BUSY ? -1 : fd,
+				    .events = EPOLLIN,
+				    .cq = cq,
+				    .max_wc = max_wc,
+				    .fired = 1};
+	ws->srcs[id].wc = calloc((size_t)max_wc, sizeof(struct ibv_wc));
+	if (!ws->srcs[id].wc)
+		return rk_err_set(err, ENOMEM, "rk_wait_add_cq", NULL);
+	return enable(ws, id, err, "rk_wait_add_cq");
+}
+
+int rk_wait_add_conn(struct rk_wait *ws, struct rk_conn *conn, uint64_t tag, struct rk_error *err)
+{
+	int fd = rk_conn_cm_fd(conn);
+	int id;
+
+	if (fd < 0)
+		return rk_err_set(err, EINVAL, "rk_wait_add_conn",
+				  "a manual connection has no CM channel");
+	id = new_slot(ws);
+	if (id < 0)
+		return rk_err_set(err, ENOMEM, "rk_wait_add_conn", NULL);
+	ws->srcs[id] = (struct src){
+	    .kind = RK_SRC_CONN, .tag = tag, .fd = fd, .events = EPOLLIN, .conn = conn};
+	return enable(ws, id, err, "rk_wait_add_conn");
+}
+
+int rk_wait_add_eventfd(struct rk_wait *ws, int fd, uint64_t tag, struct rk_error *err)
+{
+	int id;
+
+	if (fd < 0)
+		return rk_err_set(err, EBADF, "rk_wait_add_eventfd", "fd %d", fd);
+	id = new_slot(ws);
+	if (id < 0)
+		return rk_err_set(err, ENOMEM, "rk_wait_add_eventfd", NULL);
+	ws->srcs[id] =
+	    (struct src){.kind = RK_SRC_EVENTFD, .tag = tag, .fd = fd, .events = EPOLLIN};
+	return enable(ws, id, err, "rk_wait_add_eventfd");
+}
+
+int rk_wait_add_fd(struct rk_wait *ws, int fd, uint32_t events, uint64_t tag, struct rk_error *err)
+{
+	int id;
+
+	if (fd < 0)
+		return rk_err_set(err, EBADF, "rk_wait_add_fd", "fd %d", fd);
+	if (!events || (events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)))
+		return rk_err_set(err, EINVAL, "rk_wait_add_fd", "events 0x%x", events);
+	id = new_slot(ws);
+	if (id < 0)
+		return rk_err_set(err, ENOMEM, "rk_wait_add_fd", NULL);
+	ws->srcs[id] = (struct src){.kind = RK_SRC_FD, .tag = tag, .fd = fd, .events = events};
+	return enable(ws, id, err, "rk_wait_add_fd");
+}
+
+int rk_wait_remove(struct rk_wait *ws, int id)
+{
+	struct src *s;
+
+	if (id < 0 || id >= ws->nsrcs || !ws->srcs[id].used)
+		return -ENOENT;
+	s = &ws->srcs[id];
+	if (s->fd >= 0) {
+		/* A closed fd has left epoll already: ENOENT/EBADF are fine. */
+		if (epoll_ctl(ws->epfd, EPOLL_CTL_DEL, s->fd, NULL) && errno != ENOENT &&
+		    errno != EBADF)
+			rk_warn("epoll_ctl DEL fd %d: %s", s->fd, strerror(errno));
+		ws->nfds--;
+	}
+	free(s->wc);
+	memset(s, 0, sizeof(*s));
+	return 0;
+}
+
+int rk_wait_wake(struct rk_wait *ws)
+{
+	uint64_t one = 1;
+
+	atomic_fetch_add(&ws->wakes, 1);
+	if (write(ws->wakefd, &one, sizeof(one)) != (ssize_t)sizeof(one) && errno != EAGAIN)
+		return -errno;
+	return 0;
+}
+
+static struct rk_wait_event *next_event(struct rk_wait_event *out, int *got, const struct src *s,
+					int id)
+{
+	struct rk_wait_event *e = &out[(*got)++];
+
+	memset(e, 0, sizeof(*e));
+	e->src = s ? s->kind : RK_SRC_WAKE;
+	e->id = id;
+	e->tag = s ? s->tag : 0;
+	e->fd = s ? s->fd : -1;
+	return e;
+}
+
+/*
+ * Report the wake-ups counted so far. The eventfd is read first (which clears
+ * its level), the counter after: a wake-up racing with us is then either
+ * counted now or leaves the eventfd readable for the next wait.
+ */
+static void take_wakes(struct rk_wait *ws, struct rk_wait_event *out, int *got)
+{
+	unsigned long w;
+	uint64_t v;
+
+	if (read(ws->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		rk_dbg("wake-up eventfd: %s", strerror(errno));
+	ws->wake_pending = 0;
+	w = atomic_exchange(&ws->wakes, 0);
+	if (w)
+		next_event(out, got, NULL, -1)->count = w;
+}
+
+/* Poll every CQ source (arming first in the sleeping modes when needed). */
+static int poll_cqs(struct rk_wait *ws, struct rk_wait_event *out, int n, int *got, int arm,
+		    struct rk_error *err)
+{
+	int m = ws->nsrcs;
+
+	for (int k = 0; k < m && *got < n; k++) {
+		int id = (int)((ws->rr + (unsigned)k) % (unsigned)m);
+		struct src *s = &ws->srcs[id];
+		struct rk_wait_event *e;
+		int r;
+
+		if (!s->used || s->kind != RK_SRC_CQ)
+			continue;
+		if (arm && (s->fired || !s->cq->armed)) {
+			r = rk_cq_arm(s->cq, err);
+			if (r)
+				return r;
+			s->fired = 0;
+		}
+		r = rk_cq_poll(s->cq, s->wc, s->max_wc, err);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			continue;
+		e = next_event(out, got, s, id);
+		e->cq = s->cq;
+		e->wc = s->wc;
+		e->nwc = r;
+	}
+	return 0;
+}
+
+/* One fd source epoll reported: handle and report it (CQs are only marked). */
+static void fd_fired(struct rk_wait *ws, uint64_t data, uint32_t revents, struct rk_wait_event *out,
+		     int n, int *got)
+{
+	struct rk_wait_event *e;
+	struct src *s;
+	uint64_t v;
+	int r;
+
+	if (data == WAKE_ID) {
+		ws->wake_pending = 1;
+		return;
+	}
+	if (data >= (uint64_t)ws->nsrcs || !ws->srcs[data].used)
+		return; /* removed while its event was queued */
+	s = &ws->srcs[data];
+	if (s->kind == RK_SRC_CQ) {
+		s->fired = 1;
+		return;
+	}
+	if (*got >= n)
+		return; /* level-triggered: it fires again next time */
+	switch (s->kind) {
+	case RK_SRC_CONN:
+		r = rk_conn_progress(s->conn, 0, NULL);
+		e = next_event(out, got, s, (int)data);
+		e->conn = s->conn;
+		e->state = r < 0 ? rk_conn_state(s->conn) : (enum rk_conn_state)r;
+		break;
+	case RK_SRC_EVENTFD:
+		if (read(s->fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
+			return; /* someone else read it first */
+		next_event(out, got, s, (int)data)->count = v;
+		break;
+	default:
+		next_event(out, got, s, (int)data)->revents = revents;
+		break;
+	}
+}
+
+/* One epoll_wait of up to @timeout_ms; handles what it returns. */
+static int epoll_pass(struct rk_wait *ws, struct rk_wait_event *out, int n, int *got,
+		      int timeout_ms, struct rk_error *err)
+{
+	int k = epoll_wait(ws->epfd, ws->evs, EPOLL_BATCH, timeout_ms);
+
+	if (k < 0) {
+		if (errno == EINTR)
+			return 0;
+		return rk_err_sys(err, "epoll_wait", NULL);
+	}
+	for (int i = 0; i < k; i++)
+		fd_fired(ws, ws->evs[i].data.u64, ws->evs[i].events, out, n, got);
+	return k;
+}
+
+/* Spin until something fires or @until_us passes (-1 = forever). */
+static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t until_us,
+		struct rk_error *err)
+{
+	int got = 0, r;
+
+	for (unsigned spins = 0;; spins++) {
+		if (atomic_load_explicit(&ws->wakes, memory_order_relaxed))
+			take_wakes(ws, out, &got);
+		r = poll_cqs(ws, out, n, &got, 0, err);
+		if (r)
+			return r;
+		if (ws->nfds && (got || spins % FD_EVERY == 0) && got < n) {
+			r = epoll_pass(ws, out, n, &got, 0, err);
+			if (r < 0)
+				return r;
+		}
+		if (got)
+			return got;
+		if (spins % 64 == 63 && until_us >= 0 && rk_now_us() >= until_us)
+			return -ETIMEDOUT;
+	}
+}
+
+/* Arm, poll, sleep in epoll_wait; repeat until something fires or the deadline. */
+static int sleep_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t deadline_ms,
+		      struct rk_error *err)
+{
+	int got = 0, r, left;
+
+	for (;;) {
+		r = poll_cqs(ws, out, n, &got, 1, err);
+		if (r)
+			return r;
+		left = got ? 0 : rk_ms_left(deadline_ms);
+		r = epoll_pass(ws, out, n, &got, left, err);
+		if (r < 0)
+			return r;
+		if ((ws->wake_pending || atomic_load(&ws->wakes)) && got < n)
+			take_wakes(ws, out, &got);
+		if (got)
+			return got;
+		if (left == 0 && r == 0)
+			return -ETIMEDOUT;
+	}
+}
+
+int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int timeout_ms,
+	    struct rk_error *err)
+{
+	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t until;
+	int r;
+
+	if (n <= 0)
+		return rk_err_set(err, EINVAL, "rk_wait", "room for %d events", n);
+	if (ws->nsrcs)
+		ws->rr = (ws->rr + 1) % (unsigned)ws->nsrcs;
+	if (ws->mode == RK_WAIT_BUSY) {
+		r = spin(ws, out, n, deadline < 0 ? -1 : deadline * 1000, err);
+	} else {
+		r = -ETIMEDOUT;
+		if (ws->mode == RK_WAIT_ADAPTIVE) {
+			until = rk_now_us() + ws->spin_us;
+			if (deadline >= 0 && until > deadline * 1000)
+				until = deadline * 1000;
+			r = spin(ws, out, n, until, err);
+		}
+		if (r == -ETIMEDOUT)
+			r = sleep_wait(ws, out, n, deadline, err);
+	}
+	if (r == -ETIMEDOUT)
+		rk_err_set(err, ETIMEDOUT, "rk_wait", "nothing fired within %d ms", timeout_ms);
+	return r;
+}

@@ -1,0 +1,241 @@
+/*
+ * lib_wait.c - the wait set on a real device: completions of two CQs and an
+ * eventfd in one wait, in busy, event and adaptive mode, data checked; the
+ * deadline with nothing in flight; a peer's disconnect reported through its
+ * CM channel. Usage: lib_wait ADDR PORT
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+
+#include "lt.h"
+
+#define LEN 4096
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void cqs_and_eventfd(struct rk_device *dev, enum rk_wait_mode mode)
+{
+	struct rk_conn_opts o = {.wait_mode = mode};
+	struct rk_wait_opts wo = {.mode = mode};
+	struct rk_conn *a, *b;
+	struct rk_mr *sm, *rm;
+	struct rk_wait *ws;
+	struct rk_wait_event ev[4];
+	struct rk_error e;
+	uint64_t one = 1;
+	int efd = eventfd(0, EFD_NONBLOCK);
+	int ia, ib, ie, seen_send = 0, seen_recv = 0, seen_efd = 0;
+	int64_t t0;
+
+	lt_pair(dev, &o, &o, &a, &b);
+	LT_CHECK(rk_mr_alloc(dev, LEN, RK_ACCESS_LOCAL, &e, &sm), &e);
+	LT_CHECK(rk_mr_alloc(dev, LEN, RK_ACCESS_LOCAL, &e, &rm), &e);
+	LT_CHECK(rk_wait_create(&wo, &e, &ws), &e);
+	LT_CHECK(ia = rk_wait_add_cq(ws, rk_conn_cq(a), 4, 0xa, &e), &e);
+	LT_CHECK(ib = rk_wait_add_cq(ws, rk_conn_cq(b), 4, 0xb, &e), &e);
+	LT_CHECK(ie = rk_wait_add_eventfd(ws, efd, 0xe, &e), &e);
+	if (rk_wait_add_cq(ws, rk_conn_cq(a), 4, 0, &e) != -EEXIST)
+		LT_FAIL("a CQ added twice");
+
+	/* Nothing in flight: the deadline, never early. */
+	t0 = now_ms();
+	if (rk_wait(ws, ev, 4, 150, &e) != -ETIMEDOUT)
+		LT_FAIL("%s: a wait with nothing in flight returned", rk_error_str(&e));
+	if (now_ms() - t0 < 150)
+		LT_FAIL("the deadline came early (%lld ms)", (long long)(now_ms() - t0));
+
+	lt_fill(rk_mr_addr(sm), LEN, 42);
+	memset(rk_mr_addr(rm), 0, LEN);
+	LT_CHECK(rk_post_recv(b, rk_mr_addr(rm), LEN, rk_mr_lkey(rm), 1001, &e), &e);
+	struct rk_wr wr = {.op = RK_OP_SEND,
+			   .flags = RK_WR_SIGNALED,
+			   .wr_id = 2002,
+			   .addr = rk_mr_addr(sm),
+			   .len = LEN,
+			   .lkey = rk_mr_lkey(sm)};
+	LT_CHECK(rk_post(a, &wr, &e), &e);
+	if (write(efd, &one, sizeof(one)) != sizeof(one))
+		LT_FAIL("eventfd");
+	t0 = now_ms();
+	while (!(seen_send && seen_recv && seen_efd)) {
+		int n = rk_wait(ws, ev, 4, 10000, &e);
+
+		LT_CHECK(n, &e);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].src == RK_SRC_EVENTFD && ev[i].id == ie && ev[i].count == 1) {
+				seen_efd++;
+				continue;
+			}
+			if (ev[i].src != RK_SRC_CQ || ev[i].nwc != 1)
+				LT_FAIL("unexpected event src %d nwc %d", ev[i].src, ev[i].nwc);
+			if (ev[i].wc[0].status != IBV_WC_SUCCESS)
+				LT_FAIL("completion failed: %s",
+					ibv_wc_status_str(ev[i].wc[0].status));
+			if (ev[i].id == ia && ev[i].tag == 0xa && ev[i].cq == rk_conn_cq(a) &&
+			    ev[i].wc[0].wr_id == 2002)
+				seen_send++;
+			else if (ev[i].id == ib && ev[i].tag == 0xb && ev[i].wc[0].wr_id == 1001 &&
+				 ev[i].wc[0].byte_len == LEN)
+				seen_recv++;
+			else
+				LT_FAIL("completion wr_id %llu on source %d",
+					(unsigned long long)ev[i].wc[0].wr_id, ev[i].id);
+		}
+		if (now_ms() - t0 > 20000)
+			LT_FAIL("not everything fired");
+	}
+	if (seen_send != 1 || seen_recv != 1 || seen_efd != 1)
+		LT_FAIL("fired %d/%d/%d times", seen_send, seen_recv, seen_efd);
+	if (lt_check(rk_mr_addr(rm), LEN, 42) >= 0)
+		LT_FAIL("received data differs");
+	/* All taken: the next wait times out. */
+	if (rk_wait(ws, ev, 4, 50, &e) != -ETIMEDOUT)
+		LT_FAIL("a spurious event after everything was taken");
+	LT_CHECK(rk_wait_remove(ws, ia), NULL);
+	LT_CHECK(rk_wait_remove(ws, ib), NULL);
+	rk_wait_destroy(ws);
+	close(efd);
+	rk_conn_destroy(a);
+	rk_conn_destroy(b);
+	rk_mr_dereg(sm);
+	rk_mr_dereg(rm);
+	printf("%s: two CQs and an eventfd in one wait: ok\n", mode == RK_WAIT_BUSY ? "busy"
+							       : mode == RK_WAIT_EVENT
+								   ? "event"
+								   : "adaptive");
+}
+
+static void busy_cq_refused(struct rk_device *dev)
+{
+	struct rk_cq_opts co = {.mode = RK_WAIT_BUSY};
+	struct rk_wait_opts wo = {.mode = RK_WAIT_EVENT};
+	struct rk_wait *ws;
+	struct rk_cq *cq;
+	struct rk_error e;
+
+	LT_CHECK(rk_cq_create(dev, &co, &e, &cq), &e);
+	LT_CHECK(rk_wait_create(&wo, &e, &ws), &e);
+	if (rk_wait_add_cq(ws, cq, 0, 0, &e) != -EINVAL)
+		LT_FAIL("a busy CQ in a sleeping set was accepted");
+	rk_wait_destroy(ws);
+	rk_cq_destroy(cq);
+}
+
+/* The child: accept one connection, say so, and close it when told. */
+static void peer(const char *addr, const char *port, int ready, int go)
+{
+	struct rk_listen_opts lo = {.addr = addr, .port = port};
+	struct rk_device *dev = lt_open_device(0);
+	struct rk_listener *lis;
+	struct rk_cm_request *req;
+	struct rk_conn *c;
+	struct rk_error e;
+	struct pollfd p = {.fd = go, .events = POLLIN};
+	char ch;
+
+	lt_role = "peer";
+	LT_CHECK(rk_listener_create(dev, &lo, &e, &lis), &e);
+	if (write(ready, "r", 1) != 1)
+		LT_FAIL("pipe");
+	LT_CHECK(rk_listener_get_request(lis, 20000, &e, &req), &e);
+	LT_CHECK(rk_cm_request_accept(req, NULL, NULL, 0, 20000, &e, &c), &e);
+	if (poll(&p, 1, 20000) != 1 || read(go, &ch, 1) != 1)
+		LT_FAIL("never told to close");
+	rk_conn_destroy(c); /* disconnects */
+	rk_listener_destroy(lis);
+	rk_device_close(dev);
+	exit(0);
+}
+
+/* Forks before opening the device: a child shares no verbs state with us. */
+static void cm_disconnect_seen(const char *addr, const char *port)
+{
+	struct rk_device *dev;
+	struct rk_cm_connect_opts co = {
+	    .host = addr, .port = port, .conn = {.wait_mode = RK_WAIT_EVENT}};
+	struct rk_wait_opts wo = {.mode = RK_WAIT_EVENT};
+	struct rk_wait_event ev[4];
+	struct rk_wait *ws;
+	struct rk_conn *c;
+	struct rk_error e;
+	struct pollfd p;
+	int rp[2], gp[2], st, id, done = 0;
+	int64_t t0;
+	char ch;
+	pid_t pid;
+
+	if (pipe(rp) || pipe(gp))
+		LT_FAIL("pipe");
+	pid = fork();
+	if (pid == 0) {
+		close(rp[0]);
+		close(gp[1]);
+		peer(addr, port, rp[1], gp[0]);
+	}
+	close(rp[1]);
+	close(gp[0]);
+	p = (struct pollfd){.fd = rp[0], .events = POLLIN};
+	if (poll(&p, 1, 20000) != 1 || read(rp[0], &ch, 1) != 1)
+		LT_FAIL("peer not ready");
+	dev = lt_open_device(0);
+	LT_CHECK(rk_cm_connect(dev, &co, &e, &c), &e);
+	LT_CHECK(rk_wait_create(&wo, &e, &ws), &e);
+	LT_CHECK(id = rk_wait_add_conn(ws, c, 0xc, &e), &e);
+	LT_CHECK(rk_wait_add_cq(ws, rk_conn_cq(c), 0, 0, &e), &e);
+	if (rk_wait(ws, ev, 4, 100, &e) != -ETIMEDOUT)
+		LT_FAIL("an event before the peer closed");
+	if (write(gp[1], "g", 1) != 1)
+		LT_FAIL("pipe");
+	t0 = now_ms();
+	while (!done) {
+		int n = rk_wait(ws, ev, 4, 15000, &e);
+
+		LT_CHECK(n, &e);
+		for (int i = 0; i < n; i++)
+			if (ev[i].src == RK_SRC_CONN && ev[i].id == id && ev[i].conn == c &&
+			    ev[i].state != RK_CONN_CONNECTED)
+				done = 1;
+		if (now_ms() - t0 > 20000)
+			LT_FAIL("the disconnect was not reported");
+	}
+	printf("cm: the peer's disconnect reported as %s: ok\n",
+	       rk_conn_state_str(rk_conn_state(c)));
+	rk_wait_destroy(ws);
+	rk_conn_destroy(c);
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		LT_FAIL("peer failed");
+	close(rp[0]);
+	close(gp[1]);
+	rk_device_close(dev);
+}
+
+int main(int argc, char **argv)
+{
+	struct rk_device *dev;
+
+	lt_prog = "lib_wait";
+	if (argc != 3)
+		LT_FAIL("usage: lib_wait ADDR PORT");
+	cm_disconnect_seen(argv[1], argv[2]);
+	dev = lt_open_device(0);
+	cqs_and_eventfd(dev, RK_WAIT_BUSY);
+	cqs_and_eventfd(dev, RK_WAIT_EVENT);
+	cqs_and_eventfd(dev, RK_WAIT_ADAPTIVE);
+	busy_cq_refused(dev);
+	rk_device_close(dev);
+	printf("lib_wait: ok\n");
+	return 0;
+}
