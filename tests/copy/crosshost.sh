@@ -1,5 +1,5 @@
 #!/bin/sh
-# rk copy of 256 MiB of random data from host A to rk serve on host B
+# rk copy of 64 MiB of random data from host A to rk serve on host B
 # (scripts/softroce run --hosts 2), then 32 MiB of it striped over two
 # lanes (--num-qp 2); both sides' SHA-256 must agree.
 # Default chunk size (1 MiB) and depth: the emulated wire moves ~3 MB/s.
@@ -12,7 +12,7 @@ src=$(mktemp "$t/rkcopy-src.XXXXXX")
 log=$(mktemp "$t/rkcopy-log.XXXXXX")
 json=$(mktemp "$t/rkcopy-json.XXXXXX")
 trap 'rm -f "$src" "$src.32" "$log" "$json"' EXIT
-head -c $((256 << 20)) /dev/urandom >"$src"
+head -c $((64 << 20)) /dev/urandom >"$src"
 "$RK_SOFTROCE" peer -- sh -c "b=\${TMPDIR:-/tmp}; mkdir -p \$b/rkcopy-dst && echo \$\$ >\$b/rkcopy-srv.pid && exec timeout 500 $RK serve --dir \$b/rkcopy-dst --addr $RK_PEER_ADDR --port $port --idle 30" >"$log" 2>&1 &
 server=$!
 i=0
