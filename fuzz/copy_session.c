@@ -181,7 +181,8 @@ static void slot(const struct cp_rec *recs, unsigned n, const void *data, size_t
 	put16(dlen);
 	memcpy(sbuf + slen, block, w.len);
 	slen += w.len;
-	memcpy(sbuf + slen, data, dlen);
+	if (dlen)
+		memcpy(sbuf + slen, data, dlen);
 	slen += dlen;
 }
 
