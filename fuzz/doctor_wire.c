@@ -79,8 +79,8 @@ static int same_facts(const struct doc_facts *a, const struct doc_facts *b)
 static int same_msg(const struct doc_msg *a, const struct doc_msg *b)
 {
 	return a->type == b->type && a->step == b->step && a->ok == b->ok &&
-	       a->wc_status == b->wc_status && a->value == b->value && SAME_STR(text) &&
-	       same_facts(&a->facts, &b->facts);
+	       a->wc_status == b->wc_status && a->timed_out == b->timed_out &&
+	       a->value == b->value && SAME_STR(text) && same_facts(&a->facts, &b->facts);
 }
 
 static void check_payload(const uint8_t *data, size_t size)
@@ -100,6 +100,7 @@ static void check_payload(const uint8_t *data, size_t size)
 	FUZZ_CHECK(m.step >= 0 && m.step < DOC_STEP_COUNT);
 	FUZZ_CHECK(m.ok == 0 || m.ok == 1);
 	FUZZ_CHECK(m.wc_status >= -1 && m.wc_status <= 255);
+	FUZZ_CHECK(m.timed_out == 0 || m.timed_out == 1);
 	PRINTABLE(m.text);
 	if (m.type == DOC_MSG_FACTS)
 		check_facts(&m.facts);
@@ -189,6 +190,11 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	m.wc_status = 12;
 	strcpy(m.text, "completion status transport retry counter exceeded (12)");
 	emit_msg(emit, "result-fail", &m);
+	m.wc_status = -1;
+	m.timed_out = 1;
+	strcpy(m.text, "no completion within 2000 ms");
+	emit_msg(emit, "result-timeout", &m);
+	m.timed_out = 0;
 	m.type = DOC_MSG_RESULT;
 	m.step = DOC_STEP_CONNECT;
 	m.ok = 1;

@@ -309,6 +309,7 @@ static int peer_result(struct client *c, int step, int ms, struct step_res *res)
 	}
 	res->ok = m.ok;
 	res->wc_status = m.wc_status;
+	res->timed_out = m.timed_out;
 	res->value = m.value;
 	snprintf(res->text, sizeof(res->text), "%s", m.text);
 	return 0;
@@ -835,6 +836,7 @@ void doc_link_serve(struct doc_link *l, int fd, const struct doc_facts *client,
 		out.step = m.step;
 		out.ok = res.ok;
 		out.wc_status = res.wc_status;
+		out.timed_out = res.timed_out;
 		out.value = res.value;
 		snprintf(out.text, sizeof(out.text), "%s", res.text);
 		if (doc_ctl_send(fd, &out, step_ms, &err)) {

@@ -101,6 +101,7 @@ int doc_msg_encode(const struct doc_msg *m, uint8_t *buf, size_t len)
 	case DOC_MSG_RESULT:
 		put_int(o, "ok", m->ok);
 		put_int(o, "wc_status", m->wc_status);
+		put_int(o, "timed_out", m->timed_out);
 		put_int(o, "value", m->value);
 		put_str(o, "text", m->text);
 		put_int(o, "step", m->step);
@@ -341,6 +342,7 @@ int doc_msg_decode(const void *buf, size_t len, struct doc_msg *m, char *why, si
 	case DOC_MSG_RESULT:
 		m->ok = (int)get_int(&d, o, "ok", 0, 1);
 		m->wc_status = (int)get_int(&d, o, "wc_status", -1, 255);
+		m->timed_out = (int)get_int(&d, o, "timed_out", 0, 1);
 		m->value = get_int(&d, o, "value", 0, INT32_MAX);
 		get_str(&d, o, "text", m->text, sizeof(m->text));
 		m->step = (int)get_int(&d, o, "step", 0, DOC_STEP_COUNT - 1);

@@ -96,6 +96,7 @@ struct doc_msg {
 	int step;		/* DO, RESULT: enum doc_step */
 	int ok;			/* RESULT */
 	int wc_status;		/* RESULT: a failed completion's status, -1 none */
+	int timed_out;		/* RESULT: the step's deadline passed first */
 	int64_t value;		/* RESULT: a number (path MTU), 0 none */
 	char text[256];		/* RESULT, ERROR */
 };
