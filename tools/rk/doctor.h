@@ -9,6 +9,9 @@
  *   doctor_memlock.c  RLIMIT_MEMLOCK against what the tools need; container, systemd
  *   doctor_cm.c       rdma_cm can bind each RDMA address
  *
+ * rk doctor HOST and rk doctor --listen, across two hosts, build on this
+ * report: see doctor_peer.h.
+ *
  * Facts come from sysfs (world-readable) where possible, so that a user
  * without access to the device nodes still gets the port and GID checks;
  * what needs an open device says "not checked: needs ..." instead of ✓.
