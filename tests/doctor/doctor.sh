@@ -2,7 +2,8 @@
 # rk doctor in the sandbox guest, with every fault made for real and undone:
 # a healthy host (all ✓, exit 0, the JSON parses), the locked-memory limit at
 # 64 KiB, the rxe netdev DOWN, the netdev MTU at 1500, and no RDMA device at
-# all (the rxe link removed). The guest is restored after each case.
+# all (the rxe link removed). The guest is restored after each case. Last, rk
+# doctor HOST against rk doctor --listen on this same host.
 set -u
 rk=$RK_BUILD/tools/rk/rk
 dev=${RK_DEV:?} iface=${RK_IFACE:?}
@@ -131,6 +132,21 @@ grep -A1 '^✗ device' "$tmp/nodev" | grep -q 'fix: .*modprobe rdma_rxe && .*rdm
 
 # restored: healthy again
 healthy restored
+
+# 6. both ends of rk doctor HOST on this one host (rxe to itself): every step passes
+"$rk" doctor --listen --once --addr "$RK_ADDR" --port 18518 2>"$tmp/listen" &
+lis=$!
+i=0
+until grep -q listening "$tmp/listen" 2>/dev/null || [ $i -ge 100 ]; do
+	i=$((i + 1))
+	sleep 0.1
+done
+rc=0
+"$rk" doctor "$RK_ADDR:18518" >"$tmp/self" 2>&1 || rc=$?
+wait $lis || fail "self: the listener exited $?"
+[ "$rc" -eq 0 ] || fail "self: exit $rc, want 0"
+grep -q '^✓ link .*all 8 steps passed' "$tmp/self" || fail "self: not every step passed"
+[ "$rc" -eq 0 ] || cat "$tmp/self" "$tmp/listen"
 rm -rf "$tmp"
 [ $fails -eq 0 ] && echo "rk doctor: all cases pass"
 exit $((fails > 0))

@@ -4,6 +4,9 @@
  * fail) and the fix for every ! and ✗. --json gives the same verdicts with
  * the facts behind them. Exit 0 when nothing is ✗, 1 otherwise.
  *
+ * With HOST[:PORT] it goes on to the peer's rk doctor --listen: both
+ * sides' facts compared, then the link test (doctor_peer.h).
+ *
  * The checks live in doctor_*.c (see doctor.h). Nothing here needs root;
  * what cannot be looked at says "not checked: needs ...".
  */
@@ -13,33 +16,57 @@
 #include <rdmakit/version.h>
 
 #include "commands.h"
+#include "cli.h"
 #include "doctor.h"
+#include "doctor_peer.h"
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: rk doctor [--json]\n"
-		     "\n"
-		     "Check this host's RDMA set-up: device nodes, modules, providers, ports and\n"
-		     "their netdevs, GIDs, MTU, the locked-memory limit and rdma_cm. One line per\n"
-		     "check: \u2713 fine, ! works but slower or fragile, \u2717 will fail, - not "
-		     "checked;\n"
-		     "every ! and \u2717 comes with its fix.\n"
-		     "\n"
-		     "  --json      the verdicts and the facts as one JSON object on stdout\n"
-		     "  -h, --help  this text\n"
-		     "\n"
-		     "exit: 0 nothing is \u2717, 1 something is, 2 bad command line\n");
+	fprintf(
+	    out,
+	    "usage: rk doctor [--json]                       this host\n"
+	    "       rk doctor [--json] [--timeout MS] HOST[:PORT]   this host, HOST and the link\n"
+	    "       rk doctor --listen [--addr A] [--port P] [--once] [--timeout MS]\n"
+	    "\n"
+	    "Check this host's RDMA set-up: device nodes, modules, providers, ports and\n"
+	    "their netdevs, GIDs, MTU, the locked-memory limit and rdma_cm. One line per\n"
+	    "check: \u2713 fine, ! works but slower or fragile, \u2717 will fail, - not "
+	    "checked;\n"
+	    "every ! and \u2717 comes with its fix.\n"
+	    "\n"
+	    "With HOST, where `rk doctor --listen` runs: both hosts' facts are exchanged and\n"
+	    "compared (versions, device and port, GID types, MTU at both ends and the path\n"
+	    "MTU, locked memory), saying what to change on which host; then an rdma_cm\n"
+	    "connection and a 4 KiB SEND, RDMA WRITE and RDMA READ each way, the data\n"
+	    "checked, and the round-trip time. A failing step is named with its completion\n"
+	    "status or CM event, the likely causes in order and what to check on which host;\n"
+	    "every step has a deadline and the report says how far the test got.\n"
+	    "\n"
+	    "  --json          the verdicts and the facts as one JSON object on stdout\n"
+	    "  --timeout MS    deadline of each step of the two-host test (default %d;\n"
+	    "                  the listener takes the client's, up to its own)\n"
+	    "  --listen        serve rk doctor HOST from other hosts, one at a time\n"
+	    "  --addr A        the address to listen on (default: any)\n"
+	    "  --port P        TCP port (default %s; HOST:PORT on the other side)\n"
+	    "  --once          with --listen: serve one peer, then exit\n"
+	    "  -h, --help      this text\n"
+	    "\n"
+	    "exit: 0 nothing is \u2717, 1 something is, 2 bad command line\n",
+	    DOC_DEFAULT_STEP_MS, DOC_DEFAULT_PORT);
 }
 
 int rk_cmd_doctor(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, 'j'},	       {"listen", no_argument, NULL, 'l'},
+	    {"addr", required_argument, NULL, 'a'},    {"port", required_argument, NULL, 'p'},
+	    {"timeout", required_argument, NULL, 't'}, {"once", no_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
 	};
-	struct doc_report r = {0};
-	int c, json = 0;
+	const char *addr = NULL, *port = DOC_DEFAULT_PORT, *target = NULL;
+	struct doc_report r;
+	uint64_t step_ms = DOC_DEFAULT_STEP_MS;
+	int c, json = 0, listen = 0, once = 0, port_set = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -47,6 +74,25 @@ int rk_cmd_doctor(int argc, char **argv)
 		case 'j':
 			json = 1;
 			break;
+		case 'l':
+			listen = 1;
+			break;
+		case 'a':
+			addr = optarg;
+			break;
+		case 'p':
+			port = optarg;
+			port_set = 1;
+			break;
+		case 'o':
+			once = 1;
+			break;
+		case 't':
+			if (cli_parse_uint(optarg, DOC_STEP_MS_MIN, DOC_STEP_MS_MAX, &step_ms) == 0)
+				break;
+			fprintf(stderr, "rk doctor: --timeout: %d..%d ms\n", DOC_STEP_MS_MIN,
+				DOC_STEP_MS_MAX);
+			return RK_EXIT_USAGE;
 		case 'h':
 			usage(stdout);
 			return RK_EXIT_OK;
@@ -55,22 +101,28 @@ int rk_cmd_doctor(int argc, char **argv)
 			return RK_EXIT_USAGE;
 		}
 	}
-	if (optind < argc) {
+	if (optind < argc)
+		target = argv[optind++];
+	if (optind < argc || (listen && (target || json)) ||
+	    (!listen && (addr || once || port_set))) {
 		usage(stderr);
 		return RK_EXIT_USAGE;
 	}
+	if (listen)
+		return doc_listen(addr, port, once, (int)step_ms) ? RK_EXIT_FAILURE : RK_EXIT_OK;
 	doc_quiet = json;
-	r.checks = json_object_new_array();
-	r.facts = json_object_new_object();
-	doc_check_kernel(&r);
-	doc_check_ports(&r);
-	doc_check_gids(&r);
-	doc_check_memlock(&r);
-	doc_check_cm(&r);
+	doc_run_local(&r);
+	if (target) {
+		if (!json)
+			printf("\nwith %s:\n", target);
+		doc_peer_run(&r, target, (int)step_ms);
+	}
 	if (json) {
 		struct json_object *o = json_object_new_object();
 
 		json_object_object_add(o, "rk_version", json_object_new_string(rk_version()));
+		if (target)
+			json_object_object_add(o, "peer", json_object_new_string(target));
 		json_object_object_add(o, "ok", json_object_new_boolean(r.nfail == 0));
 		json_object_object_add(o, "failures", json_object_new_int(r.nfail));
 		json_object_object_add(o, "warnings", json_object_new_int(r.nwarn));
@@ -82,8 +134,7 @@ int rk_cmd_doctor(int argc, char **argv)
 		json_object_put(o);
 	} else {
 		printf("\n%d \u2717, %d !, %d not checked\n", r.nfail, r.nwarn, r.nskip);
-		json_object_put(r.checks);
-		json_object_put(r.facts);
+		doc_report_free(&r);
 	}
 	return r.nfail ? RK_EXIT_FAILURE : RK_EXIT_OK;
 }

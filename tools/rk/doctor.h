@@ -9,6 +9,9 @@
  *   doctor_memlock.c  RLIMIT_MEMLOCK against what the tools need; container, systemd
  *   doctor_cm.c       rdma_cm can bind each RDMA address
  *
+ * rk doctor HOST and rk doctor --listen, across two hosts, build on this
+ * report: see doctor_peer.h.
+ *
  * Facts come from sysfs (world-readable) where possible, so that a user
  * without access to the device nodes still gets the port and GID checks;
  * what needs an open device says "not checked: needs ..." instead of ✓.
@@ -57,12 +60,30 @@ void doc_add(struct doc_report *r, enum doc_verdict v, const char *check, const 
 /* doc_fact - the facts object of @section (created on first use), owned by @r. */
 struct json_object *doc_fact(struct doc_report *r, const char *section);
 
+/* doc_run_local - a fresh report @r with every check below run, in order. */
+void doc_run_local(struct doc_report *r);
+
+/* doc_report_free - release what @r holds (its json). */
+void doc_report_free(struct doc_report *r);
+
 /* The checks, in the order rk doctor runs them. */
 void doc_check_kernel(struct doc_report *r);
 void doc_check_ports(struct doc_report *r);
 void doc_check_gids(struct doc_report *r);
 void doc_check_memlock(struct doc_report *r);
 void doc_check_cm(struct doc_report *r);
+
+/*
+ * doc_explain - attach to the last line the explain table's entry @e (NULL:
+ * only @check): its name and meaning, the likely causes in order, its fixes,
+ * and @check (may be NULL), what to look at on which host. Printed under the
+ * line unless the report is JSON-only; in JSON as the line's "explain".
+ */
+struct rk_explain;
+void doc_explain(struct doc_report *r, const struct rk_explain *e, const char *check);
+
+/* What rk copy pins with its defaults (doctor_memlock.c says why). */
+#define DOC_NEED_COPY (10ull << 20)
 
 /* Helpers shared by the checks (doctor_report.c). */
 int doc_read_file(const char *path, char *buf, size_t len); /* trimmed; 0 or -errno */

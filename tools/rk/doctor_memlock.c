@@ -17,7 +17,7 @@
  * buffers and the queues: about 9 MiB, so 10 MiB with a margin. rk bench:
  * 64 KiB x (1 + 1 QP) plus queues and CQs of a few hundred entries: 1 MiB.
  */
-#define NEED_COPY  (10ull << 20)
+#define NEED_COPY  DOC_NEED_COPY
 #define NEED_BENCH (1ull << 20)
 
 static void fmt_limit(rlim_t v, char *buf, size_t len)

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <rdmakit/explain.h>
+
 #include "doctor.h"
 
 int doc_quiet;
@@ -72,6 +74,68 @@ void doc_add(struct doc_report *r, enum doc_verdict v, const char *check, const 
 	printf("%s %-8s %s\n", mark(v), check, text);
 	if (fix)
 		printf("  %-8s fix: %s\n", "", fix);
+}
+
+void doc_explain(struct doc_report *r, const struct rk_explain *e, const char *check)
+{
+	size_t n = json_object_array_length(r->checks);
+	struct json_object *line = n ? json_object_array_get_idx(r->checks, n - 1) : NULL;
+	struct json_object *o = json_object_new_object();
+
+	if (e) {
+		struct json_object *causes = json_object_new_array(),
+				   *fixes = json_object_new_array();
+
+		json_object_object_add(o, "name", json_object_new_string(e->name));
+		json_object_object_add(o, "kind",
+				       json_object_new_string(rk_explain_kind_str(e->kind)));
+		json_object_object_add(o, "meaning", json_object_new_string(e->meaning));
+		if (!doc_quiet)
+			printf("  %-8s %s %s (%s): %s\n", "", rk_explain_kind_str(e->kind), e->name,
+			       rk_explain_text(e), e->meaning);
+		if (!doc_quiet && e->causes[0])
+			printf("  %-8s likely causes, in order:\n", "");
+		for (int i = 0; i < RK_EXPLAIN_LIST_MAX && e->causes[i]; i++) {
+			json_object_array_add(causes, json_object_new_string(e->causes[i]));
+			if (!doc_quiet)
+				printf("  %-8s   %d. %s?\n", "", i + 1, e->causes[i]);
+		}
+		for (int i = 0; i < RK_EXPLAIN_LIST_MAX && e->fixes[i]; i++) {
+			json_object_array_add(fixes, json_object_new_string(e->fixes[i]));
+			if (!doc_quiet)
+				printf("  %-8s fix: %s\n", "", e->fixes[i]);
+		}
+		json_object_object_add(o, "causes", causes);
+		json_object_object_add(o, "fixes", fixes);
+	}
+	if (check) {
+		json_object_object_add(o, "check", json_object_new_string(check));
+		if (!doc_quiet)
+			printf("  %-8s check: %s\n", "", check);
+	}
+	if (line)
+		json_object_object_add(line, "explain", o);
+	else
+		json_object_put(o);
+}
+
+void doc_run_local(struct doc_report *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->checks = json_object_new_array();
+	r->facts = json_object_new_object();
+	doc_check_kernel(r);
+	doc_check_ports(r);
+	doc_check_gids(r);
+	doc_check_memlock(r);
+	doc_check_cm(r);
+}
+
+void doc_report_free(struct doc_report *r)
+{
+	json_object_put(r->checks);
+	json_object_put(r->facts);
+	r->checks = r->facts = NULL;
 }
 
 struct json_object *doc_fact(struct doc_report *r, const char *section)
