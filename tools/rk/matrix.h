@@ -63,6 +63,7 @@ unsigned mx_pair_budget_ms(const struct mx_opts *o);
 struct mx_rank {
 	uint32_t rank;
 	int joined;	  /* said hello and was accepted */
+	int refused;	  /* said hello with other parameters: not waited for */
 	int dead;	  /* its connection failed later */
 	uint32_t host_id; /* index of its host name among the ranks' */
 	char host[64];

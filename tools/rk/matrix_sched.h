@@ -117,14 +117,14 @@ struct mx_figures {
 
 struct mx_result {
 	struct mx_pair p;
-	uint32_t round; /* where the schedule put it */
-	uint32_t ok;	/* a bit per leg measured (1u << enum mx_leg) */
+	uint32_t round;	    /* where the schedule put it */
+	uint32_t ok;	    /* a bit per leg measured (1u << enum mx_leg) */
+	int err;	    /* first failure, negative errno; 0 when every leg is ok */
+	uint32_t flags;	    /* enum mx_flag, after mx_flag_all */
+	uint32_t verdict;   /* enum mx_verdict, after the retest */
+	uint32_t retest_ok; /* the legs the retest measured */
+	char *why;	    /* the first failure's text, owned (malloc), NULL when err == 0 */
 	struct mx_figures f;
-	int err;	  /* first failure, negative errno; 0 when every leg is ok */
-	char *why;	  /* its text, owned (malloc), NULL when err == 0 */
-	uint32_t flags;	  /* enum mx_flag, after mx_flag_all */
-	uint32_t verdict; /* enum mx_verdict, after the retest */
-	uint32_t retest_ok;
 	struct mx_figures retest;
 };
 
