@@ -103,6 +103,7 @@ struct bench_local {
 	const char *plot_path;
 	uint32_t max_size;	  /* --max-size: where -a stops */
 	unsigned explicit_fields; /* enum bench_field bits given on the command line */
+	int quiet;		  /* print nothing (a caller reports the figures: rk matrix) */
 };
 
 const char *bench_op_name(uint32_t op);	    /* "write-imm" */
@@ -140,6 +141,9 @@ int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, 
 uint32_t bench_next_size(const struct bench_params *p, uint32_t size);
 /* How many sizes the run has. */
 unsigned bench_size_count(const struct bench_params *p);
+
+/* bench_local_default - what bench_opts_parse starts from: port 18515, watchdog 10 s, wait 60 s. */
+void bench_local_default(struct bench_local *l);
 
 /*
  * bench_opts_parse - the command line into @p and @l. Returns 0, 1 when

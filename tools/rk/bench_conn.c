@@ -279,8 +279,10 @@ int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 	c->listen_fd = rk_tcp_listen(c->l->bind, c->l->port, err);
 	if (c->listen_fd < 0)
 		return c->listen_fd;
-	fprintf(stderr, "rk bench: waiting up to %u s for a client on port %s (device %s)\n",
-		c->l->wait_s, c->l->port, c->me.dev);
+	if (!c->l->quiet)
+		fprintf(stderr,
+			"rk bench: waiting up to %u s for a client on port %s (device %s)\n",
+			c->l->wait_s, c->l->port, c->me.dev);
 	fd = rk_tcp_accept(c->listen_fd, (int)c->l->wait_s * 1000, err);
 	if (fd < 0)
 		return fd;

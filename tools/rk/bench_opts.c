@@ -272,6 +272,16 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 	return -1;
 }
 
+void bench_local_default(struct bench_local *l)
+{
+	memset(l, 0, sizeof(*l));
+	snprintf(l->port, sizeof(l->port), "%s", BENCH_DEF_PORT);
+	l->gid_index = -1;
+	l->poll = RK_WAIT_BUSY;
+	l->watchdog_s = 10;
+	l->wait_s = 60;
+}
+
 int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench_local *l)
 {
 	static char host[256];
@@ -279,12 +289,7 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 	int c;
 
 	bench_params_default(p);
-	memset(l, 0, sizeof(*l));
-	snprintf(l->port, sizeof(l->port), "%s", BENCH_DEF_PORT);
-	l->gid_index = -1;
-	l->poll = RK_WAIT_BUSY;
-	l->watchdog_s = 10;
-	l->wait_s = 60;
+	bench_local_default(l);
 
 	optind = 1;
 	opterr = 0;

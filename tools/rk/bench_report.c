@@ -115,6 +115,8 @@ void bench_report_header(const struct bench_report *r)
 	const char *rule = "-----------------------------------------------------------------"
 			   "------------------------------";
 
+	if (l->quiet)
+		return;
 	printf("%s\n", rule);
 	printf(" rk bench: %s %s%s, %s, %s%s%s\n", bench_op_title(p->op),
 	       p->mode == BENCH_MODE_BW ? "bandwidth" : "latency",
@@ -187,6 +189,7 @@ int bench_report_add(struct bench_report *r, const struct bench_result *res)
 		r->cap = cap;
 	}
 	r->res[r->n++] = *res;
-	print_row(r, res);
+	if (!r->c->l->quiet)
+		print_row(r, res);
 	return 0;
 }

@@ -49,6 +49,19 @@ void bench_report_header(const struct bench_report *r);
 void bench_figures(const struct bench_report *r, const struct bench_result *res,
 		   struct bench_figures *f);
 
+/*
+ * bench_session - one whole rk bench session on @c (bench_ctx_init'ed with
+ * the params and local options; l->host set: client, else server): the
+ * handshake (a server refuses a client whose parameters differ in the
+ * fields l->explicit_fields names), the connection, one run per size into
+ * @rep. On failure the peer is told why (unless it refused us or told us)
+ * and *@stage says where it failed ("connect" or "run"). The caller
+ * releases @c (bench_ctx_release) and frees @rep. 0 or a negative errno.
+ * @client_p is the server's copy of what the client asked for.
+ */
+int bench_session(struct bench_ctx *c, struct bench_params *client_p, struct bench_report *rep,
+		  const char **stage, struct rk_error *err);
+
 /* bench_report_json - the whole run as one JSON document in @path. */
 int bench_report_json(const struct bench_report *r, const char *path, struct rk_error *err);
 

@@ -114,6 +114,28 @@ static int run_all(struct bench_ctx *c, struct bench_report *rep, struct rk_erro
 	return r;
 }
 
+int bench_session(struct bench_ctx *c, struct bench_params *client_p, struct bench_report *rep,
+		  const char **stage, struct rk_error *err)
+{
+	int r;
+
+	*stage = "connect";
+	if (c->l->host)
+		r = bench_client_start(c, err);
+	else
+		r = bench_server_start(c, c->p, client_p, err);
+	if (!r)
+		r = bench_connect(c, err);
+	if (!r) {
+		*stage = "run";
+		r = run_all(c, rep, err);
+	}
+	/* A refusal has been told already; anything else the peer should hear. */
+	if (r && r != -ECONNREFUSED && err->err != EREMOTEIO)
+		bench_ctl_error(&c->ctl, rk_error_str(err));
+	return r;
+}
+
 int rk_cmd_bench(int argc, char **argv)
 {
 	struct bench_params p, client_p;
@@ -121,7 +143,7 @@ int rk_cmd_bench(int argc, char **argv)
 	struct bench_ctx c;
 	struct bench_report rep;
 	struct rk_error err;
-	const char *stage = "connect";
+	const char *stage;
 	int r;
 
 	r = bench_opts_parse(argc, argv, &p, &l);
@@ -130,22 +152,9 @@ int rk_cmd_bench(int argc, char **argv)
 	rk_error_clear(&err);
 	bench_ctx_init(&c, &p, &l);
 	bench_report_init(&rep, &c);
-	if (l.host)
-		r = bench_client_start(&c, &err);
-	else
-		r = bench_server_start(&c, &p, &client_p, &err);
-	if (!r)
-		r = bench_connect(&c, &err);
-	if (!r) {
-		stage = "run";
-		r = run_all(&c, &rep, &err);
-	}
-	if (r) {
-		/* A refusal has been told already; anything else the peer should hear. */
-		if (r != -ECONNREFUSED && err.err != EREMOTEIO)
-			bench_ctl_error(&c.ctl, rk_error_str(&err));
+	r = bench_session(&c, &client_p, &rep, &stage, &err);
+	if (r)
 		cli_report(BENCH_PROG, stage, &err);
-	}
 	bench_ctx_release(&c);
 	if (!r && l.json_path) {
 		stage = "json";

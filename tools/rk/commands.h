@@ -26,6 +26,7 @@ int rk_cmd_bench(int argc, char **argv);
 int rk_cmd_copy(int argc, char **argv);
 int rk_cmd_doctor(int argc, char **argv);
 int rk_cmd_explain(int argc, char **argv);
+int rk_cmd_matrix(int argc, char **argv);
 int rk_cmd_serve(int argc, char **argv);
 
 /* The table, terminated by an entry with name == NULL. */

@@ -19,6 +19,7 @@ const struct rk_command rk_commands[] = {
     {"copy", "copy files and trees to an rk serve over RDMA (like scp)", rk_cmd_copy},
     {"serve", "receive files from rk copy into a directory", rk_cmd_serve},
     {"bench", "bandwidth and latency benchmark (perftest-class)", rk_cmd_bench},
+    {"matrix", "rk bench between every pair of ranks of an srun / mpirun job", rk_cmd_matrix},
     {"doctor", "check this host's RDMA set-up and say the fix for what is wrong", rk_cmd_doctor},
     {"explain", "what a completion status, errno, CM event or reject means, and the fix",
      rk_cmd_explain},

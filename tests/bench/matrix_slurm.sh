@@ -1,0 +1,93 @@
+#!/bin/sh
+# rk matrix under real Slurm on the two sandbox hosts (scripts/softroce run
+# --hosts 2): munged, slurmctld and slurmd on host A, munged and slurmd on
+# host B, started here; srun -N 2 --ntasks-per-node 2 runs 4 ranks (2 a
+# host). With --intra every pair is measured, the four crossing A-B as the
+# two on one host; then with netem delaying host B's link by 2 ms, every
+# pair that crosses to B is flagged and no other (the retest alone says
+# "slow link"). Never timing: the flags use rk matrix's own thresholds
+# against the pairs that stay on one host.
+#
+# Not yet a registered test: munged, slurmctld and slurmd run in both guests
+# and srun starts tasks 0-1 on rk-a and 2-3 on rk-b, but the first matrix did
+# not end within its 240 s (one CPU per guest); why is still to be found.
+set -eu
+RK=${RK_BUILD:?}/tools/rk/rk
+[ -n "${RK_PEER_ADDR:-}" ] || { echo "matrix_slurm: needs scripts/softroce run --hosts 2" >&2; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+node="$here/matrix_slurm_node.sh"
+# Shared by both hosts: the configuration, the key, the JSON documents.
+W=$(mktemp -d /tmp/rkmxslurm.XXXXXX)
+export SLURM_CONF="$W/slurm.conf"
+peer() { "$RK_SOFTROCE" peer -- sh "$node" "$@"; }
+cleanup() {
+	sh "$node" stop || true
+	peer stop || true
+	rm -rf "$W"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	sh "$node" logs >&2 || true
+	peer logs >&2 || true
+	exit 1
+}
+
+cat >"$W/slurm.conf" <<CONF
+ClusterName=rkmatrix
+SlurmctldHost=rk-a($RK_ADDR)
+SlurmctldPort=16817
+SlurmdPort=16818
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=/run/rkslurm/munge.sock
+CredType=cred/munge
+StateSaveLocation=/run/rkslurm/state
+SlurmdSpoolDir=/run/rkslurm/spool
+SlurmctldPidFile=/run/rkslurm/slurmctld.pid
+SlurmdPidFile=/run/rkslurm/slurmd.pid
+SlurmctldLogFile=/run/rkslurm/slurmctld.log
+SlurmdLogFile=/run/rkslurm/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+NodeName=rk-a NodeAddr=$RK_ADDR CPUs=2 State=UNKNOWN
+NodeName=rk-b NodeAddr=$RK_PEER_ADDR CPUs=2 State=UNKNOWN
+PartitionName=rk Nodes=rk-a,rk-b Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+CONF
+printf 'CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n' >"$W/cgroup.conf"
+{ cat /etc/hosts; printf '%s rk-a\n%s rk-b\n' "$RK_ADDR" "$RK_PEER_ADDR"; } >"$W/hosts"
+head -c 1024 /dev/urandom >"$W/munge.key"
+sh "$node" start "$W" rk-a ctld || fail "host A's daemons did not start"
+peer start "$W" rk-b || fail "host B's daemons did not start"
+
+i=0
+until [ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle')" = 2 ]; do
+	i=$((i + 1))
+	[ $i -lt 120 ] || fail "the two nodes never became idle: $(sinfo -N 2>&1)"
+	sleep 0.5
+done
+echo "matrix_slurm: nodes up: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
+
+# matrix NAME - rk matrix over srun, 4 ranks (the guests have one CPU each: the nodes say 2, config_overrides); the JSON into $W/NAME.json.
+matrix() {
+	rc=0
+	start=$(date +%s)
+	RK_MATRIX_ADDR=$RK_ADDR timeout 240 srun -N 2 --ntasks-per-node 2 "$RK" matrix --intra \
+		--duration 1 --lat-duration 1 --watchdog 10 --wait 60 --json "$W/$1.json" || rc=$?
+	echo "matrix_slurm: $1: exit $rc in $(($(date +%s) - start)) s"
+	[ -f "$W/$1.json" ] || fail "$1: no JSON"
+}
+matrix clean
+python3 "$here/matrix_check.py" "$W/clean.json" clean || fail "clean link"
+peer delay 2
+matrix delayed
+python3 "$here/matrix_check.py" "$W/delayed.json" delayed || fail "2 ms on host B"
+echo "matrix_slurm: ok"

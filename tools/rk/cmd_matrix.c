@@ -1,0 +1,404 @@
+/*
+ * cmd_matrix.c - rk matrix: rk bench between every pair of ranks of a job
+ * that srun or mpirun started (see matrix.h for the parts).
+ *
+ * Every rank runs the same command line. Rank 0 also runs the rendezvous
+ * (in a second thread) and, at the end, writes the report. Exit status:
+ * 0 every scheduled pair was measured (flagged pairs are in the report),
+ * 1 a pair or a rank failed, or the matrix could not run; 2 usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+#include <rdmakit/version.h>
+
+#include "bench.h"
+#include "bench_ctl.h"
+#include "cli.h"
+#include "commands.h"
+#include "matrix_coord.h"
+#include "matrix_report.h"
+
+#define PAIRS_FILE_MAX (16u << 20)
+
+enum {
+	OPT_SIZE = 256,
+	OPT_DURATION,
+	OPT_LAT_DURATION,
+	OPT_BW_FRAC,
+	OPT_LAT_MULT,
+	OPT_INTRA,
+	OPT_QUICK,
+	OPT_PAIRS,
+	OPT_NO_RETEST,
+	OPT_PORT,
+	OPT_RDV,
+	OPT_ADDR,
+	OPT_DEV,
+	OPT_WATCHDOG,
+	OPT_WAIT,
+	OPT_JSON,
+	OPT_PLOT,
+};
+
+static const struct option long_opts[] = {
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"duration", required_argument, NULL, OPT_DURATION},
+    {"lat-duration", required_argument, NULL, OPT_LAT_DURATION},
+    {"bw-frac", required_argument, NULL, OPT_BW_FRAC},
+    {"lat-mult", required_argument, NULL, OPT_LAT_MULT},
+    {"intra", no_argument, NULL, OPT_INTRA},
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"pairs", required_argument, NULL, OPT_PAIRS},
+    {"no-retest", no_argument, NULL, OPT_NO_RETEST},
+    {"port", required_argument, NULL, OPT_PORT},
+    {"rendezvous", required_argument, NULL, OPT_RDV},
+    {"addr", required_argument, NULL, OPT_ADDR},
+    {"dev", required_argument, NULL, OPT_DEV},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"wait", required_argument, NULL, OPT_WAIT},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void usage(FILE *out)
+{
+	fprintf(
+	    out,
+	    "usage: srun [-N HOSTS --ntasks-per-node K] rk matrix [OPTIONS]\n"
+	    "       mpirun -np N [--host ...] rk matrix [OPTIONS]\n"
+	    "\n"
+	    "rk bench between every pair of ranks, in rounds of disjoint pairs (n - 1 rounds\n"
+	    "of n / 2 pairs), every rank started by the launcher with the same options.\n"
+	    "Rank 0 is the rendezvous and writes the report.\n"
+	    "\n"
+	    "what each pair measures (every rank must give the same; others are refused):\n"
+	    "  --size SIZE          WRITE bandwidth message size (default 1M), each direction\n"
+	    "  --duration SEC       seconds per bandwidth direction (default 2)\n"
+	    "  --lat-duration SEC   seconds of 64 B WRITE latency (default 1)\n"
+	    "  --bw-frac F          flag below F x the median bandwidth (default 0.9)\n"
+	    "  --lat-mult M         flag above M x the least median latency (default 2.0)\n"
+	    "  --no-retest          do not retest flagged pairs alone\n"
+	    "  --intra              also pairs of ranks on the same host (skipped otherwise)\n"
+	    "  --quick              one round only (n / 2 links)\n"
+	    "  --pairs FILE         only these pairs: \"A B\" rank numbers a line, '#' comments\n"
+	    "  --port BASE          a pair's server listens on BASE + 3 x rank + 0..2\n"
+	    "                       (default %u; TCP and rdma_cm)\n"
+	    "  --watchdog SEC       a session with no progress this long fails (default 10)\n"
+	    "  --wait SEC           how long rank 0 waits for every rank to join (default 60)\n"
+	    "\n"
+	    "this rank:\n"
+	    "  --rendezvous HOST[:PORT]  where rank 0 listens (default: RK_MATRIX_ADDR, or\n"
+	    "                       the first host of SLURM_STEP_NODELIST / SLURM_JOB_NODELIST;\n"
+	    "                       under MPI, rank 0's host name; port %s)\n"
+	    "  --addr ADDR          this rank's RDMA address (default: the local address of\n"
+	    "                       its connection to rank 0)\n"
+	    "  --dev DEV            the RDMA device (default: the one that routes to the peer)\n"
+	    "  --json FILE          rank 0: every rank and pair as one JSON document\n"
+	    "  --plot FILE          rank 0: the bandwidth heatmap as PNG (gnuplot)\n"
+	    "\n"
+	    "rank and size come from MPI (when rk was built with it and mpirun started it)\n"
+	    "or from SLURM_PROCID / SLURM_NTASKS, OMPI_COMM_WORLD_RANK / _SIZE, PMI_RANK / _SIZE.\n"
+	    "exit status: 0 every pair measured (flags are in the report), 1 a pair or rank\n"
+	    "failed, 2 usage\n",
+	    MATRIX_DEF_PORT, MATRIX_DEF_RDV_PORT);
+}
+
+static int bad(const char *opt, const char *arg, const char *why)
+{
+	fprintf(stderr, "rk matrix: %s %s: %s\n", opt, arg, why);
+	return -1;
+}
+
+static int parse_u32(const char *opt, const char *arg, uint32_t min, uint32_t max, uint32_t *out)
+{
+	uint64_t v;
+
+	if (cli_parse_uint(arg, min, max, &v)) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "expected %u to %u", min, max);
+		return bad(opt, arg, why);
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_frac(const char *opt, const char *arg, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= min && v <= max)) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "expected a number from %g to %g", min, max);
+		return bad(opt, arg, why);
+	}
+	*out = v;
+	return 0;
+}
+
+static int apply(int c, const char *arg, struct mx_opts *o)
+{
+	uint64_t size;
+
+	switch (c) {
+	case OPT_SIZE:
+		if (cli_parse_size(arg, &size) || size < 1 || size > BENCH_MAX_SIZE)
+			return bad("--size", arg, "expected 1 B to 8M");
+		o->size = (uint32_t)size;
+		return 0;
+	case OPT_DURATION:
+		return parse_u32("--duration", arg, 1, 3600, &o->duration_s);
+	case OPT_LAT_DURATION:
+		return parse_u32("--lat-duration", arg, 1, 3600, &o->lat_duration_s);
+	case OPT_BW_FRAC:
+		return parse_frac("--bw-frac", arg, 0, 1, &o->bw_frac);
+	case OPT_LAT_MULT:
+		return parse_frac("--lat-mult", arg, 1, 1000, &o->lat_mult);
+	case OPT_INTRA:
+		o->intra = 1;
+		return 0;
+	case OPT_QUICK:
+		o->quick = 1;
+		return 0;
+	case OPT_PAIRS:
+		o->pairs_path = arg;
+		return 0;
+	case OPT_NO_RETEST:
+		o->retest = 0;
+		return 0;
+	case OPT_PORT:
+		return parse_u32("--port", arg, 1, 65535, &o->port_base);
+	case OPT_RDV:
+		o->rdv = arg;
+		return 0;
+	case OPT_ADDR:
+		o->addr = arg;
+		return 0;
+	case OPT_DEV:
+		o->dev = arg;
+		return 0;
+	case OPT_WATCHDOG:
+		return parse_u32("--watchdog", arg, 1, 3600, &o->watchdog_s);
+	case OPT_WAIT:
+		return parse_u32("--wait", arg, 1, 86400, &o->wait_s);
+	case OPT_JSON:
+		o->json_path = arg;
+		return 0;
+	case OPT_PLOT:
+		o->plot_path = arg;
+		return 0;
+	}
+	return -1;
+}
+
+static int parse(int argc, char **argv, struct mx_opts *o)
+{
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->size = 1u << 20;
+	o->duration_s = 2;
+	o->lat_duration_s = 1;
+	o->bw_frac = 0.9;
+	o->lat_mult = 2.0;
+	o->retest = 1;
+	o->port_base = MATRIX_DEF_PORT;
+	o->watchdog_s = 10;
+	o->wait_s = 60;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		}
+		if (c == '?' || c == ':') {
+			fprintf(stderr, "rk matrix: unknown option or missing value: %s\n",
+				argv[optind - 1]);
+			usage(stderr);
+			return -1;
+		}
+		if (apply(c, optarg, o))
+			return -1;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rk matrix: no arguments expected, got '%s'\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+/* The whole --pairs file: rank 0 parses it, every rank hashes it (they must agree). */
+static int read_pairs(struct mx_opts *o)
+{
+	struct stat st;
+	size_t have = 0;
+	int fd;
+
+	if (!o->pairs_path)
+		return 0;
+	fd = open(o->pairs_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		fprintf(stderr, "rk matrix: --pairs %s: %s\n", o->pairs_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)PAIRS_FILE_MAX) {
+		fprintf(stderr, "rk matrix: --pairs %s: not a regular file of at most 16 MiB\n",
+			o->pairs_path);
+		close(fd);
+		return -1;
+	}
+	o->pairs_text = malloc((size_t)st.st_size + 1);
+	while (o->pairs_text && have < (size_t)st.st_size) {
+		ssize_t n = read(fd, o->pairs_text + have, (size_t)st.st_size - have);
+
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	close(fd);
+	if (!o->pairs_text || have != (size_t)st.st_size) {
+		fprintf(stderr, "rk matrix: --pairs %s: cannot read it\n", o->pairs_path);
+		return -1;
+	}
+	o->pairs_text[have] = 0;
+	if (strlen(o->pairs_text) != have) {
+		fprintf(stderr, "rk matrix: --pairs %s: a NUL byte in the text\n", o->pairs_path);
+		return -1;
+	}
+	o->pairs_hash = XXH3_64bits(o->pairs_text, have);
+	return 0;
+}
+
+static json_object *params_json(const struct mx_opts *o)
+{
+	json_object *p = json_object_new_object();
+	char hash[32];
+
+	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)o->pairs_hash);
+	json_object_object_add(p, "version", json_object_new_string(rk_version()));
+	json_object_object_add(p, "size", json_object_new_int64(o->size));
+	json_object_object_add(p, "duration", json_object_new_int64(o->duration_s));
+	json_object_object_add(p, "lat-duration", json_object_new_int64(o->lat_duration_s));
+	json_object_object_add(p, "bw-frac", json_object_new_double(o->bw_frac));
+	json_object_object_add(p, "lat-mult", json_object_new_double(o->lat_mult));
+	json_object_object_add(p, "intra", json_object_new_boolean(o->intra));
+	json_object_object_add(p, "quick", json_object_new_boolean(o->quick));
+	json_object_object_add(p, "retest", json_object_new_boolean(o->retest));
+	json_object_object_add(p, "pairs", json_object_new_string(o->pairs_text ? hash : "all"));
+	json_object_object_add(p, "port", json_object_new_int64(o->port_base));
+	json_object_object_add(p, "watchdog", json_object_new_int64(o->watchdog_s));
+	return p;
+}
+
+/* Rank 0's report, after the matrix. */
+static int report(struct mx_coord *c, const struct mx_opts *o)
+{
+	struct rk_error err;
+	int bad = 0;
+
+	rk_error_clear(&err);
+	if (c->rc) {
+		cli_report(MATRIX_PROG, "rendezvous", &c->err);
+		return RK_EXIT_FAILURE;
+	}
+	mx_report_text(&c->m, o);
+	if (o->json_path && mx_report_json(&c->m, o, o->json_path, &err)) {
+		cli_report(MATRIX_PROG, "json", &err);
+		bad = 1;
+	}
+	if (o->plot_path && mx_report_plot(&c->m, o->plot_path, &err)) {
+		cli_report(MATRIX_PROG, "plot", &err);
+		bad = 1;
+	}
+	for (uint32_t i = 0; i < c->m.n; i++)
+		bad |= c->m.ranks[i].why != NULL;
+	return bad || mx_report_failures(&c->m) ? RK_EXIT_FAILURE : RK_EXIT_OK;
+}
+
+int rk_cmd_matrix(int argc, char **argv)
+{
+	char rdv_host[256], rdv_port[16] = MATRIX_DEF_RDV_PORT, why[400];
+	struct mx_launch la;
+	struct mx_opts o;
+	struct mx_coord coord;
+	struct rk_error err;
+	json_object *params = NULL;
+	pthread_t th;
+	int started = 0, r, rc = RK_EXIT_FAILURE;
+
+	r = parse(argc, argv, &o);
+	if (r)
+		return r > 0 ? RK_EXIT_OK : RK_EXIT_USAGE;
+	if (read_pairs(&o)) {
+		free(o.pairs_text);
+		return RK_EXIT_USAGE;
+	}
+	if (mx_launch_start(&la, &argc, &argv, o.rdv, why, sizeof(why))) {
+		fprintf(stderr, "rk matrix: %s\n", why);
+		goto out;
+	}
+	if (cli_split_host_port(la.rdv_host, rdv_host, sizeof(rdv_host), rdv_port,
+				sizeof(rdv_port))) {
+		fprintf(stderr, "rk matrix: rendezvous '%s': expected HOST or HOST:PORT\n",
+			la.rdv_host);
+		goto out;
+	}
+	snprintf(la.rdv_host, sizeof(la.rdv_host), "%s", rdv_host);
+	if (o.port_base + 3ull * la.size > 65535) {
+		fprintf(stderr, "rk matrix: --port %u: %u ranks need ports up to %llu\n",
+			o.port_base, la.size, o.port_base + 3ull * la.size);
+		goto out;
+	}
+	params = params_json(&o);
+	rk_error_clear(&err);
+	memset(&coord, 0, sizeof(coord));
+	coord.lfd = -1;
+	if (la.rank == 0) {
+		r = mx_coord_init(&coord, &o, la.size, la.source, rdv_port, params, &err);
+		if (!r) {
+			r = -pthread_create(&th, NULL, mx_coord_run, &coord);
+			if (r)
+				bench_fail(&err, -r, "pthread_create: %s", strerror(-r));
+		}
+		if (r) {
+			cli_report(MATRIX_PROG, "rendezvous", &err);
+			goto out_coord;
+		}
+		started = 1;
+	}
+	r = mx_worker_run(&o, &la, rdv_port, params, &err);
+	if (r)
+		cli_report(MATRIX_PROG, la.rank ? "rank" : "rank 0", &err);
+	if (started) {
+		pthread_join(th, NULL);
+		rc = report(&coord, &o);
+	} else {
+		rc = r ? RK_EXIT_FAILURE : RK_EXIT_OK;
+	}
+out_coord:
+	if (la.rank == 0)
+		mx_coord_free(&coord);
+out:
+	json_object_put(params);
+	mx_launch_end(&la);
+	free(o.pairs_text);
+	return rc;
+}

@@ -1,0 +1,89 @@
+/*
+ * matrix.h - rk matrix: rk bench between every pair of ranks of a job
+ * started by srun or mpirun, with the slow links found.
+ *
+ * rk matrix is split by concern, one file each:
+ *   matrix_launch.c  rank, size and rendezvous from MPI or the launcher's environment
+ *   matrix_sched.c   rounds of disjoint pairs, flags, merge (pure, unit-tested)
+ *   matrix_wire.c    the rendezvous channel: length-prefixed JSON documents
+ *   matrix_coord.c   rank 0: ranks joining, the rounds, results, retests
+ *   matrix_worker.c  every rank: join, run the pairs it is given, report
+ *   matrix_pair.c    one measurement of a pair: an rk bench session in-process
+ *   matrix_report.c  at rank 0: the text matrix, the JSON document, the heatmap
+ *   cmd_matrix.c     the command line and the run
+ *
+ * Every rank joins rank 0 over TCP (rank 0's own worker too, from a second
+ * thread of the same process) and says who it is and with which
+ * parameters; rank 0 refuses a rank whose parameters differ, naming the
+ * first one. Then, round by round, rank 0 gives each rank its pair (or
+ * tells it to sit the round out) and waits for both sides' results before
+ * the next round: that is the barrier. A rank whose connection closes or
+ * that does not answer in time is dead for the rest of the run; its pairs
+ * are reported failed. Flagged pairs are then retested one at a time.
+ */
+#ifndef RK_MATRIX_H
+#define RK_MATRIX_H
+
+#include <stdint.h>
+
+#include "matrix_launch.h"
+#include "matrix_sched.h"
+
+#define MATRIX_PROG	    "matrix"
+#define MATRIX_DEF_RDV_PORT "18590"
+#define MATRIX_DEF_PORT	    20000u /* a pair's server listens on PORT + 3 x rank + leg */
+#define MATRIX_LAT_SIZE	    64u
+
+/* What every rank must agree on (checked at the rendezvous), and the local choices. */
+struct mx_opts {
+	uint32_t size;		 /* bandwidth message size (default 1 MiB) */
+	uint32_t duration_s;	 /* per bandwidth direction */
+	uint32_t lat_duration_s; /* the latency run */
+	double bw_frac;		 /* flag below this share of the median bandwidth */
+	double lat_mult;	 /* flag above this multiple of the least latency */
+	int intra;		 /* pairs on one host too */
+	int quick;		 /* one round */
+	int retest;		 /* retest flagged pairs alone (default on) */
+	const char *pairs_path;	 /* --pairs FILE */
+	char *pairs_text;	 /* its content (rank 0 parses it), malloc'd */
+	uint64_t pairs_hash;	 /* XXH3 of it, compared at the rendezvous */
+	uint32_t port_base;
+	unsigned watchdog_s, wait_s;
+	/* local */
+	const char *addr; /* this rank's RDMA address; NULL: the one that reaches rank 0 */
+	const char *dev;
+	const char *json_path, *plot_path;
+	const char *rdv; /* --rendezvous HOST[:PORT] */
+};
+
+/* How long a pair may take: three sessions with their connection set-up. */
+unsigned mx_pair_budget_ms(const struct mx_opts *o);
+
+/* What a rank told rank 0 about itself. */
+struct mx_rank {
+	uint32_t rank;
+	int joined;	  /* said hello and was accepted */
+	int refused;	  /* said hello with other parameters: not waited for */
+	int dead;	  /* its connection failed later */
+	uint32_t host_id; /* index of its host name among the ranks' */
+	char host[64];
+	char addr[64];
+	char dev[32];
+	char *why; /* never joined or died: why (malloc'd) */
+};
+
+/* What rank 0 gathered: the input of the report. */
+struct mx_matrix {
+	uint32_t n;
+	struct mx_rank *ranks;
+	struct mx_sched sched;
+	struct mx_result *res; /* sched.npairs, in schedule order */
+	struct mx_refs refs;
+	uint32_t nhosts;
+	uint64_t wall_ns;
+	const char *launcher;
+};
+
+void mx_matrix_free(struct mx_matrix *m);
+
+#endif

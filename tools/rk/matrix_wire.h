@@ -1,0 +1,42 @@
+/*
+ * matrix_wire.h - the rendezvous channel of rk matrix: one TCP connection
+ * between each rank and rank 0, carrying JSON documents (json-c).
+ *
+ * Frame: "RKMX", u32 big-endian length (<= MX_WIRE_MAX), that many bytes
+ * of JSON text, one object. What arrives is network input: the length is
+ * bounded before anything is allocated, the text must parse as one JSON
+ * object, and the reader checks every field it uses (mx_get_*). Every
+ * wait has a deadline.
+ */
+#ifndef RK_MATRIX_WIRE_H
+#define RK_MATRIX_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+#include <rdmakit/error.h>
+
+#define MX_WIRE_MAX (64u << 10)
+
+/* mx_wire_send - @o as one frame within @timeout_ms. 0 or a negative errno. @o stays the caller's.
+ */
+int mx_wire_send(int fd, json_object *o, int timeout_ms, struct rk_error *err);
+
+/*
+ * mx_wire_recv - the next frame within @timeout_ms into *@o (the caller
+ * puts it with json_object_put). Returns 0, -ETIMEDOUT, -ECONNRESET (the
+ * peer closed), -EBADMSG (not a frame of a JSON object), -EMSGSIZE.
+ */
+int mx_wire_recv(int fd, json_object **o, int timeout_ms, struct rk_error *err);
+
+/* mx_get_u32 - member @k of @o, an integer in [0, @max]. 0 or -1. */
+int mx_get_u32(json_object *o, const char *k, uint32_t max, uint32_t *out);
+/* mx_get_num - member @k, a finite number >= 0. 0 or -1. */
+int mx_get_num(json_object *o, const char *k, double *out);
+/* mx_get_str - member @k, a string; copied cleaned (printable ASCII) into @out. 0 or -1. */
+int mx_get_str(json_object *o, const char *k, char *out, size_t len);
+/* mx_type - member "t" of @o, or "" */
+const char *mx_type(json_object *o);
+
+#endif

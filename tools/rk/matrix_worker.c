@@ -1,0 +1,175 @@
+/*
+ * matrix_worker.c - what every rank does, rank 0 included: join rank 0,
+ * run the pairs it is given, report each one's three legs.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdmakit/oob.h>
+
+#include "bench_ctl.h"
+#include "cli.h"
+#include "matrix_coord.h"
+#include "matrix_pair.h"
+#include "matrix_wire.h"
+
+/* Rank 0 may not listen yet (it is starting, or its host is slower): try until --wait. */
+static int join(const struct mx_opts *o, const char *host, const char *port, struct rk_error *err)
+{
+	uint64_t deadline = cli_now_ns() + (uint64_t)o->wait_s * 1000000000ull;
+
+	for (;;) {
+		uint64_t now = cli_now_ns();
+		struct timespec pause = {0, 200000000};
+		int fd;
+
+		if (now >= deadline)
+			return bench_fail(
+			    err, ECONNREFUSED,
+			    "rendezvous: rank 0 did not accept on %s port %s for %u s", host, port,
+			    o->wait_s);
+		fd = rk_tcp_connect(host, port, (int)((deadline - now) / 1000000) + 1, err);
+		if (fd != -ECONNREFUSED && fd != -EHOSTUNREACH && fd != -ENETUNREACH)
+			return fd;
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* The local address of the connection to rank 0: the one the other ranks can reach. */
+static int local_addr(int fd, char *out, size_t len, struct rk_error *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	const void *a;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl))
+		return bench_fail(err, errno, "getsockname: %s", strerror(errno));
+	if (ss.ss_family == AF_INET6)
+		a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+	else
+		a = &((struct sockaddr_in *)&ss)->sin_addr;
+	if (!inet_ntop(ss.ss_family, a, out, (socklen_t)len))
+		return bench_fail(err, errno, "inet_ntop: %s", strerror(errno));
+	return 0;
+}
+
+static json_object *hello(const struct mx_launch *la, const char *addr, json_object *params)
+{
+	json_object *o = json_object_new_object();
+	char host[64] = "";
+
+	gethostname(host, sizeof(host) - 1);
+	json_object_object_add(o, "t", json_object_new_string("hello"));
+	json_object_object_add(o, "rank", json_object_new_int64(la->rank));
+	json_object_object_add(o, "size", json_object_new_int64(la->size));
+	json_object_object_add(o, "host", json_object_new_string(host));
+	json_object_object_add(o, "addr", json_object_new_string(addr));
+	json_object_object_add(o, "params", json_object_get(params));
+	return o;
+}
+
+static json_object *result(uint32_t round, const struct mx_leg_out *legs)
+{
+	json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	const char *dev = "";
+
+	json_object_object_add(o, "t", json_object_new_string("result"));
+	json_object_object_add(o, "round", json_object_new_int64(round));
+	for (int i = 0; i < MX_LEGS; i++) {
+		json_object *leg = json_object_new_object(), *v = json_object_new_array();
+
+		if (legs[i].dev[0])
+			dev = legs[i].dev;
+		json_object_object_add(leg, "status", json_object_new_int(legs[i].status));
+		json_object_array_add(v, json_object_new_double(legs[i].v[0]));
+		json_object_array_add(v, json_object_new_double(legs[i].v[1]));
+		json_object_object_add(leg, "v", v);
+		json_object_object_add(leg, "why", json_object_new_string(legs[i].why));
+		json_object_array_add(arr, leg);
+	}
+	json_object_object_add(o, "dev", json_object_new_string(dev));
+	json_object_object_add(o, "legs", arr);
+	return o;
+}
+
+static int run_pair(const struct mx_opts *o, const struct mx_launch *la, const char *my_addr,
+		    int fd, json_object *m, struct rk_error *err)
+{
+	struct mx_leg_out legs[MX_LEGS];
+	char peer_addr[64];
+	uint32_t round, peer;
+	json_object *res;
+	int r;
+
+	if (mx_get_u32(m, "round", UINT32_MAX, &round) ||
+	    mx_get_u32(m, "peer", la->size - 1, &peer) || peer == la->rank ||
+	    mx_get_str(m, "peer_addr", peer_addr, sizeof(peer_addr)))
+		return bench_fail(err, EPROTO, "rendezvous: a malformed pair from rank 0");
+	for (int leg = 0; leg < MX_LEGS; leg++)
+		mx_run_leg(o, leg, la->rank, my_addr, peer, peer_addr, &legs[leg]);
+	res = result(round, legs);
+	r = mx_wire_send(fd, res, 10000, err);
+	json_object_put(res);
+	return r;
+}
+
+int mx_worker_run(const struct mx_opts *o, const struct mx_launch *la, const char *rdv_port,
+		  json_object *params, struct rk_error *err)
+{
+	/* Rank 0 waits up to --wait for everyone, then each round takes up to a pair's budget. */
+	int idle_ms = (int)(o->wait_s * 1000 + 2 * mx_pair_budget_ms(o) + 30000);
+	char addr[64];
+	json_object *m = NULL;
+	int fd, r;
+
+	fd = join(o, la->rdv_host, rdv_port, err);
+	if (fd < 0)
+		return fd;
+	if (o->addr)
+		snprintf(addr, sizeof(addr), "%s", o->addr);
+	else if ((r = local_addr(fd, addr, sizeof(addr), err)))
+		goto out;
+	m = hello(la, addr, params);
+	r = mx_wire_send(fd, m, 10000, err);
+	json_object_put(m);
+	m = NULL;
+	while (!r) {
+		const char *t;
+
+		r = mx_wire_recv(fd, &m, idle_ms, err);
+		if (r) {
+			if (r == -ECONNRESET)
+				r = bench_fail(
+				    err, ECONNRESET,
+				    "rendezvous: rank 0 closed the connection (it failed "
+				    "or died)");
+			break;
+		}
+		t = mx_type(m);
+		if (!strcmp(t, "refuse")) {
+			char why[300] = "?";
+
+			mx_get_str(m, "why", why, sizeof(why));
+			r = bench_fail(err, ECONNREFUSED, "rank 0 refused this rank: %s", why);
+		} else if (!strcmp(t, "end")) {
+			json_object_put(m);
+			m = NULL;
+			break;
+		} else if (!strcmp(t, "pair")) {
+			r = run_pair(o, la, addr, fd, m, err);
+		} else if (strcmp(t, "welcome") && strcmp(t, "sit")) {
+			r = bench_fail(err, EPROTO, "rendezvous: unexpected message from rank 0");
+		}
+		json_object_put(m);
+		m = NULL;
+	}
+out:
+	close(fd);
+	return r;
+}
