@@ -94,12 +94,15 @@ static size_t frame(uint8_t *p, const char *json)
 {
 	size_t n = strlen(json);
 
-	memcpy(p, "RKMX", 4);
+	p[0] = 'R';
+	p[1] = 'K';
+	p[2] = 'M';
+	p[3] = 'X';
 	p[4] = (uint8_t)(n >> 24);
 	p[5] = (uint8_t)(n >> 16);
 	p[6] = (uint8_t)(n >> 8);
 	p[7] = (uint8_t)n;
-	memcpy(p + 8, json, n);
+	memcpy(p + 8, json, n + 1); /* with its NUL, which the frame does not count */
 	return 8 + n;
 }
 
@@ -118,7 +121,8 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	emit("not-an-object", buf, n);
 	n = frame(buf, "{\"gbps\":-1,\"rank\":1e300,\"size\":\"x\"}");
 	emit("bad-fields", buf, n);
-	memcpy(buf, "RKMX\xff\xff\xff\xff", 8);
+	frame(buf, "");
+	memset(buf + 4, 0xff, 4); /* a length of 4 GiB */
 	emit("huge-length", buf, 8);
 	emit("partial", buf, 5);
 }
