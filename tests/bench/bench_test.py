@@ -27,7 +27,7 @@ RK, CASE, PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ADDR = os.environ.get("RK_ADDR")
 DEV = os.environ.get("RK_DEV")
 WATCHDOG = 5
-CPU_CLOCK_SLACK_S = 0.005  # one scheduler tick and then some
+CPU_CLOCK_SLACK_S = 0.010  # a share is two clock reads, each off by up to a tick (4 ms)
 failures = []
 
 
@@ -133,7 +133,9 @@ def check_doc(doc, want_sizes, what):
         # One thread a side: its CPU time cannot exceed the run's wall time
         # by more than the process CPU clock's error. In the sandbox's guest
         # the kernel marks the TSC unstable, and the scheduler's clock then
-        # steps by up to a tick (4 ms at HZ=250): a 2.4 ms run read 208 %.
+        # steps by up to a tick (4 ms at HZ=250): a 2.4 ms run read 208 %,
+        # and a 12.7 ms run 144.7 % (5.1 ms over): the start and the end
+        # read may each be off, so the slack is two ticks and some.
         limit = 105 + 100 * CPU_CLOCK_SLACK_S / max(r["seconds"], 1e-6)
         for side in ("local_pct", "peer_pct"):
             if not 0 <= r["cpu"][side] <= limit:
