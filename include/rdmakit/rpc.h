@@ -1,0 +1,277 @@
+/*
+ * rdmakit/rpc.h - request / response calls over rdma_cm connections.
+ *
+ * A server registers handlers by method id and serves many connections
+ * from one thread (rk_rpc_server_progress); a handler answers at once or
+ * later, from any thread (rk_rpc_reply). A client calls synchronously with
+ * a deadline (rk_rpc_call) or asynchronously with a completion callback
+ * (rk_rpc_call_async), up to `window` calls in flight per connection.
+ *
+ * On the wire (rpc_wire.h has the layout):
+ *  - a request goes by SEND: a 52-byte header and, when it fits the
+ *    server's receive buffers (req_inline, 4 KiB by default), the body;
+ *  - a larger body stays at the client, copied into memory the library
+ *    registers for the call (or in the caller's own registration, req_mr),
+ *    and the server READs it (rendezvous): never one huge SEND;
+ *  - the answer is an RDMA WRITE WITH IMMEDIATE into the call's response
+ *    slot at the client (a 12-byte header: status, the handler's code,
+ *    length; then the data when it fits the slot). Larger data, or any data
+ *    when the caller passed its own registered buffer (resp_mr: zero copy),
+ *    is RDMA WRITTEN straight into the caller's memory first; reliable
+ *    connections place those writes before the write with immediate.
+ *  - Requests and responses are limited to 64 MiB by default (max_msg);
+ *    every piece goes in work requests of at most 8 MiB (Soft-RoCE's limit).
+ *
+ * Per call the result is one of: 0 (the handler's code 0), -EREMOTEIO (the
+ * handler answered with a non-zero code: *@app_code), -EOPNOTSUPP (no
+ * handler for the method), -EMSGSIZE (the answer did not fit resp_cap, or
+ * the request exceeded the server's max_msg), -ENOBUFS (the server had no
+ * room for a rendezvous body right now), -ETIMEDOUT (the deadline passed),
+ * -ECONNRESET ("peer gone": the connection died; every call in flight
+ * fails at once with the reason in its rk_error) and -ENOTCONN (called on a
+ * dead client).
+ *
+ * Hostile peers. The server registers no memory that a peer can reach
+ * (requests land in receive buffers, bodies are READ into local memory,
+ * answers leave from local memory), so one client's QP can reach nothing
+ * of the server's, let alone another client's. Every header is checked
+ * (a slot it does not own, a length beyond its buffer or max_msg, unknown
+ * flags, garbage); a client that breaks a rule loses its own connection,
+ * with a logged reason, and the others go on. A client puts each
+ * connection in a protection domain of its own unless opts.pd says
+ * otherwise, so a server reaches only that connection's response slots
+ * and the buffers the caller registered in opts.pd; the header of every
+ * answer is copied out of the slot before it is checked.
+ *
+ * Deadlines. Every wait has one. A call that times out keeps its slot
+ * until the late answer (dropped) or the connection's end, so memory the
+ * library staged is never reused under a late write; the caller's own
+ * resp_mr buffer, however, may still be written after -ETIMEDOUT until the
+ * connection is destroyed.
+ *
+ * Thread-safety: a client is used by one thread at a time (the pool,
+ * rpc_pool.h, leases clients to threads). A server's progress runs on one
+ * thread; rk_rpc_reply() may be called from any thread.
+ */
+#ifndef RDMAKIT_RPC_H
+#define RDMAKIT_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmakit/common.h>
+#include <rdmakit/cq.h>
+#include <rdmakit/device.h>
+#include <rdmakit/error.h>
+#include <rdmakit/mr.h>
+#include <rdmakit/pd.h>
+
+#define RK_RPC_APP_ID	  0x524b5250u /* "RKRP": the hello's application id */
+#define RK_RPC_MAX_WINDOW 1024
+
+struct rk_rpc_server;
+struct rk_rpc_client;
+struct rk_rpc_req;
+
+/* ---- server ---------------------------------------------------------- */
+
+/*
+ * A handler runs on the server's progress thread with the request. It must
+ * answer with rk_rpc_reply() exactly once: before it returns or later from
+ * any thread (a deferred answer). Until then the request, its data and its
+ * slot are held; a request never answered holds them until the connection
+ * ends.
+ */
+typedef void (*rk_rpc_handler_fn)(struct rk_rpc_req *req, void *arg);
+
+struct rk_rpc_server_opts {
+	const char *addr;	 /* local address; NULL = any */
+	const char *port;	 /* "0" = pick one (rk_rpc_server_port) */
+	uint32_t window;	 /* calls in flight per connection; 0 = 64 */
+	uint32_t req_inline;	 /* request bodies sent inline up to this; 0 = 4096 - 52 */
+	uint32_t slot_size;	 /* client response slots (the answer's inline room
+				    plus 12); 0 = 4096 */
+	uint32_t max_msg;	 /* largest request or answer; 0 = 64 MiB */
+	uint32_t max_conns;	 /* connections at once (more are refused busy); 0 = 64 */
+	uint64_t max_rdv_bytes;	 /* request bodies being read or waiting for their
+				    answer, all connections; 0 = 256 MiB */
+	enum rk_wait_mode mode;	 /* how the progress thread waits; default busy */
+	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
+};
+
+/*
+ * rk_rpc_server_create - listen on @opts->addr:@opts->port (rdma_cm, hello
+ * app id RK_RPC_APP_ID). Creates a listener, a wait set and a buffer pool;
+ * connections are accepted by rk_rpc_server_progress. Owned by the caller.
+ */
+RK_API int rk_rpc_server_create(struct rk_device *dev, const struct rk_rpc_server_opts *opts,
+				struct rk_error *err, struct rk_rpc_server **out);
+
+/*
+ * rk_rpc_server_destroy - close every connection and the listener. Requests
+ * not yet answered are freed: no thread may still hold one. Accepts NULL.
+ */
+RK_API void rk_rpc_server_destroy(struct rk_rpc_server *srv);
+
+/* rk_rpc_server_port - the bound port. */
+RK_API uint16_t rk_rpc_server_port(const struct rk_rpc_server *srv);
+
+/*
+ * rk_rpc_server_add - serve @method with @fn (called with @arg). Before
+ * progress starts, or from the progress thread. -EEXIST if it has one.
+ */
+RK_API int rk_rpc_server_add(struct rk_rpc_server *srv, uint16_t method, rk_rpc_handler_fn fn,
+			     void *arg);
+
+/*
+ * rk_rpc_server_progress - wait up to @timeout_ms for work and do it:
+ * accept connections, run handlers, send answers (deferred ones too), READ
+ * rendezvous bodies, drop broken or hostile connections. Returns 0 after
+ * doing some, -ETIMEDOUT when nothing happened, -EINTR after
+ * rk_rpc_server_wake, or another negative errno for a failure of the
+ * server itself (a lost connection is not one). One thread only.
+ */
+RK_API int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_error *err);
+
+/* rk_rpc_server_wake - make progress return -EINTR soon. Any thread. */
+RK_API void rk_rpc_server_wake(struct rk_rpc_server *srv);
+
+struct rk_rpc_server_stats {
+	uint64_t conns_accepted, conns_dropped, conns_refused;
+	uint64_t calls, errors_sent; /* answered, of which not OK */
+	uint32_t conns;		     /* connected now */
+	uint64_t rdv_bytes;	     /* rendezvous memory held now */
+};
+
+/* rk_rpc_server_stats - counters (progress thread, or after it stopped). */
+RK_API void rk_rpc_server_get_stats(const struct rk_rpc_server *srv,
+				    struct rk_rpc_server_stats *st);
+
+/* rk_rpc_req_method - the method the request is for. */
+RK_API uint16_t rk_rpc_req_method(const struct rk_rpc_req *req);
+
+/*
+ * rk_rpc_req_data - the request body (*@len bytes), in server memory the
+ * peer cannot change; valid until rk_rpc_reply().
+ */
+RK_API const void *rk_rpc_req_data(const struct rk_rpc_req *req, uint32_t *len);
+
+/* rk_rpc_req_resp_cap - the most answer bytes the caller accepts. */
+RK_API uint32_t rk_rpc_req_resp_cap(const struct rk_rpc_req *req);
+
+/*
+ * rk_rpc_reply - answer @req with @code (0 = success; any other value
+ * reaches the caller as -EREMOTEIO and the code) and @len bytes of @data
+ * (copied before return). More than resp_cap bytes answer -EMSGSIZE.
+ * Frees @req: do not touch it afterwards. From the progress thread the
+ * answer is posted at once; from another thread it is queued and the
+ * progress thread woken (one malloc and memcpy of the data, one write(2)).
+ * Returns 0, or a negative errno when the answer could not even be queued
+ * (the request is freed either way; its caller then times out).
+ */
+RK_API int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_t len);
+
+/* ---- client ---------------------------------------------------------- */
+
+struct rk_rpc_client_opts {
+	const char *host;	/* server address */
+	const char *port;	/* server port */
+	uint32_t window;	/* calls in flight wanted; the server may grant fewer;
+				   0 = 64 */
+	int timeout_ms;		/* connect, per step; 0 = 5000 */
+	enum rk_wait_mode mode; /* how calls wait; default busy */
+	struct rk_pd *pd;	/* the connection's PD; NULL = one of its own.
+				   resp_mr / req_mr buffers must be registered in it */
+	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
+};
+
+/*
+ * One call. @req is copied (inline) or staged (rendezvous) unless @req_mr
+ * holds it; the answer lands in @resp (up to @resp_cap bytes), copied out
+ * of the response slot or a staging buffer, unless @resp_mr holds @resp:
+ * then the server writes it there directly (zero copy; the registration
+ * needs RK_ACCESS_REMOTE_WRITE, req_mr RK_ACCESS_REMOTE_READ, in the
+ * client's PD). Plain data.
+ */
+struct rk_rpc_call_args {
+	uint16_t method;
+	const void *req;
+	uint32_t req_len;
+	struct rk_mr *req_mr; /* optional: @req lies in it */
+	void *resp;
+	uint32_t resp_cap;
+	struct rk_mr *resp_mr; /* optional: @resp lies in it */
+	int timeout_ms;	       /* the call's deadline; 0 = 5000, -1 = none */
+};
+
+/*
+ * Completion of an async call, run by rk_rpc_client_progress (or inside a
+ * rk_rpc_call on the same client): @status as rk_rpc_call returns it,
+ * @resp_len bytes in the caller's resp buffer, @app_code the handler's code,
+ * @err the reason (valid during the callback). The callback may start new
+ * calls; it must not destroy the client.
+ */
+typedef void (*rk_rpc_done_fn)(void *arg, int status, uint32_t resp_len, int32_t app_code,
+			       const struct rk_error *err);
+
+/*
+ * rk_rpc_client_connect - connect to an rk_rpc_server: a PD (unless
+ * opts.pd), one connection with its CQ, window response slots registered
+ * for the server's writes, window request buffers, a wait set (2 fds).
+ * Owned by the caller. -ECONNREFUSED with the server's reason (busy, not an
+ * RPC server) in @err.
+ */
+RK_API int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts *opts,
+				 struct rk_error *err, struct rk_rpc_client **out);
+
+/*
+ * rk_rpc_client_destroy - disconnect; calls in flight complete with
+ * -ECONNRESET (their callbacks run) before the resources go, in reverse
+ * order. Accepts NULL.
+ */
+RK_API void rk_rpc_client_destroy(struct rk_rpc_client *cl);
+
+/*
+ * rk_rpc_call - call and wait for the answer until the call's deadline.
+ * Returns 0 or a negative errno as described at the top; *@resp_len and
+ * *@app_code (either may be NULL) are set when the server answered. Async
+ * calls of the same client complete meanwhile. Cost for small messages:
+ * one SEND posted, one write with immediate received, two memcpys.
+ */
+RK_API int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+		       uint32_t *resp_len, int32_t *app_code, struct rk_error *err);
+
+/*
+ * rk_rpc_call_async - start a call; @done runs exactly once, from
+ * rk_rpc_client_progress (never from inside this function). The caller's
+ * buffers must stay valid until then. Returns 0, -EAGAIN when the window is
+ * full (progress first), -ENOTCONN on a dead client, -EINVAL, -EMSGSIZE
+ * beyond the server's max_msg, or -ENOMEM staging a large body.
+ */
+RK_API int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+			     rk_rpc_done_fn done, void *arg, struct rk_error *err);
+
+/*
+ * rk_rpc_client_progress - wait up to @timeout_ms for completions and run
+ * the callbacks of finished, failed and timed-out calls. Returns how many
+ * calls completed (>= 0), or -ENOTCONN once the connection is dead and no
+ * call is left.
+ */
+RK_API int rk_rpc_client_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err);
+
+/* rk_rpc_client_inflight - calls started and not completed. */
+RK_API uint32_t rk_rpc_client_inflight(const struct rk_rpc_client *cl);
+
+/* rk_rpc_client_window - calls that may be in flight (as the server granted). */
+RK_API uint32_t rk_rpc_client_window(const struct rk_rpc_client *cl);
+
+/*
+ * rk_rpc_client_alive - 1 while the connection works, 0 once it died (the
+ * reason in @err, which may be NULL).
+ */
+RK_API int rk_rpc_client_alive(const struct rk_rpc_client *cl, struct rk_error *err);
+
+/* rk_rpc_client_pd - the PD to register resp_mr / req_mr buffers in. */
+RK_API struct rk_pd *rk_rpc_client_pd(const struct rk_rpc_client *cl);
+
+#endif
