@@ -21,5 +21,6 @@
 #include <rdmakit/wait.h>
 #include <rdmakit/msgbuf.h>
 #include <rdmakit/ring.h>
+#include <rdmakit/rpc.h>
 
 #endif

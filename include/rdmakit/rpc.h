@@ -85,17 +85,17 @@ struct rk_rpc_req;
 typedef void (*rk_rpc_handler_fn)(struct rk_rpc_req *req, void *arg);
 
 struct rk_rpc_server_opts {
-	const char *addr;	 /* local address; NULL = any */
-	const char *port;	 /* "0" = pick one (rk_rpc_server_port) */
-	uint32_t window;	 /* calls in flight per connection; 0 = 64 */
-	uint32_t req_inline;	 /* request bodies sent inline up to this; 0 = 4096 - 52 */
-	uint32_t slot_size;	 /* client response slots (the answer's inline room
-				    plus 12); 0 = 4096 */
-	uint32_t max_msg;	 /* largest request or answer; 0 = 64 MiB */
-	uint32_t max_conns;	 /* connections at once (more are refused busy); 0 = 64 */
-	uint64_t max_rdv_bytes;	 /* request bodies being read or waiting for their
-				    answer, all connections; 0 = 256 MiB */
-	enum rk_wait_mode mode;	 /* how the progress thread waits; default busy */
+	const char *addr;		 /* local address; NULL = any */
+	const char *port;		 /* "0" = pick one (rk_rpc_server_port) */
+	uint32_t window;		 /* calls in flight per connection; 0 = 64 */
+	uint32_t req_inline;		 /* request bodies sent inline up to this; 0 = 4096 - 52 */
+	uint32_t slot_size;		 /* client response slots (the answer's inline room
+					    plus 12); 0 = 4096 */
+	uint32_t max_msg;		 /* largest request or answer; 0 = 64 MiB */
+	uint32_t max_conns;		 /* connections at once (more are refused busy); 0 = 64 */
+	uint64_t max_rdv_bytes;		 /* request bodies being read or waiting for their
+					    answer, all connections; 0 = 256 MiB */
+	enum rk_wait_mode mode;		 /* how the progress thread waits; default busy */
 	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
 };
 
@@ -174,14 +174,14 @@ RK_API int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, 
 /* ---- client ---------------------------------------------------------- */
 
 struct rk_rpc_client_opts {
-	const char *host;	/* server address */
-	const char *port;	/* server port */
-	uint32_t window;	/* calls in flight wanted; the server may grant fewer;
-				   0 = 64 */
-	int timeout_ms;		/* connect, per step; 0 = 5000 */
-	enum rk_wait_mode mode; /* how calls wait; default busy */
-	struct rk_pd *pd;	/* the connection's PD; NULL = one of its own.
-				   resp_mr / req_mr buffers must be registered in it */
+	const char *host;		 /* server address */
+	const char *port;		 /* server port */
+	uint32_t window;		 /* calls in flight wanted; the server may grant fewer;
+					    0 = 64 */
+	int timeout_ms;			 /* connect, per step; 0 = 5000 */
+	enum rk_wait_mode mode;		 /* how calls wait; default busy */
+	struct rk_pd *pd;		 /* the connection's PD; NULL = one of its own.
+					    resp_mr / req_mr buffers must be registered in it */
 	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
 };
 
@@ -209,7 +209,7 @@ struct rk_rpc_call_args {
  * rk_rpc_call on the same client): @status as rk_rpc_call returns it,
  * @resp_len bytes in the caller's resp buffer, @app_code the handler's code,
  * @err the reason (valid during the callback). The callback may start new
- * calls; it must not destroy the client.
+ * async calls; it must not call rk_rpc_call or destroy the client.
  */
 typedef void (*rk_rpc_done_fn)(void *arg, int status, uint32_t resp_len, int32_t app_code,
 			       const struct rk_error *err);

@@ -35,10 +35,10 @@
 struct rk_rpc_pool;
 
 struct rk_rpc_pool_opts {
-	unsigned max_per_peer;		  /* 0 = 4 */
-	int idle_ms;			  /* close clients idle this long; 0 = 30000 */
+	unsigned max_per_peer;		    /* 0 = 4 */
+	int idle_ms;			    /* close clients idle this long; 0 = 30000 */
 	int backoff_min_ms, backoff_max_ms; /* 0 = 100, 5000 */
-	unsigned max_peers;		  /* 0 = 1024 */
+	unsigned max_peers;		    /* 0 = 1024 */
 	/* for every connection: window, mode, pd, conn, timeout_ms (host and
 	   port are the peer's) */
 	struct rk_rpc_client_opts client;
@@ -80,8 +80,8 @@ RK_API void rk_rpc_pool_put(struct rk_rpc_pool *pool, struct rk_rpc_client *cl);
  * (-ECONNRESET, -ENOTCONN) is not retried: the request may have run.
  */
 RK_API int rk_rpc_pool_call(struct rk_rpc_pool *pool, const char *peer,
-			    const struct rk_rpc_call_args *a, uint32_t *resp_len,
-			    int32_t *app_code, struct rk_error *err);
+			    const struct rk_rpc_call_args *a, uint32_t *resp_len, int32_t *app_code,
+			    struct rk_error *err);
 
 /* rk_rpc_pool_reap - close clients idle longer than idle_ms now; how many. */
 RK_API unsigned rk_rpc_pool_reap(struct rk_rpc_pool *pool);

@@ -1,0 +1,619 @@
+/*
+ * rpc_client.c - the calling end of rpc.h: call slots, requests by SEND,
+ * answers by write with immediate, deadlines, and failing every call at
+ * once when the connection dies.
+ *
+ * Each of the window's call slots owns a request buffer (local memory) and
+ * a response slot (remote-writable, in the client's PD). A slot is busy from
+ * the call until both its SEND completed and its answer (or the connection's
+ * end) came: a timed-out call keeps its slot as a zombie until then, so a
+ * late answer never lands in a slot or staging buffer that is in use again.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rk_internal.h"
+#include "rpc_wire.h"
+
+#define TAG_REQ	     0x5251ull	       /* wr_id top 16 bits: a request SEND; low bits the slot */
+#define WRID_ANS     (0x5241ull << 48) /* the receive set of answers */
+#define DEF_WINDOW   64
+#define DEF_TIMEOUT  5000
+#define DEF_INLINE   128 /* bytes a SEND carries inline: a header and 76 bytes */
+#define MAX_EVENTS   8
+#define RETIRE_EVERY 1 /* ms between deadline scans */
+
+enum call_state { C_FREE = 0, C_BUSY, C_ZOMBIE };
+
+struct sync_result {
+	int finished, status;
+	uint32_t len;
+	int32_t code;
+	struct rk_error err;
+};
+
+struct call {
+	enum call_state state;
+	uint16_t gen;
+	uint8_t send_done, ans_done, direct;
+	uint32_t resp_cap;
+	void *resp;
+	struct rk_mr *req_stage, *resp_stage; /* library-registered, or NULL */
+	int64_t deadline;		      /* ms, -1 = none */
+	rk_rpc_done_fn done;
+	void *arg;
+};
+
+struct rk_rpc_client {
+	struct rk_device *dev;
+	struct rk_pd *pd, *own_pd;
+	struct rk_conn *conn;
+	struct rk_recv_set *rs;
+	struct rk_wait *ws;
+	struct rk_mr *slots, *reqs;
+	struct rk_rpc_accept acc;
+	uint32_t window, req_buf;
+	struct call *calls;
+	uint16_t *free_slots;
+	uint32_t nfree, inflight;
+	int64_t next_scan;
+	int dead; /* negative errno once the connection is gone */
+	struct rk_error why;
+};
+
+static int prepare(struct rk_conn *conn, void *arg)
+{
+	struct rk_rpc_client *cl = arg;
+	struct rk_msgbuf_opts ro = {.count = cl->window, .wr_id_base = WRID_ANS};
+
+	return rk_recv_set_create(conn, NULL, &ro, NULL, &cl->rs);
+}
+
+static int alloc_slots(struct rk_rpc_client *cl, struct rk_error *err)
+{
+	cl->calls = calloc(cl->window, sizeof(*cl->calls));
+	cl->free_slots = calloc(cl->window, sizeof(*cl->free_slots));
+	if (!cl->calls || !cl->free_slots)
+		return rk_err_set(err, ENOMEM, "rk_rpc_client_connect", NULL);
+	for (uint32_t i = 0; i < cl->window; i++)
+		cl->free_slots[i] = (uint16_t)(cl->window - 1 - i);
+	cl->nfree = cl->window;
+	return 0;
+}
+
+int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts *opts,
+			  struct rk_error *err, struct rk_rpc_client **out)
+{
+	struct rk_rpc_client *cl;
+	struct rk_cm_connect_opts co = {0};
+	struct rk_hello hello = {.app_id = RK_RPC_APP_ID};
+	struct rk_wait_opts wo = {.mode = opts->mode};
+	const void *reply;
+	size_t reply_len;
+	int r;
+
+	*out = NULL;
+	if (!opts->host || !opts->port)
+		return rk_err_set(err, EINVAL, "rk_rpc_client_connect", "no host or port");
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return rk_err_set(err, ENOMEM, "rk_rpc_client_connect", NULL);
+	cl->dev = dev;
+	cl->window = opts->window ? opts->window : DEF_WINDOW;
+	if (cl->window > RK_RPC_MAX_WINDOW)
+		cl->window = RK_RPC_MAX_WINDOW;
+	cl->pd = opts->pd;
+	if (!cl->pd) {
+		r = rk_pd_alloc(dev, err, &cl->own_pd);
+		if (r)
+			goto fail;
+		cl->pd = cl->own_pd;
+	}
+	if (opts->conn)
+		co.conn = *opts->conn;
+	else
+		co.conn.max_inline = DEF_INLINE;
+	co.conn.wait_mode = opts->mode; /* the wait set sleeps on the CQ's channel */
+	/* Room for every slot's receive and SEND, with some to spare. */
+	if (co.conn.rq_depth < cl->window)
+		co.conn.rq_depth = cl->window;
+	if (co.conn.sq_depth < cl->window + 8)
+		co.conn.sq_depth = cl->window + 8;
+	co.conn.pd = cl->pd;
+	co.conn.prepare = prepare;
+	co.conn.prepare_arg = cl;
+	co.host = opts->host;
+	co.port = opts->port;
+	co.timeout_ms = opts->timeout_ms;
+	hello.app_arg = cl->window;
+	co.hello = &hello;
+	r = rk_cm_connect(dev, &co, err, &cl->conn);
+	if (r)
+		goto fail;
+	reply = rk_conn_peer_data(cl->conn, &reply_len);
+	if (rk_rpc_accept_decode(reply, reply_len, &cl->acc) || cl->acc.window > cl->window) {
+		r = rk_err_set(err, EPROTO, "rk_rpc_client_connect",
+			       "%s:%s accepted without a valid RPC reply (not an rk_rpc_server?)",
+			       opts->host, opts->port);
+		goto fail;
+	}
+	cl->window = cl->acc.window;
+	cl->req_buf = RK_RPC_REQ_HDR + cl->acc.req_inline;
+	r = alloc_slots(cl, err);
+	if (!r)
+		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->acc.slot_size,
+				   RK_ACCESS_REMOTE_WRITE, err, &cl->slots);
+	if (!r)
+		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->req_buf, RK_ACCESS_LOCAL, err,
+				   &cl->reqs);
+	if (!r)
+		r = rk_wait_create(&wo, err, &cl->ws);
+	if (!r) {
+		r = rk_wait_add_cq(cl->ws, rk_conn_cq(cl->conn), MAX_EVENTS * 2, 0, err);
+		r = r < 0 ? r : rk_wait_add_conn(cl->ws, cl->conn, 1, err);
+		r = r < 0 ? r : 0;
+	}
+	if (r)
+		goto fail;
+	*out = cl;
+	return 0;
+fail:
+	rk_rpc_client_destroy(cl);
+	return r;
+}
+
+/* Give slot @i back once both its SEND and its answer (or the end) are done. */
+static void slot_release(struct rk_rpc_client *cl, uint16_t i)
+{
+	struct call *c = &cl->calls[i];
+
+	rk_mr_dereg(c->req_stage);
+	rk_mr_dereg(c->resp_stage);
+	c->req_stage = c->resp_stage = NULL;
+	c->state = C_FREE;
+	cl->free_slots[cl->nfree++] = i;
+}
+
+/* Complete call @i for its caller (once); the slot may stay a zombie. */
+static void finish(struct rk_rpc_client *cl, uint16_t i, int status, uint32_t len, int32_t code,
+		   const struct rk_error *why)
+{
+	struct call *c = &cl->calls[i];
+	struct rk_error none;
+
+	if (c->state != C_BUSY)
+		return;
+	c->state = C_ZOMBIE;
+	cl->inflight--;
+	if (!why) {
+		rk_error_clear(&none);
+		why = &none;
+	}
+	c->done(c->arg, status, len, code, why);
+}
+
+static void maybe_release(struct rk_rpc_client *cl, uint16_t i)
+{
+	struct call *c = &cl->calls[i];
+
+	if (c->state == C_ZOMBIE && c->send_done && c->ans_done)
+		slot_release(cl, i);
+}
+
+/* The connection is gone: every call fails now, with the reason. */
+static void fail_all(struct rk_rpc_client *cl, int e, const struct rk_error *why)
+{
+	if (cl->dead)
+		return;
+	cl->dead = e < 0 ? e : -ECONNRESET;
+	if (why && why->err) { /* the cause's status, vendor error and hint stay */
+		char msg[RK_ERROR_MSG_MAX];
+
+		cl->why = *why;
+		snprintf(msg, sizeof(msg), "rk_rpc_call: peer gone: %s", why->msg);
+		memcpy(cl->why.msg, msg, sizeof(msg));
+		cl->why.err = ECONNRESET;
+	} else {
+		rk_err_set(&cl->why, ECONNRESET, "rk_rpc_call", "peer gone: connection %s",
+			   rk_conn_state_str(rk_conn_state(cl->conn)));
+		rk_err_set_qp(&cl->why, rk_conn_qp_num(cl->conn));
+	}
+	rk_conn_disconnect(cl->conn, 0, NULL);
+	for (uint32_t i = 0; i < cl->window; i++)
+		finish(cl, (uint16_t)i, -ECONNRESET, 0, 0, &cl->why);
+}
+
+static void protocol_error(struct rk_rpc_client *cl, const char *what, uint32_t imm)
+{
+	struct rk_error e;
+
+	rk_err_set(&e, EPROTO, "rk_rpc_call", "the server broke the protocol: %s (imm 0x%08x)",
+		   what, imm);
+	rk_warn("%s", e.msg);
+	fail_all(cl, -EPROTO, &e);
+}
+
+/* An answer arrived in a slot. */
+static void on_answer(struct rk_rpc_client *cl, const struct rk_msg *m)
+{
+	uint16_t i = (uint16_t)(m->imm >> 16), gen = (uint16_t)m->imm;
+	uint8_t hdr[RK_RPC_ANS_HDR];
+	struct rk_rpc_ans_hdr h;
+	const char *why = NULL;
+	const uint8_t *slot;
+	struct call *c;
+	int status;
+
+	if (m->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !m->has_imm || i >= cl->window ||
+	    cl->calls[i].state == C_FREE || cl->calls[i].gen != gen || cl->calls[i].ans_done)
+		return protocol_error(cl, "an answer for no call in flight", m->imm);
+	c = &cl->calls[i];
+	c->ans_done = 1;
+	/* The slot is the server's to write at any time: copy, then check. */
+	slot = (const uint8_t *)rk_mr_addr(cl->slots) + (size_t)i * cl->acc.slot_size;
+	memcpy(hdr, slot, sizeof(hdr));
+	if (rk_rpc_ans_decode(hdr, m->len, c->resp_cap, c->direct, &h, &why))
+		return protocol_error(cl, why, m->imm);
+	if (c->state == C_BUSY) {
+		status = rk_rpc_status_errno(h.status);
+		if (h.len && !c->direct)
+			memcpy(c->resp, slot + RK_RPC_ANS_HDR, h.len);
+		else if (h.len && c->resp_stage)
+			memcpy(c->resp, rk_mr_addr(c->resp_stage), h.len);
+		if (status == -EREMOTEIO) {
+			struct rk_error e;
+
+			rk_err_set(&e, EREMOTEIO, "rk_rpc_call", "the handler answered code %d",
+				   h.code);
+			finish(cl, i, status, h.len, h.code, &e);
+		} else if (status) {
+			struct rk_error e;
+
+			rk_err_set(&e, -status, "rk_rpc_call", "the server answered: %s",
+				   h.status == RK_RPC_NO_METHOD ? "no such method"
+				   : h.status == RK_RPC_TOO_BIG ? "too big for the call or max_msg"
+								: "no room for the body now");
+			finish(cl, i, status, 0, h.code, &e);
+		} else {
+			finish(cl, i, 0, h.len, h.code, NULL);
+		}
+	}
+	maybe_release(cl, i);
+}
+
+static void on_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
+{
+	struct rk_error e;
+	struct rk_msg m;
+	int r;
+
+	if ((wc->wr_id >> 48) == TAG_REQ) {
+		uint16_t i = (uint16_t)wc->wr_id;
+
+		if (i >= cl->window)
+			return;
+		cl->calls[i].send_done = 1;
+		if (wc->status != IBV_WC_SUCCESS) {
+			rk_error_from_wc(&e, wc);
+			fail_all(cl, -EIO, &e);
+		}
+		maybe_release(cl, i);
+		return;
+	}
+	r = rk_recv_set_take(cl->rs, wc, &m, &e);
+	if (r == 0)
+		return;
+	if (r < 0)
+		return fail_all(cl, r, &e);
+	if (!cl->dead)
+		on_answer(cl, &m);
+	if (!cl->dead && rk_recv_set_release(cl->rs, m.index, &e))
+		fail_all(cl, -EIO, &e);
+}
+
+/* Calls past their deadline fail now (their slots stay until the answer). */
+static void expire(struct rk_rpc_client *cl)
+{
+	int64_t now = rk_now_ms();
+
+	if (now < cl->next_scan)
+		return;
+	cl->next_scan = now + RETIRE_EVERY;
+	for (uint32_t i = 0; i < cl->window && cl->inflight; i++) {
+		struct call *c = &cl->calls[i];
+		struct rk_error e;
+
+		if (c->state != C_BUSY || c->deadline < 0 || c->deadline > now)
+			continue;
+		rk_err_set(&e, ETIMEDOUT, "rk_rpc_call",
+			   "no answer within the deadline (call slot %u)", i);
+		finish(cl, (uint16_t)i, -ETIMEDOUT, 0, 0, &e);
+	}
+}
+
+/* The nearest deadline of a call in flight, as a timeout from now (-1 none). */
+static int nearest(const struct rk_rpc_client *cl, int timeout_ms)
+{
+	int64_t now = rk_now_ms(), best = timeout_ms < 0 ? -1 : now + timeout_ms;
+
+	for (uint32_t i = 0; i < cl->window; i++) {
+		const struct call *c = &cl->calls[i];
+
+		if (c->state == C_BUSY && c->deadline >= 0 && (best < 0 || c->deadline < best))
+			best = c->deadline;
+	}
+	return best < 0 ? -1 : (int)(best > now ? best - now : 0);
+}
+
+/* Wait once, handle what came; the number of events or a negative errno. */
+static int progress_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+{
+	struct rk_wait_event ev[MAX_EVENTS];
+	int n = rk_wait(cl->ws, ev, MAX_EVENTS, nearest(cl, timeout_ms), err);
+
+	if (n == -ETIMEDOUT)
+		n = 0;
+	if (n < 0)
+		return n;
+	for (int k = 0; k < n; k++) {
+		if (ev[k].src == RK_SRC_CQ) {
+			for (int j = 0; j < ev[k].nwc; j++)
+				on_wc(cl, &ev[k].wc[j]);
+		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED) {
+			struct rk_error e;
+
+			rk_conn_first_error(cl->conn, &e);
+			fail_all(cl, -ECONNRESET, &e);
+		}
+	}
+	expire(cl);
+	return n;
+}
+
+static int mr_holds(const struct rk_mr *mr, const void *p, uint32_t len)
+{
+	uintptr_t a = (uintptr_t)rk_mr_addr(mr), b = (uintptr_t)p;
+
+	return b >= a && len <= rk_mr_len(mr) && b - a <= rk_mr_len(mr) - len;
+}
+
+static int check_args(const struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+		      struct rk_error *err)
+{
+	if ((a->req_len && !a->req) || (a->resp_cap && !a->resp))
+		return rk_err_set(err, EINVAL, "rk_rpc_call", "a length without a buffer");
+	if (a->req_len > cl->acc.max_msg || a->resp_cap > cl->acc.max_msg)
+		return rk_err_set(
+		    err, EMSGSIZE, "rk_rpc_call",
+		    "%u-byte request, %u-byte answer buffer; the server's max_msg is %u",
+		    a->req_len, a->resp_cap, cl->acc.max_msg);
+	if (a->req_mr && (!mr_holds(a->req_mr, a->req, a->req_len) ||
+			  !(rk_mr_ibv(a->req_mr)->pd == rk_pd_ibv(cl->pd))))
+		return rk_err_set(err, EINVAL, "rk_rpc_call",
+				  "req_mr does not hold the request or is not in the client's PD");
+	if (a->resp_mr && (!mr_holds(a->resp_mr, a->resp, a->resp_cap) ||
+			   !(rk_mr_ibv(a->resp_mr)->pd == rk_pd_ibv(cl->pd))))
+		return rk_err_set(
+		    err, EINVAL, "rk_rpc_call",
+		    "resp_mr does not hold the answer buffer or is not in the client's PD");
+	return 0;
+}
+
+/* Fill the header's body fields: inline, or rendezvous from req_mr or a stage. */
+static int place_body(struct rk_rpc_client *cl, struct call *c, const struct rk_rpc_call_args *a,
+		      struct rk_rpc_req_hdr *h, uint8_t *buf, struct rk_error *err)
+{
+	if (a->req_len <= cl->acc.req_inline) {
+		if (a->req_len)
+			memcpy(buf + RK_RPC_REQ_HDR, a->req, a->req_len);
+		return 0;
+	}
+	h->flags |= RK_RPC_F_RDV;
+	if (a->req_mr) {
+		h->req_addr = (uintptr_t)a->req;
+		h->req_rkey = rk_mr_rkey(a->req_mr);
+		return 0;
+	}
+	/* A copy the server reads: the caller may reuse its buffer at once. */
+	int r = rk_mr_alloc_pd(cl->pd, a->req_len, RK_ACCESS_REMOTE_READ, err, &c->req_stage);
+
+	if (r)
+		return r;
+	memcpy(rk_mr_addr(c->req_stage), a->req, a->req_len);
+	h->req_addr = (uintptr_t)rk_mr_addr(c->req_stage);
+	h->req_rkey = rk_mr_rkey(c->req_stage);
+	return 0;
+}
+
+/* Where the answer's data goes: the slot, the caller's resp_mr or a stage. */
+static int place_answer(struct rk_rpc_client *cl, struct call *c, const struct rk_rpc_call_args *a,
+			struct rk_rpc_req_hdr *h, struct rk_error *err)
+{
+	if (!a->resp_mr && a->resp_cap <= cl->acc.slot_size - RK_RPC_ANS_HDR)
+		return 0;
+	h->flags |= RK_RPC_F_DIRECT;
+	c->direct = 1;
+	if (a->resp_mr) {
+		h->resp_addr = (uintptr_t)a->resp;
+		h->resp_rkey = rk_mr_rkey(a->resp_mr);
+		return 0;
+	}
+	int r = rk_mr_alloc_pd(cl->pd, a->resp_cap, RK_ACCESS_REMOTE_WRITE, err, &c->resp_stage);
+
+	if (r)
+		return r;
+	h->resp_addr = (uintptr_t)rk_mr_addr(c->resp_stage);
+	h->resp_rkey = rk_mr_rkey(c->resp_stage);
+	return 0;
+}
+
+int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
+{
+	struct rk_rpc_req_hdr h = {
+	    .method = a->method, .req_len = a->req_len, .resp_cap = a->resp_cap};
+	uint8_t *buf;
+	struct call *c;
+	uint16_t i;
+	int r;
+
+	if (cl->dead) {
+		if (err)
+			*err = cl->why;
+		return -ENOTCONN;
+	}
+	r = check_args(cl, a, err);
+	if (r)
+		return r;
+	if (!cl->nfree)
+		return -EAGAIN;
+	i = cl->free_slots[cl->nfree - 1];
+	c = &cl->calls[i];
+	buf = (uint8_t *)rk_mr_addr(cl->reqs) + (size_t)i * cl->req_buf;
+	c->direct = 0;
+	r = place_body(cl, c, a, &h, buf, err);
+	if (!r)
+		r = place_answer(cl, c, a, &h, err);
+	if (r) {
+		rk_mr_dereg(c->req_stage);
+		c->req_stage = NULL;
+		return r;
+	}
+	c->gen++;
+	h.slot = i;
+	h.gen = c->gen;
+	h.slot_addr = (uintptr_t)rk_mr_addr(cl->slots) + (uint64_t)i * cl->acc.slot_size;
+	h.slot_rkey = rk_mr_rkey(cl->slots);
+	rk_rpc_req_encode(&h, buf);
+
+	struct rk_wr wr = {.op = RK_OP_SEND,
+			   .flags = RK_WR_SIGNALED,
+			   .wr_id = TAG_REQ << 48 | i,
+			   .addr = buf,
+			   .len = RK_RPC_REQ_HDR + ((h.flags & RK_RPC_F_RDV) ? 0 : a->req_len),
+			   .lkey = rk_mr_lkey(cl->reqs)};
+	r = rk_post(cl->conn, &wr, err);
+	if (r) { /* nothing went out: the slot stays free */
+		rk_mr_dereg(c->req_stage);
+		rk_mr_dereg(c->resp_stage);
+		c->req_stage = c->resp_stage = NULL;
+		return r;
+	}
+	cl->nfree--;
+	c->state = C_BUSY;
+	c->send_done = c->ans_done = 0;
+	c->resp = a->resp;
+	c->resp_cap = a->resp_cap;
+	c->done = done;
+	c->arg = arg;
+	c->deadline =
+	    a->timeout_ms < 0 ? -1 : rk_deadline(a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+	cl->inflight++;
+	return 0;
+}
+
+static void sync_done(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *err)
+{
+	struct sync_result *s = arg;
+
+	s->finished = 1;
+	s->status = status;
+	s->len = len;
+	s->code = code;
+	s->err = *err;
+}
+
+int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint32_t *resp_len,
+		int32_t *app_code, struct rk_error *err)
+{
+	struct sync_result s = {0};
+	int r;
+
+	r = rk_rpc_call_async(cl, a, sync_done, &s, err);
+	while (r == -EAGAIN) { /* the window is full of async calls: make room */
+		r = progress_once(cl, a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT, err);
+		if (r >= 0)
+			r = rk_rpc_call_async(cl, a, sync_done, &s, err);
+	}
+	if (r)
+		return r;
+	while (!s.finished) {
+		r = progress_once(cl, -1, err);
+		if (r < 0 && !s.finished) { /* the wait itself failed: the call cannot end */
+			fail_all(cl, r, err);
+		}
+	}
+	if (resp_len)
+		*resp_len = s.len;
+	if (app_code)
+		*app_code = s.code;
+	if (s.status && err)
+		*err = s.err;
+	return s.status;
+}
+
+int rk_rpc_client_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+{
+	uint32_t before = cl->inflight;
+	int r;
+
+	if (cl->dead && !cl->inflight) {
+		if (err)
+			*err = cl->why;
+		return -ENOTCONN;
+	}
+	r = progress_once(cl, timeout_ms, err);
+	if (r < 0) {
+		fail_all(cl, r, err);
+	}
+	return (int)(before - cl->inflight);
+}
+
+uint32_t rk_rpc_client_inflight(const struct rk_rpc_client *cl)
+{
+	return cl->inflight;
+}
+
+uint32_t rk_rpc_client_window(const struct rk_rpc_client *cl)
+{
+	return cl->window;
+}
+
+int rk_rpc_client_alive(const struct rk_rpc_client *cl, struct rk_error *err)
+{
+	if (cl->dead && err)
+		*err = cl->why;
+	return !cl->dead;
+}
+
+struct rk_pd *rk_rpc_client_pd(const struct rk_rpc_client *cl)
+{
+	return cl->pd;
+}
+
+void rk_rpc_client_destroy(struct rk_rpc_client *cl)
+{
+	if (!cl)
+		return;
+	if (cl->calls) {
+		struct rk_error e;
+
+		rk_err_set(&e, ECONNRESET, "rk_rpc_call", "the client was destroyed");
+		fail_all(cl, -ECONNRESET, &e);
+	}
+	rk_wait_destroy(cl->ws);
+	rk_conn_destroy(cl->conn); /* flushes: the device is done with every buffer */
+	for (uint32_t i = 0; cl->calls && i < cl->window; i++) {
+		rk_mr_dereg(cl->calls[i].req_stage);
+		rk_mr_dereg(cl->calls[i].resp_stage);
+	}
+	rk_recv_set_destroy(cl->rs);
+	rk_mr_dereg(cl->reqs);
+	rk_mr_dereg(cl->slots);
+	free(cl->free_slots);
+	free(cl->calls);
+	rk_pd_free(cl->own_pd);
+	free(cl);
+}

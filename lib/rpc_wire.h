@@ -1,0 +1,113 @@
+/*
+ * rpc_wire.h - the RPC layer's headers on the wire, free of verbs so they
+ * can be unit tested and fuzzed (rpc.h is the API; rpc_client.c and
+ * rpc_server.c the two ends).
+ *
+ * Request (SEND from client to server), big-endian, RK_RPC_REQ_HDR bytes,
+ * followed by the body when it is inline:
+ *    0 u8  version (RK_RPC_WIRE_VERSION)
+ *    1 u8  flags: RDV (the body is at req_addr / req_rkey for the server to
+ *          READ), DIRECT (write the answer's data to resp_addr / resp_rkey)
+ *    2 u16 method
+ *    4 u16 slot       the call's response slot at the client (< window)
+ *    6 u16 gen        the call's generation, echoed in the answer
+ *    8 u32 req_len    body bytes
+ *   12 u32 resp_cap   the most answer bytes the caller accepts
+ *   16 u64 slot_addr  where the slot is, 24 u32 slot_rkey
+ *   28 u32 resp_rkey, 32 u64 resp_addr   (DIRECT only, else 0)
+ *   40 u64 req_addr,  48 u32 req_rkey    (RDV only, else 0)
+ *
+ * Answer: an RDMA WRITE WITH IMMEDIATE into the slot, immediate = slot << 16
+ * | gen, the slot starting with RK_RPC_ANS_HDR bytes (u32 status, i32 the
+ * handler's code, u32 len) and, unless DIRECT or not OK, the data.
+ *
+ * Every address and key a request names is the client's own memory, reached
+ * over the client's own QP: a lie hurts only the liar. What the server must
+ * check is what it holds for the client: the slot (in the window, not
+ * already held), the lengths (inline within the buffer, rendezvous within
+ * max_msg) and the flags. What the client must check is the answer's slot,
+ * generation, status and length against the call it made.
+ */
+#ifndef RK_RPC_WIRE_H
+#define RK_RPC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RK_RPC_WIRE_VERSION 1
+#define RK_RPC_REQ_HDR	    52
+#define RK_RPC_ANS_HDR	    12
+#define RK_RPC_ACCEPT_LEN   24
+
+#define RK_RPC_F_RDV	0x01u
+#define RK_RPC_F_DIRECT 0x02u
+#define RK_RPC_F_ALL	(RK_RPC_F_RDV | RK_RPC_F_DIRECT)
+
+/* The answer's status. */
+enum rk_rpc_status {
+	RK_RPC_OK = 0,
+	RK_RPC_APP_ERROR = 1, /* the handler answered a non-zero code */
+	RK_RPC_NO_METHOD = 2,
+	RK_RPC_TOO_BIG = 3, /* the answer exceeded resp_cap, or the request max_msg */
+	RK_RPC_NO_ROOM = 4, /* no rendezvous memory at the server right now */
+	RK_RPC_STATUS_MAX = RK_RPC_NO_ROOM,
+};
+
+struct rk_rpc_req_hdr {
+	uint8_t version, flags;
+	uint16_t method, slot, gen;
+	uint32_t req_len, resp_cap;
+	uint64_t slot_addr, resp_addr, req_addr;
+	uint32_t slot_rkey, resp_rkey, req_rkey;
+};
+
+struct rk_rpc_ans_hdr {
+	uint32_t status;
+	int32_t code;
+	uint32_t len;
+};
+
+/* What the server grants in its accept reply (private data). */
+struct rk_rpc_accept {
+	uint32_t window, req_inline, slot_size, max_msg;
+};
+
+/* The limits a server checks a request against. */
+struct rk_rpc_limits {
+	uint32_t window, req_inline, slot_size, max_msg;
+};
+
+void rk_rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *buf);
+/*
+ * rk_rpc_req_decode - parse a request of @len bytes (header and inline
+ * body) and check it against @lim. Returns 0, or -EBADMSG (truncated, other
+ * version, unknown flags, an inline length that is not what came),
+ * -ERANGE (slot beyond the window), -EMSGSIZE (a length beyond the limits).
+ * @why gets a short reason.
+ */
+int rk_rpc_req_decode(const uint8_t *buf, size_t len, const struct rk_rpc_limits *lim,
+		      struct rk_rpc_req_hdr *h, const char **why);
+
+void rk_rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *buf);
+/*
+ * rk_rpc_ans_decode - parse an answer header from @buf (already copied out
+ * of the peer-writable slot) that arrived with @byte_len bytes for a call
+ * that accepts @resp_cap bytes, with its data inline unless @direct.
+ * Returns 0 or -EBADMSG with @why.
+ */
+int rk_rpc_ans_decode(const uint8_t *buf, uint32_t byte_len, uint32_t resp_cap, int direct,
+		      struct rk_rpc_ans_hdr *h, const char **why);
+
+static inline uint32_t rk_rpc_imm(uint16_t slot, uint16_t gen)
+{
+	return (uint32_t)slot << 16 | gen;
+}
+
+void rk_rpc_accept_encode(const struct rk_rpc_accept *a, uint8_t *buf);
+/* rk_rpc_accept_decode - 0, or -EBADMSG (short, bad magic, zero or absurd fields). */
+int rk_rpc_accept_decode(const uint8_t *buf, size_t len, struct rk_rpc_accept *a);
+
+/* rk_rpc_status_errno - the call result for an answer's status. */
+int rk_rpc_status_errno(uint32_t status);
+
+#endif

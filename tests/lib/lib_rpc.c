@@ -1,0 +1,577 @@
+/*
+ * lib_rpc.c - the RPC layer on a real device.
+ *
+ * One server (its progress loop on a thread of its own) and clients in this
+ * process: echo at 0 B, 1 B, 4 KiB, 1 MiB and 64 MiB with every byte
+ * checked, copied and zero copy (the caller's registered buffers);
+ * 10,000 async calls with 64 in flight, each matched to its caller; an
+ * unknown method; a handler's error code; an answer deferred to another
+ * thread; a deadline that passes (and the late answer dropped); answers
+ * larger than the caller accepts; hostile clients (a slot beyond the
+ * window, a busy slot, a length beyond the buffer, garbage, a write where
+ * a SEND belongs) each dropped with the good client unaffected. Then a
+ * server in another process is killed with calls in flight: every one
+ * fails at once with "peer gone", well within its deadline.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "lt.h"
+
+#include "../../lib/rpc_wire.h"
+
+enum { M_ECHO = 1, M_FAIL = 2, M_DEFER = 3, M_NEVER = 4, M_BIG = 5 };
+
+#define NASYNC	 10000
+#define NQUICK	 500 /* calls in the quick (valgrind) run */
+#define INFLIGHT 64
+
+static struct rk_rpc_server *srv;
+static volatile int stop;
+static unsigned nasync = NASYNC;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the server's handlers ------------------------------------------------ */
+
+static void h_echo(struct rk_rpc_req *req, void *arg)
+{
+	uint32_t len;
+	const void *d = rk_rpc_req_data(req, &len);
+
+	(void)arg;
+	rk_rpc_reply(req, 0, d, len);
+}
+
+static void h_fail(struct rk_rpc_req *req, void *arg)
+{
+	(void)arg;
+	rk_rpc_reply(req, 42, "nope", 4);
+}
+
+/* Answers more than asked: 8 KiB whatever the caller accepts. */
+static void h_big(struct rk_rpc_req *req, void *arg)
+{
+	static char big[8192];
+
+	(void)arg;
+	rk_rpc_reply(req, 0, big, sizeof(big));
+}
+
+/* Deferred: a worker thread answers (an echo) after the delay in the request. */
+static pthread_mutex_t dq_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dq_cond = PTHREAD_COND_INITIALIZER;
+static struct rk_rpc_req *dq[256];
+static unsigned dq_n;
+static struct rk_rpc_req *never[256];
+static unsigned never_n;
+
+static void h_defer(struct rk_rpc_req *req, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&dq_lock);
+	if (dq_n < 256)
+		dq[dq_n++] = req;
+	pthread_cond_signal(&dq_cond);
+	pthread_mutex_unlock(&dq_lock);
+}
+
+static void h_never(struct rk_rpc_req *req, void *arg)
+{
+	(void)arg;
+	if (never_n < 256)
+		never[never_n++] = req; /* answered at the end, to show a late answer is dropped */
+}
+
+static void *deferrer(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&dq_lock);
+	while (!stop) {
+		while (dq_n) {
+			struct rk_rpc_req *req = dq[--dq_n];
+			uint32_t len, ms = 0;
+			const uint8_t *d = rk_rpc_req_data(req, &len);
+
+			pthread_mutex_unlock(&dq_lock);
+			if (len >= 4)
+				ms = (uint32_t)d[0] << 8 | d[1];
+			usleep(ms * 1000);
+			if (rk_rpc_reply(req, 0, d, len))
+				LT_FAIL("rk_rpc_reply from the worker failed");
+			pthread_mutex_lock(&dq_lock);
+		}
+		pthread_cond_wait(&dq_cond, &dq_lock);
+	}
+	pthread_mutex_unlock(&dq_lock);
+	return NULL;
+}
+
+static void *server_loop(void *arg)
+{
+	struct rk_error e;
+
+	(void)arg;
+	while (!stop) {
+		int r = rk_rpc_server_progress(srv, 100, &e);
+
+		if (r < 0 && r != -ETIMEDOUT && r != -EINTR)
+			LT_FAIL("server progress: %s", rk_error_str(&e));
+	}
+	return NULL;
+}
+
+static void start_server(struct rk_device *dev, const char *addr, const char *port, pthread_t *th)
+{
+	struct rk_rpc_server_opts so = {.addr = addr, .port = port, .window = INFLIGHT};
+	struct rk_error e;
+
+	LT_CHECK(rk_rpc_server_create(dev, &so, &e, &srv), &e);
+	LT_CHECK(rk_rpc_server_add(srv, M_ECHO, h_echo, NULL), NULL);
+	LT_CHECK(rk_rpc_server_add(srv, M_FAIL, h_fail, NULL), NULL);
+	LT_CHECK(rk_rpc_server_add(srv, M_DEFER, h_defer, NULL), NULL);
+	LT_CHECK(rk_rpc_server_add(srv, M_NEVER, h_never, NULL), NULL);
+	LT_CHECK(rk_rpc_server_add(srv, M_BIG, h_big, NULL), NULL);
+	if (rk_rpc_server_add(srv, M_ECHO, h_echo, NULL) != -EEXIST)
+		LT_FAIL("a method added twice");
+	if (pthread_create(th, NULL, server_loop, NULL))
+		LT_FAIL("pthread_create");
+}
+
+/* ---- calls ----------------------------------------------------------------- */
+
+static void echo(struct rk_rpc_client *cl, uint32_t len, int zero_copy)
+{
+	struct rk_pd *pd = rk_rpc_client_pd(cl);
+	struct rk_mr *req_mr = NULL, *resp_mr = NULL;
+	uint8_t *req, *resp;
+	struct rk_rpc_call_args a = {
+	    .method = M_ECHO, .req_len = len, .resp_cap = len, .timeout_ms = 60000};
+	struct rk_error e;
+	uint32_t got = 0;
+	int64_t t0 = now_ms();
+
+	if (zero_copy) {
+		LT_CHECK(rk_mr_alloc_pd(pd, len ? len : 1, RK_ACCESS_REMOTE_READ, &e, &req_mr), &e);
+		LT_CHECK(rk_mr_alloc_pd(pd, len ? len : 1, RK_ACCESS_REMOTE_WRITE, &e, &resp_mr),
+			 &e);
+		req = rk_mr_addr(req_mr);
+		resp = rk_mr_addr(resp_mr);
+	} else {
+		req = malloc(len ? len : 1);
+		resp = malloc(len ? len : 1);
+		if (!req || !resp)
+			LT_FAIL("malloc");
+	}
+	lt_fill(req, len, len + 7);
+	memset(resp, 0xee, len);
+	a.req = req;
+	a.resp = resp;
+	a.req_mr = req_mr;
+	a.resp_mr = resp_mr;
+	LT_CHECK(rk_rpc_call(cl, &a, &got, NULL, &e), &e);
+	if (got != len || lt_check(resp, len, len + 7) >= 0)
+		LT_FAIL("echo of %u bytes (%s): %u came back, first bad byte at %ld", len,
+			zero_copy ? "zero copy" : "copied", got, lt_check(resp, got, len + 7));
+	printf("echo %u bytes %s: ok (%lld ms)\n", len, zero_copy ? "zero copy" : "copied",
+	       (long long)(now_ms() - t0));
+	if (zero_copy) {
+		rk_mr_dereg(req_mr);
+		rk_mr_dereg(resp_mr);
+	} else {
+		free(req);
+		free(resp);
+	}
+}
+
+struct slot_arg {
+	uint32_t id, resp;
+	int done;
+};
+
+static unsigned async_done;
+
+static void async_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
+{
+	struct slot_arg *s = arg;
+
+	(void)code;
+	if (status || len != 4)
+		LT_FAIL("async call %u: %d, %u bytes: %s", s->id, status, len, rk_error_str(e));
+	if (s->resp != s->id)
+		LT_FAIL("async call %u got the answer of call %u", s->id, s->resp);
+	s->done = 1;
+	async_done++;
+}
+
+/* NASYNC calls, INFLIGHT at a time, each echoing its own id into its own buffer. */
+static void many_async(struct rk_rpc_client *cl)
+{
+	static struct slot_arg s[NASYNC];
+	uint32_t ids[NASYNC];
+	unsigned next = 0;
+	struct rk_error e;
+	int64_t t0 = now_ms();
+
+	async_done = 0;
+	while (async_done < nasync) {
+		while (next < nasync && rk_rpc_client_inflight(cl) < INFLIGHT) {
+			struct rk_rpc_call_args a = {.method = M_ECHO,
+						     .req = &ids[next],
+						     .req_len = 4,
+						     .resp = &s[next].resp,
+						     .resp_cap = 4,
+						     .timeout_ms = 30000};
+			int r;
+
+			ids[next] = next;
+			s[next].id = next;
+			s[next].resp = ~0u;
+			r = rk_rpc_call_async(cl, &a, async_cb, &s[next], &e);
+			if (r == -EAGAIN)
+				break;
+			LT_CHECK(r, &e);
+			next++;
+		}
+		LT_CHECK(rk_rpc_client_progress(cl, 1000, &e), &e);
+	}
+	for (unsigned i = 0; i < nasync; i++)
+		if (!s[i].done)
+			LT_FAIL("call %u never completed", i);
+	printf("%u async calls, %u in flight: all matched (%lld ms)\n", nasync, INFLIGHT,
+	       (long long)(now_ms() - t0));
+}
+
+static int call_simple(struct rk_rpc_client *cl, uint16_t method, const void *req, uint32_t len,
+		       void *resp, uint32_t cap, int timeout_ms, uint32_t *got, int32_t *code,
+		       struct rk_error *e)
+{
+	struct rk_rpc_call_args a = {.method = method,
+				     .req = req,
+				     .req_len = len,
+				     .resp = resp,
+				     .resp_cap = cap,
+				     .timeout_ms = timeout_ms};
+
+	return rk_rpc_call(cl, &a, got, code, e);
+}
+
+static void errors(struct rk_rpc_client *cl)
+{
+	char buf[64];
+	uint8_t delay[8] = {0, 50, 'd', 'e', 'f', 'r', 0, 0};
+	uint32_t got;
+	int32_t code = 0;
+	struct rk_error e;
+	int r;
+	int64_t t0;
+
+	r = call_simple(cl, 999, "x", 1, buf, sizeof(buf), 5000, &got, &code, &e);
+	if (r != -EOPNOTSUPP)
+		LT_FAIL("unknown method: %d (%s), not -EOPNOTSUPP", r, rk_error_str(&e));
+	printf("unknown method: %s\n", rk_error_str(&e));
+
+	r = call_simple(cl, M_FAIL, NULL, 0, buf, sizeof(buf), 5000, &got, &code, &e);
+	if (r != -EREMOTEIO || code != 42 || got != 4 || memcmp(buf, "nope", 4))
+		LT_FAIL("handler error: %d code %d len %u", r, code, got);
+	printf("handler error: code %d, \"%.4s\": %s\n", code, buf, rk_error_str(&e));
+
+	r = call_simple(cl, M_BIG, NULL, 0, buf, sizeof(buf), 5000, &got, &code, &e);
+	if (r != -EMSGSIZE)
+		LT_FAIL("an answer beyond resp_cap: %d, not -EMSGSIZE", r);
+	printf("answer too big: %s\n", rk_error_str(&e));
+
+	r = call_simple(cl, M_DEFER, delay, sizeof(delay), buf, sizeof(buf), 5000, &got, &code, &e);
+	if (r || got != sizeof(delay) || memcmp(buf, delay, sizeof(delay)))
+		LT_FAIL("deferred answer: %d (%s)", r, rk_error_str(&e));
+	printf("deferred answer from another thread: ok\n");
+
+	t0 = now_ms();
+	r = call_simple(cl, M_NEVER, NULL, 0, buf, sizeof(buf), 300, &got, &code, &e);
+	if (r != -ETIMEDOUT || now_ms() - t0 > 3000)
+		LT_FAIL("deadline: %d after %lld ms", r, (long long)(now_ms() - t0));
+	printf("deadline: -ETIMEDOUT after %lld ms: %s\n", (long long)(now_ms() - t0),
+	       rk_error_str(&e));
+}
+
+/* The NEVER request answers late: dropped by the client, its slot free again. */
+static void late_answer(struct rk_rpc_client *cl)
+{
+	struct rk_rpc_req *req;
+	struct rk_error e;
+
+	if (never_n != 1)
+		LT_FAIL("%u requests held by the never handler, not 1", never_n);
+	req = never[--never_n];
+	/* From this thread: queued for the progress thread. */
+	LT_CHECK(rk_rpc_reply(req, 0, "late", 4), NULL);
+	for (int i = 0; i < 20; i++)
+		rk_rpc_client_progress(cl, 50, &e);
+	if (!rk_rpc_client_alive(cl, &e))
+		LT_FAIL("a late answer killed the client: %s", rk_error_str(&e));
+	echo(cl, 64, 0);
+	printf("late answer dropped, client fine\n");
+}
+
+/* ---- hostile clients -------------------------------------------------------- */
+
+struct raw {
+	struct rk_conn *conn;
+	struct rk_mr *mr;
+};
+
+static void raw_connect(struct rk_device *dev, const char *addr, const char *port, struct raw *r)
+{
+	struct rk_hello hello = {.app_id = RK_RPC_APP_ID, .app_arg = 4};
+	struct rk_cm_connect_opts co = {.host = addr, .port = port, .hello = &hello};
+	struct rk_error e;
+
+	LT_CHECK(rk_cm_connect(dev, &co, &e, &r->conn), &e);
+	LT_CHECK(rk_mr_alloc(dev, 8192, RK_ACCESS_REMOTE_WRITE, &e, &r->mr), &e);
+}
+
+/* Send @len bytes of @msg (or write with immediate); wait for the server to drop us. */
+static void raw_attack(struct rk_device *dev, const char *addr, const char *port, const char *what,
+		       const void *msg, uint32_t len, int as_write)
+{
+	struct rk_rpc_server_stats before, after;
+	struct rk_wr wr = {
+	    .op = as_write ? RK_OP_WRITE_IMM : RK_OP_SEND, .flags = RK_WR_SIGNALED, .len = len};
+	struct ibv_wc wc;
+	struct rk_error e;
+	struct raw r;
+	int64_t t0;
+
+	raw_connect(dev, addr, port, &r);
+	rk_rpc_server_get_stats(srv, &before);
+	memcpy(rk_mr_addr(r.mr), msg, len);
+	wr.addr = rk_mr_addr(r.mr);
+	wr.lkey = rk_mr_lkey(r.mr);
+	if (as_write) { /* somewhere: the server has nothing remote-writable */
+		wr.remote_addr = 0x10000;
+		wr.rkey = 0x1234;
+	}
+	LT_CHECK(rk_post(r.conn, &wr, &e), &e);
+	rk_cq_wait(rk_conn_cq(r.conn), &wc, 1, 5000, &e);
+	t0 = now_ms();
+	do {
+		usleep(20000);
+		rk_rpc_server_get_stats(srv, &after);
+	} while (after.conns_dropped == before.conns_dropped && now_ms() - t0 < 10000);
+	if (after.conns_dropped != before.conns_dropped + 1)
+		LT_FAIL("hostile client (%s) not dropped", what);
+	printf("hostile client (%s): dropped\n", what);
+	rk_conn_destroy(r.conn);
+	rk_mr_dereg(r.mr);
+}
+
+static void hostile(struct rk_device *dev, const char *addr, const char *port,
+		    struct rk_rpc_client *good, int quick)
+{
+	struct rk_rpc_req_hdr h = {.method = M_ECHO, .resp_cap = 16, .req_len = 0};
+	uint8_t msg[RK_RPC_REQ_HDR + 16];
+
+	if (quick) {
+		memset(msg, 0xa5, sizeof(msg));
+		raw_attack(dev, addr, port, "garbage", msg, sizeof(msg), 0);
+		echo(good, 4096, 0);
+		return;
+	}
+	h.slot = 9; /* the window granted is 4 */
+	rk_rpc_req_encode(&h, msg);
+	raw_attack(dev, addr, port, "a slot beyond the window", msg, RK_RPC_REQ_HDR, 0);
+	h.slot = 0;
+	h.req_len = 1 << 20; /* inline, beyond req_inline */
+	rk_rpc_req_encode(&h, msg);
+	raw_attack(dev, addr, port, "a length beyond its buffer", msg, RK_RPC_REQ_HDR, 0);
+	h.req_len = 16; /* says 16, brings 0 */
+	rk_rpc_req_encode(&h, msg);
+	raw_attack(dev, addr, port, "a length that is not what came", msg, RK_RPC_REQ_HDR, 0);
+	memset(msg, 0xa5, sizeof(msg));
+	raw_attack(dev, addr, port, "garbage", msg, sizeof(msg), 0);
+	raw_attack(dev, addr, port, "a write where a SEND belongs", msg, 16, 1);
+	/* The good client never noticed. */
+	echo(good, 4096, 0);
+	many_async(good);
+}
+
+/* ---- the server dies ---------------------------------------------------------- */
+
+static void victim(const char *addr, const char *port, int ready)
+{
+	struct rk_device *dev = lt_open_device(0);
+	pthread_t th;
+
+	lt_role = "victim";
+	start_server(dev, addr, port, &th);
+	if (write(ready, "r", 1) != 1)
+		LT_FAIL("pipe");
+	pause(); /* until killed */
+}
+
+static unsigned gone_n;
+static int64_t gone_at;
+
+static void gone_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
+{
+	(void)arg;
+	(void)len;
+	(void)code;
+	if (status != -ECONNRESET || !strstr(e->msg, "peer gone"))
+		LT_FAIL("a call in flight when the server died: %d (%s)", status, e->msg);
+	if (gone_n++ == 0) {
+		gone_at = now_ms();
+		printf("server killed: %s\n", e->msg);
+	}
+}
+
+static void server_killed(const char *addr)
+{
+	const char *port = "7592";
+	struct rk_rpc_client_opts co = {.host = addr, .port = port};
+	struct rk_rpc_client *cl;
+	struct rk_device *dev;
+	struct rk_error e;
+	int64_t killed;
+	int pfd[2];
+	char c;
+	pid_t pid;
+
+	if (pipe(pfd))
+		LT_FAIL("pipe");
+	pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		victim(addr, port, pfd[1]);
+		_exit(0);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], &c, 1) != 1)
+		LT_FAIL("the victim server did not start");
+	dev = lt_open_device(0);
+	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+	for (int i = 0; i < 8; i++) {
+		struct rk_rpc_call_args a = {.method = M_NEVER, .timeout_ms = 20000};
+
+		LT_CHECK(rk_rpc_call_async(cl, &a, gone_cb, NULL, &e), &e);
+	}
+	rk_rpc_client_progress(cl, 200, &e);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	killed = now_ms();
+	while (gone_n < 8 && now_ms() - killed < 15000)
+		rk_rpc_client_progress(cl, 500, &e);
+	if (gone_n != 8)
+		LT_FAIL("%u of 8 calls failed within 15 s of the kill", gone_n);
+	printf("all 8 calls in flight failed %lld ms after the kill (deadline 20000 ms)\n",
+	       (long long)(gone_at - killed));
+	if (rk_rpc_client_alive(cl, NULL))
+		LT_FAIL("the client still says alive");
+	if (call_simple(cl, M_ECHO, NULL, 0, NULL, 0, 1000, NULL, NULL, &e) != -ENOTCONN)
+		LT_FAIL("a call on a dead client is not -ENOTCONN");
+	rk_rpc_client_destroy(cl);
+	rk_device_close(dev);
+}
+
+static unsigned flight_n;
+
+static void flight_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
+{
+	(void)arg;
+	(void)len;
+	(void)code;
+	if (status != -ECONNRESET)
+		LT_FAIL("a call in flight at destroy: %d (%s)", status, e->msg);
+	flight_n++;
+}
+
+/*
+ * Teardown with calls in flight: the client is destroyed with 4 calls the
+ * server holds (each callback runs with -ECONNRESET), and the server later
+ * with those requests still unanswered: everything is released.
+ */
+static void teardown_in_flight(struct rk_device *dev, const struct rk_rpc_client_opts *co)
+{
+	struct rk_rpc_client *cl;
+	struct rk_error e;
+
+	LT_CHECK(rk_rpc_client_connect(dev, co, &e, &cl), &e);
+	for (int i = 0; i < 4; i++) {
+		struct rk_rpc_call_args a = {.method = M_NEVER, .timeout_ms = 20000};
+
+		LT_CHECK(rk_rpc_call_async(cl, &a, flight_cb, NULL, &e), &e);
+	}
+	while (never_n < 4)
+		rk_rpc_client_progress(cl, 50, &e);
+	rk_rpc_client_destroy(cl);
+	if (flight_n != 4)
+		LT_FAIL("%u of 4 callbacks ran at destroy", flight_n);
+	printf("client destroyed with 4 calls in flight: 4 callbacks, -ECONNRESET\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *addr = lt_env("RK_ADDR"), *port = "7591";
+	struct rk_rpc_client_opts co = {.host = addr, .port = port};
+	struct rk_rpc_client *cl;
+	struct rk_rpc_server_stats st;
+	struct rk_device *dev;
+	pthread_t th, worker;
+	struct rk_error e;
+	static const uint32_t sizes[] = {0, 1, 4096, 1u << 20, 64u << 20};
+	static const uint32_t zsizes[] = {0, 1, 4096, 1u << 20, 9u << 20};
+
+	int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+
+	lt_prog = "lib_rpc";
+	lt_role = "client";
+	if (quick)
+		nasync = NQUICK;
+	else
+		server_killed(addr); /* first: it forks, before this process opens the device */
+
+	dev = lt_open_device(0);
+	start_server(dev, addr, port, &th);
+	if (pthread_create(&worker, NULL, deferrer, NULL))
+		LT_FAIL("pthread_create");
+	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+	printf("connected: window %u\n", rk_rpc_client_window(cl));
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]) - (unsigned)quick; i++)
+		echo(cl, sizes[i], 0);
+	/* Zero copy: the caller's registrations; 9 MiB crosses the 8 MiB work request. */
+	for (unsigned i = 0; i < sizeof(zsizes) / sizeof(zsizes[0]) - (unsigned)quick; i++)
+		echo(cl, zsizes[i], 1);
+	many_async(cl);
+	errors(cl);
+	late_answer(cl);
+	hostile(dev, addr, port, cl, quick);
+	rk_rpc_client_destroy(cl);
+	teardown_in_flight(dev, &co);
+
+	stop = 1;
+	pthread_mutex_lock(&dq_lock);
+	pthread_cond_broadcast(&dq_cond);
+	pthread_mutex_unlock(&dq_lock);
+	pthread_join(worker, NULL);
+	pthread_join(th, NULL);
+	rk_rpc_server_get_stats(srv, &st);
+	printf("server: %llu accepted, %llu dropped, %llu calls answered, %llu errors sent\n",
+	       (unsigned long long)st.conns_accepted, (unsigned long long)st.conns_dropped,
+	       (unsigned long long)st.calls, (unsigned long long)st.errors_sent);
+	rk_rpc_server_destroy(srv);
+	rk_device_close(dev);
+	never_n = 0; /* the server freed what its handler held */
+	printf("lib_rpc: all ok\n");
+	return 0;
+}

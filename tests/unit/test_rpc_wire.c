@@ -1,0 +1,197 @@
+/*
+ * test_rpc_wire.c - the RPC headers (lib/rpc_wire.c): round trips, and
+ * every truncated, oversized or garbage request and answer refused.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rpc_wire.h"
+
+static const struct rk_rpc_limits lim = {
+    .window = 64, .req_inline = 4044, .slot_size = 4096, .max_msg = 64u << 20};
+
+static struct rk_rpc_req_hdr sample(void)
+{
+	return (struct rk_rpc_req_hdr){.method = 7,
+				       .slot = 63,
+				       .gen = 0xbeef,
+				       .req_len = 5,
+				       .resp_cap = 4084,
+				       .slot_addr = 0x1122334455667788ull,
+				       .slot_rkey = 0xabcdef01};
+}
+
+static void request_round_trip(void **state)
+{
+	struct rk_rpc_req_hdr h = sample(), d;
+	uint8_t buf[RK_RPC_REQ_HDR + 5];
+	const char *why = NULL;
+
+	(void)state;
+	rk_rpc_req_encode(&h, buf);
+	memcpy(buf + RK_RPC_REQ_HDR, "hello", 5);
+	assert_int_equal(rk_rpc_req_decode(buf, sizeof(buf), &lim, &d, &why), 0);
+	assert_int_equal(d.version, RK_RPC_WIRE_VERSION);
+	assert_int_equal(d.method, 7);
+	assert_int_equal(d.slot, 63);
+	assert_int_equal(d.gen, 0xbeef);
+	assert_int_equal(d.req_len, 5);
+	assert_int_equal(d.resp_cap, 4084);
+	assert_true(d.slot_addr == h.slot_addr);
+	assert_int_equal(d.slot_rkey, h.slot_rkey);
+
+	/* Rendezvous both ways: no inline bytes, addresses carried. */
+	h.flags = RK_RPC_F_RDV | RK_RPC_F_DIRECT;
+	h.req_len = 64u << 20;
+	h.resp_cap = 64u << 20;
+	h.req_addr = 0xfeedull << 32;
+	h.req_rkey = 9;
+	h.resp_addr = 0xcafeull << 32;
+	h.resp_rkey = 10;
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), 0);
+	assert_true(d.req_addr == h.req_addr && d.resp_addr == h.resp_addr);
+	assert_int_equal(d.req_rkey, 9);
+	assert_int_equal(d.resp_rkey, 10);
+}
+
+static void request_refused(void **state)
+{
+	struct rk_rpc_req_hdr h = sample(), d;
+	uint8_t buf[RK_RPC_REQ_HDR + 8];
+	const char *why = NULL;
+
+	(void)state;
+	rk_rpc_req_encode(&h, buf);
+	/* Truncated: every length below the header. */
+	for (size_t n = 0; n < RK_RPC_REQ_HDR; n++)
+		assert_int_equal(rk_rpc_req_decode(buf, n, &lim, &d, &why), -EBADMSG);
+	/* Says 5 bytes, brings 0, 4 or 6. */
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EBADMSG);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 4, &lim, &d, &why), -EBADMSG);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 6, &lim, &d, &why), -EBADMSG);
+	assert_non_null(why);
+
+	h = sample();
+	h.slot = 64; /* the window is 64 */
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -ERANGE);
+
+	h = sample();
+	h.flags = 0x80; /* unknown flag */
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EBADMSG);
+
+	h = sample();
+	h.version = 2;
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EBADMSG);
+
+	h = sample();
+	h.req_len = lim.req_inline + 1; /* inline beyond the receive buffer */
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
+
+	h = sample();
+	h.resp_cap = lim.slot_size - RK_RPC_ANS_HDR + 1; /* beyond the slot, not direct */
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
+
+	h = sample();
+	h.flags = RK_RPC_F_RDV;
+	h.req_len = lim.max_msg + 1;
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EMSGSIZE);
+	h.req_len = 0; /* a rendezvous of nothing */
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EMSGSIZE);
+	h.req_len = 10; /* and inline bytes with it */
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 8, &lim, &d, &why), -EBADMSG);
+
+	h = sample();
+	h.flags = RK_RPC_F_DIRECT;
+	h.resp_cap = lim.max_msg + 1;
+	rk_rpc_req_encode(&h, buf);
+	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
+
+	memset(buf, 0xff, sizeof(buf));
+	assert_int_not_equal(rk_rpc_req_decode(buf, sizeof(buf), &lim, &d, &why), 0);
+}
+
+static void answers(void **state)
+{
+	struct rk_rpc_ans_hdr a = {.status = RK_RPC_OK, .code = -5, .len = 100}, d;
+	uint8_t buf[RK_RPC_ANS_HDR];
+	const char *why = NULL;
+
+	(void)state;
+	rk_rpc_ans_encode(&a, buf);
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), 0);
+	assert_int_equal(d.code, -5);
+	assert_int_equal(d.len, 100);
+	/* Direct: the data went elsewhere, only the header came. */
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 1, &d, &why), 0);
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), -EBADMSG);
+	/* Longer than the call accepts. */
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 99, 0, &d, &why), -EBADMSG);
+	/* A length that is not what came. */
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 99, 100, 0, &d, &why), -EBADMSG);
+	/* Truncated. */
+	for (uint32_t n = 0; n < RK_RPC_ANS_HDR; n++)
+		assert_int_equal(rk_rpc_ans_decode(buf, n, 100, 0, &d, &why), -EBADMSG);
+	/* An unknown status; data with a failure status. */
+	a.status = RK_RPC_STATUS_MAX + 1;
+	rk_rpc_ans_encode(&a, buf);
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), -EBADMSG);
+	a.status = RK_RPC_NO_METHOD;
+	rk_rpc_ans_encode(&a, buf);
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), -EBADMSG);
+	a.len = 0;
+	rk_rpc_ans_encode(&a, buf);
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 0, &d, &why), 0);
+	assert_int_equal(rk_rpc_status_errno(d.status), -EOPNOTSUPP);
+	assert_int_equal(rk_rpc_status_errno(RK_RPC_APP_ERROR), -EREMOTEIO);
+	assert_int_equal(rk_rpc_status_errno(RK_RPC_TOO_BIG), -EMSGSIZE);
+	assert_int_equal(rk_rpc_status_errno(RK_RPC_NO_ROOM), -ENOBUFS);
+}
+
+static void accept_reply(void **state)
+{
+	struct rk_rpc_accept a = {.window = 32,
+				  .req_inline = 100,
+				  .slot_size = 4096,
+				  .max_msg = 1 << 20},
+			     d;
+	uint8_t buf[RK_RPC_ACCEPT_LEN + 4] = {0};
+
+	(void)state;
+	rk_rpc_accept_encode(&a, buf);
+	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), 0);
+	assert_int_equal(d.window, 32);
+	assert_int_equal(d.slot_size, 4096);
+	assert_int_equal(rk_rpc_accept_decode(buf, RK_RPC_ACCEPT_LEN - 1, &d), -EBADMSG);
+	assert_int_equal(rk_rpc_accept_decode(NULL, 0, &d), -EBADMSG);
+	a.slot_size = RK_RPC_ANS_HDR; /* no room for data */
+	rk_rpc_accept_encode(&a, buf);
+	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	buf[0] ^= 1;
+	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(request_round_trip),
+	    cmocka_unit_test(request_refused),
+	    cmocka_unit_test(answers),
+	    cmocka_unit_test(accept_reply),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
