@@ -86,6 +86,7 @@ struct sconn {
 	int cq_id, conn_id;
 	int dead;
 	unsigned held;		 /* requests with handlers, not yet answered */
+	uint64_t rdv_bytes;	 /* rendezvous bodies this connection holds */
 	struct sconn *next_dead; /* on the server's list to free */
 	uint32_t window;
 	struct rk_rpc_req *reqs;
@@ -116,10 +117,11 @@ struct rk_rpc_server {
 	pthread_mutex_t lock;		     /* guards deferred */
 	struct pending *deferred, **deferred_tail;
 	int deferred_n, wake_req; /* atomics */
-	pthread_t loop;
-	int in_progress;
 	struct rk_rpc_server_stats st;
 };
+
+/* The server whose progress this thread is running (a reply from it posts at once). */
+static __thread struct rk_rpc_server *progress_of;
 
 static uint64_t wrid(uint64_t tag, unsigned idx, unsigned low)
 {
@@ -169,6 +171,7 @@ static void req_release(struct rk_rpc_server *srv, struct rk_rpc_req *q)
 {
 	if (q->body.bytes) {
 		srv->st.rdv_bytes -= q->body.bytes;
+		q->c->rdv_bytes -= q->body.bytes;
 		stage_free(srv, &q->body);
 		q->body.bytes = 0;
 	}
@@ -588,12 +591,15 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	if (rk_recv_set_release(c->rs, m->index, &err))
 		return conn_drop(srv, c, "reposting a receive failed: %s", err.msg);
 	q->has_buf = 0;
+	/* Bounded for the server, and per connection so one client cannot take it all. */
 	if (srv->st.rdv_bytes + h.req_len > srv->o.max_rdv_bytes ||
+	    c->rdv_bytes + h.req_len > srv->lim.max_msg ||
 	    stage_alloc(srv, h.req_len, &q->body, &err)) {
 		q->body.bytes = 0;
 		return answer_status(srv, q, RK_RPC_NO_ROOM);
 	}
 	srv->st.rdv_bytes += h.req_len;
+	c->rdv_bytes += h.req_len;
 	q->state = R_READING;
 	q->data = stage_addr(&q->body);
 	r = read_body(srv, q);
@@ -698,8 +704,7 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 	struct rk_wait_event ev[MAX_EVENTS];
 	int n, woken = 0;
 
-	srv->loop = pthread_self();
-	__atomic_store_n(&srv->in_progress, 1, __ATOMIC_RELEASE);
+	progress_of = srv;
 	if (srv->retry)
 		timeout_ms = 0; /* work waits for room: look again soon */
 	n = rk_wait(srv->ws, ev, MAX_EVENTS, timeout_ms, err);
@@ -734,7 +739,7 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 		srv->graveyard = c->next_dead;
 		conn_free(srv, c);
 	}
-	__atomic_store_n(&srv->in_progress, 0, __ATOMIC_RELEASE);
+	progress_of = NULL;
 	if (n == -ETIMEDOUT || n == 0)
 		return woken ? -EINTR : -ETIMEDOUT;
 	if (n < 0)
@@ -774,8 +779,7 @@ int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_
 	struct rk_rpc_server *srv = req->c->srv;
 	struct pending *p;
 
-	if (__atomic_load_n(&srv->in_progress, __ATOMIC_ACQUIRE) &&
-	    pthread_equal(pthread_self(), srv->loop)) {
+	if (progress_of == srv) { /* a handler answering at once, or one deferred on this thread */
 		answer_held(srv, req, code, data, len, NULL);
 		return 0;
 	}

@@ -94,7 +94,8 @@ struct rk_rpc_server_opts {
 	uint32_t max_msg;		 /* largest request or answer; 0 = 64 MiB */
 	uint32_t max_conns;		 /* connections at once (more are refused busy); 0 = 64 */
 	uint64_t max_rdv_bytes;		 /* request bodies being read or waiting for their
-					    answer, all connections; 0 = 256 MiB */
+					    answer, all connections (one connection:
+					    at most max_msg); 0 = 256 MiB */
 	enum rk_wait_mode mode;		 /* how the progress thread waits; default busy */
 	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
 };
