@@ -224,8 +224,10 @@ static int connect_entry(struct rk_rpc_pool *pool, struct rk__pbook_entry *e,
 	return 0;
 }
 
-int rk_rpc_pool_get(struct rk_rpc_pool *pool, const char *peer, int timeout_ms,
-		    struct rk_error *err, struct rk_rpc_client **out)
+static void give_back(struct rk_rpc_pool *pool, struct rk_rpc_client *cl, int discard);
+
+static int lease(struct rk_rpc_pool *pool, const char *peer, int timeout_ms, struct rk_error *err,
+		 struct rk_rpc_client **out)
 {
 	struct rk__pbook_entry *expired, *e = NULL;
 	struct rk__pbook_addr a;
@@ -300,6 +302,34 @@ int rk_rpc_pool_get(struct rk_rpc_pool *pool, const char *peer, int timeout_ms,
 	if (e)
 		return connect_entry(pool, e, &a, deadline, err, out);
 	return r;
+}
+
+int rk_rpc_pool_get(struct rk_rpc_pool *pool, const char *peer, int timeout_ms,
+		    struct rk_error *err, struct rk_rpc_client **out)
+{
+	int64_t deadline = rk_deadline(timeout_ms ? timeout_ms : DEF_TIMEOUT_MS);
+	int r;
+
+	for (;;) {
+		int left = rk_ms_left(deadline); /* -1: no limit; 0 would mean the default */
+
+		r = lease(pool, peer, left == 0 ? 1 : left, err, out);
+		if (r || !*out)
+			return r;
+		/*
+		 * An idle client's peer may have closed the connection meanwhile:
+		 * one look at its CM channel (an epoll_wait that does not wait)
+		 * finds out, and a dead client is replaced, never handed out.
+		 */
+		rk_rpc_client_progress(*out, 0, NULL);
+		if (rk_rpc_client_alive(*out, NULL))
+			return 0;
+		give_back(pool, *out, 1);
+		*out = NULL;
+		if (timeout_ms >= 0 && rk_ms_left(deadline) == 0)
+			return rk_err_set(err, ETIMEDOUT, "rk_rpc_pool_get",
+					  "%s: only dead clients within the deadline", peer);
+	}
 }
 
 /*

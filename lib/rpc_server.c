@@ -84,7 +84,7 @@ struct sconn {
 	struct rk_recv_set *rs;
 	struct rk_send_set *ss;
 	int cq_id, conn_id;
-	int dead;
+	int dead, closed;	 /* closed: the peer disconnected (not dropped by us) */
 	unsigned held;		 /* requests with handlers, not yet answered */
 	uint64_t rdv_bytes;	 /* rendezvous bodies this connection holds */
 	struct sconn *next_dead; /* on the server's list to free */
@@ -235,10 +235,15 @@ static void conn_drop(struct rk_rpc_server *srv, struct sconn *c, const char *fm
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	rk_warn("rpc server: connection from %s dropped: %s", c->peer, msg);
 	c->dead = 1;
 	srv->st.conns--;
-	srv->st.conns_dropped++;
+	if (c->closed) { /* the peer left: not a failure of anyone's */
+		rk_dbg("rpc server: connection from %s closed: %s", c->peer, msg);
+		srv->st.conns_closed++;
+	} else {
+		rk_warn("rpc server: connection from %s dropped: %s", c->peer, msg);
+		srv->st.conns_dropped++;
+	}
 	if (c->cq_id >= 0)
 		rk_wait_remove(srv->ws, c->cq_id);
 	if (c->conn_id >= 0)
@@ -729,6 +734,7 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 				on_wc(srv, c, &ev[k].wc[j]);
 		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED &&
 			   ev[k].state != RK_CONN_CONNECTING) {
+			c->closed = ev[k].state == RK_CONN_DISCONNECTED;
 			conn_drop(srv, c, "connection %s", rk_conn_state_str(ev[k].state));
 		}
 	}

@@ -98,7 +98,7 @@ static void run_server(void *arg, int ready_fd)
 
 		if (r == -ETIMEDOUT) {
 			rk_rpc_server_get_stats(srv, &stats);
-			if (stats.conns_dropped)
+			if (stats.conns_accepted && !stats.conns) /* closed or dropped before BYE */
 				ex_die("the peer went away mid-run (%lu answered)", st.answered);
 			idle_ms += 100;
 			if (idle_ms > TIMEOUT_MS)
@@ -110,8 +110,11 @@ static void run_server(void *arg, int ready_fd)
 		idle_ms = 0;
 	}
 	rk_rpc_server_get_stats(srv, &stats);
-	printf("server: answered %lu requests on %llu connection%s\n", st.answered,
-	       (unsigned long long)stats.conns_accepted, stats.conns_accepted == 1 ? "" : "s");
+	if (stats.conns_accepted == 1)
+		printf("server: answered %lu requests on one connection\n", st.answered);
+	else
+		printf("server: answered %lu requests on %llu connections\n", st.answered,
+		       (unsigned long long)stats.conns_accepted);
 	rk_rpc_server_destroy(srv);
 	rk_device_close(dev);
 }

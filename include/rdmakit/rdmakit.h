@@ -22,5 +22,6 @@
 #include <rdmakit/msgbuf.h>
 #include <rdmakit/ring.h>
 #include <rdmakit/rpc.h>
+#include <rdmakit/rpc_pool.h>
 
 #endif

@@ -138,7 +138,9 @@ RK_API int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, str
 RK_API void rk_rpc_server_wake(struct rk_rpc_server *srv);
 
 struct rk_rpc_server_stats {
-	uint64_t conns_accepted, conns_dropped, conns_refused;
+	uint64_t conns_accepted, conns_refused;
+	uint64_t conns_closed;	     /* the peer disconnected */
+	uint64_t conns_dropped;	     /* broken, or a rule broken: logged as warnings */
 	uint64_t calls, errors_sent; /* answered, of which not OK */
 	uint32_t conns;		     /* connected now */
 	uint64_t rdv_bytes;	     /* rendezvous memory held now */

@@ -17,6 +17,13 @@
  *    doubling to 5 s by default, reset by a success); a call whose deadline
  *    ends inside the backoff fails at once with the last connect error.
  *
+ * A lease looks at an idle client's CM channel once (an epoll_wait that
+ * does not wait), so a connection its peer closed while it sat idle is
+ * replaced, not handed out. Zero-copy buffers (resp_mr, req_mr) must be
+ * registered in client.pd, which all the pool's clients then share: a
+ * server can reach the buffers registered there for any of them (without
+ * client.pd each connection has a PD of its own and no zero copy).
+ *
  * Thread-safety: every function may be called from any thread at any time,
  * except rk_rpc_pool_destroy (no other call may run or follow). A leased
  * client belongs to its thread until rk_rpc_pool_put. Connecting happens
@@ -61,7 +68,7 @@ RK_API void rk_rpc_pool_destroy(struct rk_rpc_pool *pool);
  * rk_rpc_pool_get - lease a connected client for @peer ("host:port",
  * "[v6]:port"): an idle one, else a new connection if the peer has fewer
  * than max_per_peer, else wait for one to come back, all within
- * @timeout_ms (-1 = no limit). Returns 0 with *@out leased, -ETIMEDOUT,
+ * @timeout_ms (0 = 5000, -1 = no limit). Returns 0 with *@out leased, -ETIMEDOUT,
  * -EINVAL (a malformed peer), -EMFILE (max_peers reached) or the connect
  * error (also when still inside the peer's backoff).
  */

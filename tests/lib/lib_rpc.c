@@ -566,12 +566,17 @@ int main(int argc, char **argv)
 	pthread_join(worker, NULL);
 	pthread_join(th, NULL);
 	rk_rpc_server_get_stats(srv, &st);
-	printf("server: %llu accepted, %llu dropped, %llu calls answered, %llu errors sent\n",
-	       (unsigned long long)st.conns_accepted, (unsigned long long)st.conns_dropped,
-	       (unsigned long long)st.calls, (unsigned long long)st.errors_sent);
+	printf("server: %llu accepted, %llu closed, %llu dropped, %llu calls answered, %llu errors "
+	       "sent\n",
+	       (unsigned long long)st.conns_accepted, (unsigned long long)st.conns_closed,
+	       (unsigned long long)st.conns_dropped, (unsigned long long)st.calls,
+	       (unsigned long long)st.errors_sent);
 	rk_rpc_server_destroy(srv);
 	rk_device_close(dev);
 	never_n = 0; /* the server freed what its handler held */
+	if (st.conns_dropped != (quick ? 1 : 5))
+		LT_FAIL("%llu connections dropped, not one per hostile client",
+			(unsigned long long)st.conns_dropped);
 	printf("lib_rpc: all ok\n");
 	return 0;
 }
