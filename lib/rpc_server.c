@@ -692,15 +692,12 @@ static void run_queues(struct rk_rpc_server *srv)
 	srv->retry_tail = &srv->retry;
 	while ((p = list)) {
 		list = p->next;
-		if (!p->is_read) {
+		if (!p->is_read)
 			answer_held(srv, p->req, p->code, p->data, p->len, p);
-		} else if (p->req->c->dead) {
-			free(p);
-		} else if (read_body(srv, p->req) == 0) {
-			retry_push(srv, p);
-		} else {
-			free(p);
-		}
+		else if (!p->req->c->dead && read_body(srv, p->req) == 0)
+			retry_push(srv, p); /* still no room */
+		else
+			free(p); /* posted, or its connection is gone */
 	}
 }
 
@@ -894,7 +891,7 @@ int rk_rpc_server_create(struct rk_device *dev, const struct rk_rpc_server_opts 
 		free(srv);
 		return r;
 	}
-	srv->conns = calloc(srv->o.max_conns, sizeof(*srv->conns));
+	srv->conns = calloc(srv->o.max_conns, sizeof(struct sconn *));
 	if (!srv->conns)
 		r = rk_err_set(err, ENOMEM, "rk_rpc_server_create", NULL);
 	pool_classes(srv, &po);

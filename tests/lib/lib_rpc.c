@@ -29,7 +29,7 @@ enum { M_ECHO = 1, M_FAIL = 2, M_DEFER = 3, M_NEVER = 4, M_BIG = 5 };
 
 #define NASYNC	 10000
 #define NQUICK	 500 /* calls in the quick (valgrind) run */
-#define INFLIGHT 64
+#define INFLIGHT 64u
 
 static struct rk_rpc_server *srv;
 static volatile int stop;
