@@ -23,7 +23,7 @@ static int fields_equal(const struct bench_params *a, const struct bench_params 
 	       a->duration_s == b->duration_s && a->warmup == b->warmup && a->batch == b->batch &&
 	       a->num_qp == b->num_qp && a->tx_depth == b->tx_depth && a->rx_depth == b->rx_depth &&
 	       a->cq_mod == b->cq_mod && a->inline_size == b->inline_size && a->bidir == b->bidir &&
-	       a->oob == b->oob;
+	       a->oob == b->oob && a->resp_size == b->resp_size;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -77,4 +77,22 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	p.inline_size = 64;
 	bench_params_encode(&p, buf, sizeof(buf));
 	emit("lat-duration", buf, sizeof(buf));
+	bench_params_default(&p);
+	p.op = BENCH_OP_RPC;
+	p.size_min = p.size_max = 4096;
+	p.resp_size = 1u << 20;
+	p.tx_depth = 8;
+	bench_params_encode(&p, buf, sizeof(buf));
+	emit("rpc-resp-1m", buf, sizeof(buf));
+	p.size_min = BENCH_ALL_MIN;
+	p.size_max = BENCH_MAX_SIZE;
+	p.resp_size = BENCH_RESP_AS_REQ;
+	p.mode = BENCH_MODE_LAT;
+	bench_params_encode(&p, buf, sizeof(buf));
+	emit("rpc-lat-all", buf, sizeof(buf));
+	/* A peer of version 2 (before --op rpc): refused, saying so. */
+	bench_params_default(&p);
+	bench_params_encode(&p, buf, sizeof(buf));
+	buf[5] = 2;
+	emit("version-2", buf, sizeof(buf));
 }

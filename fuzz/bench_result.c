@@ -3,7 +3,9 @@
  * size, which both sides decode and print.
  *
  * Input: BENCH_RESULT_LEN bytes of record, then optionally one byte that
- * picks the mode (bit 0: latency) and the side (bit 1: client).
+ * picks the mode (bit 0: latency), the side (bit 1: client) and the op
+ * (bit 2: rpc with 1 MiB answers, whose figures come from the client's
+ * record alone).
  *
  * Asserts, for any bytes:
  *  - what bench_stats_decode accepts, bench_stats_encode writes back so that
@@ -36,6 +38,10 @@ static void check_figures(const struct bench_side_stats *peer, unsigned flags)
 
 	bench_params_default(&p);
 	p.mode = flags & 1 ? BENCH_MODE_LAT : BENCH_MODE_BW;
+	if (flags & 4) {
+		p.op = BENCH_OP_RPC;
+		p.resp_size = 1u << 20;
+	}
 	l.host = flags & 2 ? "client" : NULL;
 	bench_ctx_init(&c, &p, &l);
 	bench_report_init(&r, &c);
@@ -94,4 +100,10 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	st.wall_ns = 0;
 	bench_stats_encode(&st, buf);
 	emit("regress-zero-wall", buf, sizeof(buf));
+	/* --op rpc, the server's view: the client's record (the peer) is the measure */
+	st.wall_ns = 2500000;
+	st.rx_msgs = 5000;
+	bench_stats_encode(&st, buf);
+	buf[BENCH_RESULT_LEN] = 4;
+	emit("rpc-bw-server", buf, sizeof(buf));
 }

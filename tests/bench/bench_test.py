@@ -7,7 +7,9 @@ counts add up, percentiles are ordered, the JSON parses, refusals name the
 parameter, a dead or silent peer ends the client with an error in time.
 A fake server and a relay on the control channel play the hostile peer
 (escapes in REFUSE and ERROR, a forged RESULT); the all200 cases are the
-long -a -n 200 runs at the default watchdog.
+long -a -n 200 runs at the default watchdog. The rpc cases run --op rpc
+(the library's RPC layer) in both modes, and its refusals: options it
+does not take, a --resp-size mismatch, a peer of the previous version.
 """
 import json
 import math
@@ -101,7 +103,9 @@ def check_doc(doc, want_sizes, what):
         fail("%s: sizes %s, expected %s" % (what, got, want_sizes))
     for r in doc["results"]:
         tag = "%s size %d" % (what, r["size"])
-        if r["bytes"] != r["iterations"] * r["size"] and p["mode"] == "bw":
+        if p["op"] == "rpc":
+            check_rpc_record(doc, r, tag)
+        elif r["bytes"] != r["iterations"] * r["size"] and p["mode"] == "bw":
             fail("%s: bytes %d != iterations %d x size" % (tag, r["bytes"], r["iterations"]))
         if p["iters_per_qp"]:
             per_dir = p["iters_per_qp"] * p["num_qp"]
@@ -141,6 +145,30 @@ def check_doc(doc, want_sizes, what):
             if not 0 <= r["cpu"][side] <= limit:
                 fail("%s: CPU %s %g %% over %g s (limit %g %%)"
                      % (tag, side, r["cpu"][side], r["seconds"], limit))
+
+
+def check_rpc_record(doc, r, tag):
+    """--op rpc: a call moves request + answer; both sides count the same calls."""
+    p = doc["params"]
+    want_resp = r["size"] if p["resp_size"] is None else p["resp_size"]
+    if r.get("resp_size") != want_resp:
+        fail("%s: answer of %s bytes, expected %d" % (tag, r.get("resp_size"), want_resp))
+    if r["bytes"] != r["iterations"] * (r["size"] + want_resp):
+        fail("%s: bytes %d != %d calls x (%d + %d)"
+             % (tag, r["bytes"], r["iterations"], r["size"], want_resp))
+    calls = {r[k] for k in ("local_tx_msgs", "local_rx_msgs", "peer_tx_msgs", "peer_rx_msgs")}
+    if calls != {r["iterations"]}:
+        fail("%s: calls made and answered differ: %s, %d iterations" % (tag, r, r["iterations"]))
+    if doc["env"]["latency"] != "round trip":
+        fail("%s: latency is the %s" % (tag, doc["env"]["latency"]))
+    want_flight = 1 if p["mode"] == "lat" else min(p["tx_depth"], 1024)
+    if p["calls_in_flight"] != want_flight:
+        fail("%s: %d calls in flight, expected %d" % (tag, p["calls_in_flight"], want_flight))
+    # Bandwidth is the bytes over the client's wall time, whatever the mode.
+    if r["seconds"] > 0 and not math.isclose(r["bw_avg_gbps"], r["bytes"] * 8 / r["seconds"] / 1e9,
+                                             rel_tol=1e-6):
+        fail("%s: bw %g Gb/s for %d bytes in %g s" % (tag, r["bw_avg_gbps"], r["bytes"],
+                                                    r["seconds"]))
 
 
 def bench_json(port, args, want_sizes, what, server_args=(), timeout=60, watchdog=WATCHDOG):
@@ -481,6 +509,65 @@ def case_duration(port):
     bench_json(port + 1, ["-D", "1", "-s", "65536", "-Q", "7"], [65536], "bw -D 1")
 
 
+def case_rpc(port):
+    """--op rpc, small counts: lat at 64 B; bw at 64 B with 8 calls in flight;
+    4 KiB requests (beyond the inline limit: the server READs them) with
+    1 MiB answers; a sweep with 0-byte answers over 2 clients, event mode."""
+    t0 = time.monotonic()
+    doc = bench_json(port, ["--op", "rpc", "--mode", "lat", "-s", "64", "-n", "200", "-w", "8"],
+                     [64], "rpc lat 64")
+    if doc:
+        print("rpc lat 64 B: median %.1f us" % doc["results"][0]["latency_us"]["median"])
+    doc = bench_json(port + 1, ["--op", "rpc", "-s", "64", "-t", "8", "-n", "400", "-w", "8"],
+                     [64], "rpc bw 64 -t 8")
+    if doc:
+        print("rpc bw 64 B -t 8: %.0f calls/s" % (doc["results"][0]["mpps"] * 1e6))
+    doc = bench_json(port + 2, ["--op", "rpc", "-s", "4096", "--resp-size", "1M", "-t", "4",
+                                "-n", "12", "-w", "2"], [4096], "rpc bw 4K/1M")
+    if doc:
+        r = doc["results"][0]
+        print("rpc bw 4 KiB / 1 MiB: %.1f MiB/s" % r["bw_avg_mib_s"])
+        if doc["params"]["resp_size"] != 1 << 20 or r["bytes"] != 12 * ((1 << 20) + 4096):
+            fail("rpc bw 4K/1M: answer %s, %d bytes" % (doc["params"]["resp_size"], r["bytes"]))
+    bench_json(port + 3, ["--op", "rpc", "-a", "--max-size", "8", "--resp-size", "0", "-q", "2",
+                          "-n", "50", "-w", "0", "--poll", "event"], sizes(2, 8),
+               "rpc bw sweep resp 0 -q 2 event")
+    print("rpc: %.0f s" % (time.monotonic() - t0))
+
+
+def case_rpc_refuse(port):
+    """What --op rpc refuses: options it does not take (on the command line),
+    a --resp-size other than the server's, and a peer of the previous
+    PARAMS version (refused by version, as any older peer is)."""
+    for args, name in ((["--op", "rpc", "--oob"], "oob"), (["--op", "rpc", "-Q", "4"], "cq-mod"),
+                       (["--op", "rpc", "-b"], "bidir"), (["--op", "rpc", "-I", "64"], "inline"),
+                       (["--op", "rpc", "--resp-size", "9M"], "resp-size"),
+                       (["--resp-size", "64"], "resp-size")):
+        cli = subprocess.run([RK, "bench", *args, ADDR], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=10)
+        if cli.returncode != 2 or ("--" + name) not in cli.stdout:
+            fail("%s: rc %d, %s" % (" ".join(args), cli.returncode, cli.stdout))
+    rc, out, src, sout = run_pair(port, ["--op", "rpc", "--resp-size", "128", "-n", "8"],
+                                  ["--op", "rpc", "--resp-size", "64"], timeout=30)
+    want = "parameter mismatch: resp-size: server 64, client 128"
+    if rc != 1 or src != 1 or want not in out or want not in sout:
+        fail("resp-size mismatch: client rc %d server rc %d\n%s\n%s" % (rc, src, out, sout))
+    # A client of PARAMS version 2: the defaults, 15 fields, 4 reserved bytes.
+    srv = start_server(port + 1)
+    v2 = b"RKBP" + struct.pack(">HH", 2, 72) + struct.pack(
+        ">15I", 1, 0, 65536, 65536, 5000, 0, 16, 1, 1, 128, 512, 100, 0, 0, 0) + bytes(4)
+    with socket.create_connection((ADDR, port + 1), timeout=10) as s:
+        s.sendall(frame(1, v2 + bytes(16)))  # BM_PARAMS: params + token
+        got = read_frame(s)
+    sout, _ = srv.communicate(timeout=30)
+    want = "parameter message version 2, this rk speaks 3"
+    print("version 2 client: %r" % (got,))
+    if not got or got[0] != BM_REFUSE or want not in got[1].decode(errors="replace"):
+        fail("version 2 client: got %r" % (got,))
+    if srv.returncode != 1 or want not in sout:
+        fail("version 2 client: server rc %d\n%s" % (srv.returncode, sout))
+
+
 def main():
     if not ADDR or not DEV:
         print("needs RK_ADDR and RK_DEV: run inside scripts/softroce")
@@ -494,6 +581,7 @@ def main():
     else:
         {"all": case_all, "mismatch": case_mismatch, "killed": case_killed,
          "multiqp": case_multiqp, "duration": case_duration, "forged": case_forged,
+         "rpc": case_rpc, "rpc-refuse": case_rpc_refuse,
          "all200-write": lambda port: case_all200(port, "write"),
          "all200-read": lambda port: case_all200(port, "read")}[CASE](PORT)
     print("%s: %s" % (CASE, "FAILED (%d)" % len(failures) if failures else "ok"))

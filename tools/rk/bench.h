@@ -8,6 +8,8 @@
  *   bench_conn.c    device, buffer, queue pairs (rdma_cm or out of band)
  *   bench_bw.c      the bandwidth engine
  *   bench_lat.c     the latency engine (ping-pong, or READ round trips)
+ *   bench_rpc.c     --op rpc: its connections (rk_rpc_server, rk_rpc_clients)
+ *                   and its engine, both modes
  *   bench_hist.c    latency histogram and percentiles
  *   bench_result.c  the RESULT record: codec and checks of the peer's figures
  *   bench_report.c  the table, the JSON document and the gnuplot chart
@@ -31,12 +33,14 @@
 #define BENCH_MAX_ITERS	   1000000000u
 #define BENCH_MAX_DURATION 86400u
 #define BENCH_MAX_WARMUP   1000000u
+#define BENCH_RESP_AS_REQ  0xffffffffu /* resp_size: as many bytes as the request */
 
 enum bench_op {
 	BENCH_OP_SEND = 0,
 	BENCH_OP_WRITE,
 	BENCH_OP_WRITE_IMM,
 	BENCH_OP_READ,
+	BENCH_OP_RPC, /* rk_rpc_call: request by SEND, answer by write with immediate */
 	BENCH_OP_COUNT,
 };
 
@@ -66,7 +70,9 @@ struct bench_params {
 	uint32_t cq_mod;   /* request a completion every cq_mod WRs */
 	uint32_t inline_size;
 	uint32_t bidir;
-	uint32_t oob; /* QPs connected by exchanging their numbers over TCP */
+	uint32_t oob;	    /* QPs connected by exchanging their numbers over TCP */
+	uint32_t resp_size; /* --op rpc: answer bytes, fixed over a sweep (0 allowed),
+			       or BENCH_RESP_AS_REQ (the default; other ops: always) */
 };
 
 enum bench_field {
@@ -84,6 +90,7 @@ enum bench_field {
 	BF_INLINE = 1u << 11,
 	BF_BIDIR = 1u << 12,
 	BF_OOB = 1u << 13,
+	BF_RESP_SIZE = 1u << 14,
 };
 
 /* Options that concern this side only; never sent. */
@@ -129,13 +136,27 @@ int bench_params_check(const struct bench_params *p, char *why, size_t len);
 int bench_params_diff(const struct bench_params *s, const struct bench_params *c, unsigned mask,
 		      char *why, size_t len);
 
-/* Wire form: BENCH_PARAMS_LEN bytes, big-endian, versioned. */
-#define BENCH_PARAMS_VERSION 2 /* 2: heartbeats carry a progress count */
+/*
+ * Wire form: BENCH_PARAMS_LEN bytes, big-endian, versioned. Version 3
+ * added resp_size in what were the 4 reserved bytes: the length stays 72,
+ * so a peer of version 2 gets its PARAMS decoded far enough to be refused
+ * by version, and refuses ours the same way.
+ */
+#define BENCH_PARAMS_VERSION 3 /* 2: heartbeats carry a progress count; 3: --op rpc */
 #define BENCH_PARAMS_LEN     72
 int bench_params_encode(const struct bench_params *p, uint8_t *buf, size_t len);
 /* Returns 0, or -1 with the reason in @why (the peer is not trusted). */
 int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, char *why,
 			size_t why_len);
+
+/* bench_resp_size - --op rpc: the answer's bytes for a request of @size bytes. */
+uint32_t bench_resp_size(const struct bench_params *p, uint32_t size);
+
+/*
+ * bench_msg_bytes - the bytes one message of @size moves, as bandwidth
+ * counts them: @size, or for --op rpc the request plus its answer.
+ */
+uint64_t bench_msg_bytes(const struct bench_params *p, uint32_t size);
 
 /* Next size of the sweep after @size, 0 when done. */
 uint32_t bench_next_size(const struct bench_params *p, uint32_t size);

@@ -21,6 +21,7 @@
 
 #include "bench_clock.h"
 #include "bench_conn.h"
+#include "bench_rpc.h"
 #include "cli.h"
 
 #define PARAMS_MSG_LEN (BENCH_PARAMS_LEN + BENCH_TOKEN_LEN)
@@ -296,7 +297,14 @@ int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 		return refuse(c, why, err);
 	memcpy(c->token, m.data + BENCH_PARAMS_LEN, BENCH_TOKEN_LEN);
 	c->p = client_p;
-	if (!client_p->oob) {
+	if (client_p->op == BENCH_OP_RPC) {
+		/* The RPC layer's server on the same address and port, instead of ours. */
+		r = bench_rpc_listen(c, err);
+		if (r) {
+			bench_ctl_error(&c->ctl, rk_error_str(err));
+			return r;
+		}
+	} else if (!client_p->oob) {
 		struct rk_listen_opts lo = {
 		    .addr = c->l->bind, .port = c->l->port, .app_id = BENCH_APP_ID};
 
@@ -469,7 +477,8 @@ static void clean_text(char *dst, const uint8_t *src, size_t len)
 static int decode_ready(struct bench_ctx *c, const uint8_t *b, struct rk_error *err)
 {
 	struct bench_side_info *s = &c->peer;
-	uint64_t want = buffer_len(c->p);
+	/* --op rpc has no buffer of rk bench's own: its READY says 0 bytes. */
+	uint64_t want = c->p->op == BENCH_OP_RPC ? 0 : buffer_len(c->p);
 
 	clean_text(s->dev, b, sizeof(s->dev));
 	clean_text(s->kernel, b + 32, sizeof(s->kernel));
@@ -503,16 +512,13 @@ static unsigned mr_access(const struct bench_params *p)
 	}
 }
 
-int bench_connect(struct bench_ctx *c, struct rk_error *err)
+/* Buffer, CQ and QPs: every op but rpc. */
+static int connect_qps(struct bench_ctx *c, struct rk_error *err)
 {
 	const struct bench_params *p = c->p;
 	struct rk_cq_opts co = {0};
-	uint8_t ready[READY_LEN];
-	struct bench_msg m;
 	int r;
 
-	/* The engines' clock; its 10 ms calibration must not fall inside a run. */
-	bench_clock_init();
 	c->receives = needs_receives(p, c->is_client);
 	r = rk_mr_alloc(c->dev, buffer_len(p), mr_access(p), err, &c->mr);
 	if (r)
@@ -565,19 +571,35 @@ int bench_connect(struct bench_ctx *c, struct rk_error *err)
 	c->me.buf_addr = (uintptr_t)c->base;
 	c->me.buf_len = buffer_len(p);
 	c->me.buf_rkey = rk_mr_rkey(c->mr);
+	return 0;
+}
+
+int bench_connect(struct bench_ctx *c, struct rk_error *err)
+{
+	const struct bench_params *p = c->p;
+	uint8_t ready[READY_LEN];
+	struct bench_msg m;
+	int r;
+
+	/* The engines' clock; its 10 ms calibration must not fall inside a run. */
+	bench_clock_init();
+	r = p->op == BENCH_OP_RPC ? bench_rpc_connect(c, err) : connect_qps(c, err);
+	if (r)
+		return r;
 	encode_ready(&c->me, ready);
 	r = bench_ctl_send(&c->ctl, BM_READY, ready, READY_LEN, bench_step_ms(c), err);
 	r = r ?: bench_ctl_expect(&c->ctl, BM_READY, READY_LEN, &m, bench_step_ms(c), err);
 	r = r ?: decode_ready(c, m.data, err);
 	if (r)
 		return r;
-	for (uint32_t i = 0; i < p->num_qp; i++)
+	for (uint32_t i = 0; c->qps && i < p->num_qp; i++)
 		c->qps[i].remote_rx = c->peer.buf_addr + (uint64_t)p->size_max * (1 + i);
 	return 0;
 }
 
 void bench_ctx_release(struct bench_ctx *c)
 {
+	bench_rpc_release(c);
 	if (c->qps) {
 		for (uint32_t i = c->p->num_qp; i-- > 0;) {
 			rk_conn_destroy(c->qps[i].conn);

@@ -35,6 +35,7 @@ struct bench_side_info {
 };
 
 struct bench_ctx;
+struct bench_rpc; /* --op rpc: its clients or its server (bench_rpc.c) */
 
 struct bench_qp {
 	struct bench_ctx *ctx;
@@ -66,6 +67,8 @@ struct bench_ctx {
 	uint8_t token[BENCH_TOKEN_LEN];
 	struct bench_side_info me, peer;
 	uint32_t reads_in_flight; /* --op read: the QPs' initiator depth, as connected */
+	struct bench_rpc *rpc;	  /* --op rpc: instead of buffer, CQ and QPs */
+	uint32_t rpc_window;	  /* --op rpc: calls in flight per client, as granted */
 	struct ibv_wc wc[BENCH_WC_BATCH];
 };
 
@@ -87,7 +90,10 @@ int bench_client_start(struct bench_ctx *c, struct rk_error *err);
 int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 		       struct bench_params *client_p, struct rk_error *err);
 
-/* bench_connect - buffer, CQ, QPs (rdma_cm or --oob), and READY both ways. */
+/*
+ * bench_connect - buffer, CQ, QPs (rdma_cm or --oob), or for --op rpc the
+ * RPC connections (bench_rpc.c); then READY both ways.
+ */
 int bench_connect(struct bench_ctx *c, struct rk_error *err);
 
 /* bench_ctx_release - everything, in reverse order. Safe on a partial context. */

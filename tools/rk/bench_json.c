@@ -55,6 +55,14 @@ static json_object *params_json(const struct bench_ctx *c)
 	add_int(o, "inline", p->inline_size);
 	if (p->op == BENCH_OP_READ)
 		add_int(o, "reads_in_flight", c->reads_in_flight);
+	if (p->op == BENCH_OP_RPC) {
+		/* null: the answer is as long as the request (each record says). */
+		if (p->resp_size == BENCH_RESP_AS_REQ)
+			json_object_object_add(o, "resp_size", NULL);
+		else
+			add_int(o, "resp_size", p->resp_size);
+		add_int(o, "calls_in_flight", p->mode == BENCH_MODE_LAT ? 1 : c->rpc_window);
+	}
 	json_object_object_add(o, "bidir", json_object_new_boolean(p->bidir));
 	add_str(o, "connection", p->oob ? "oob" : "rdma_cm");
 	add_str(o, "poll", bench_poll_name(c->l->poll));
@@ -86,6 +94,8 @@ static json_object *result_json(const struct bench_report *r, const struct bench
 
 	bench_figures(r, res, &f);
 	add_int(o, "size", res->size);
+	if (r->c->p->op == BENCH_OP_RPC)
+		add_int(o, "resp_size", bench_resp_size(r->c->p, res->size));
 	add_int(o, "iterations", (int64_t)f.iterations);
 	add_int(o, "bytes", (int64_t)f.bytes);
 	add_num(o, "seconds", f.seconds);
@@ -127,7 +137,9 @@ int bench_report_json(const struct bench_report *r, const char *path, struct rk_
 	json_object_object_add(root, "params", params_json(c));
 	json_object_object_add(env, "local", side_json(&c->me));
 	json_object_object_add(env, "peer", side_json(&c->peer));
-	add_str(env, "latency", c->p->op == BENCH_OP_READ ? "round trip" : "half round trip");
+	add_str(env, "latency",
+		c->p->op == BENCH_OP_READ || c->p->op == BENCH_OP_RPC ? "round trip"
+								      : "half round trip");
 	json_object_object_add(root, "env", env);
 	for (unsigned i = 0; i < r->n; i++)
 		json_object_array_add(arr, result_json(r, &r->res[i]));

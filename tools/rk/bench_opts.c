@@ -26,6 +26,7 @@ enum {
 	OPT_BIND,
 	OPT_RX_DEPTH,
 	OPT_MAX_SIZE,
+	OPT_RESP_SIZE,
 };
 
 static const struct option long_opts[] = {
@@ -34,6 +35,7 @@ static const struct option long_opts[] = {
     {"size", required_argument, NULL, 's'},
     {"all", no_argument, NULL, 'a'},
     {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+    {"resp-size", required_argument, NULL, OPT_RESP_SIZE},
     {"iters", required_argument, NULL, 'n'},
     {"duration", required_argument, NULL, 'D'},
     {"warmup", required_argument, NULL, 'w'},
@@ -70,16 +72,20 @@ static void usage(FILE *out)
 	    "\n"
 	    "what to measure (the client's choice; a server given any of these refuses a\n"
 	    "client that asks for something else, naming the parameter):\n"
-	    "  --op OP             send | write | write-imm | read (default write)\n"
+	    "  --op OP             send | write | write-imm | read | rpc (default write)\n"
 	    "  --mode MODE         bw (bandwidth, default) | lat (latency ping-pong)\n"
-	    "  -s, --size SIZE     message size, 1 B .. 8M (default 64K)\n"
+	    "  -s, --size SIZE     message size, 1 B .. 8M (default 64K); rpc: the request's\n"
 	    "  -a, --all           every power of two from 2 B to 8 MiB\n"
+	    "      --resp-size N   rpc: the answer's size, 0 .. 8M (default: the request's,\n"
+	    "                      at every size); given, it stays fixed while -s / -a\n"
+	    "                      sweep the request\n"
 	    "  -n, --iters N       messages per QP (default 5000)\n"
 	    "  -D, --duration SEC  run each size for SEC seconds instead of -n\n"
 	    "  -w, --warmup N      untimed messages per QP before each size (default 16)\n"
 	    "  -l, --batch N       WRs per post (one doorbell for N; default 1)\n"
-	    "  -q, --num-qp N      queue pairs (default 1)\n"
-	    "  -t, --tx-depth N    send queue depth per QP (default 128)\n"
+	    "  -q, --num-qp N      queue pairs (default 1); rpc: clients, one connection each\n"
+	    "  -t, --tx-depth N    send queue depth per QP (default 128); rpc: calls in\n"
+	    "                      flight per client (at most 1024)\n"
 	    "      --rx-depth N    receives kept posted per QP (default 512)\n"
 	    "  -Q, --cq-mod N      one completion every N WRs (default 100; lat: 1),\n"
 	    "                      and at least one per MiB for large messages\n"
@@ -101,8 +107,14 @@ static void usage(FILE *out)
 	    "      --json FILE     write parameters, environment and every size's results\n"
 	    "      --plot FILE.png bandwidth / latency against size (needs gnuplot)\n"
 	    "\n"
+	    "--op rpc: the server answers with an rk_rpc_server on the same port (rdma_cm),\n"
+	    "the client calls through -q rk_rpc_clients: lat makes one rk_rpc_call at a\n"
+	    "time, bw keeps -t calls in flight per client (rk_rpc_call_async) and counts\n"
+	    "request + answer bytes per call; the answers land in one registered buffer\n"
+	    "per client (zero copy). Not with --oob, -b, -l, -I, --rx-depth or -Q.\n"
+	    "\n"
 	    "latency is half the round trip for send, write and write-imm (a ping-pong),\n"
-	    "the whole round trip for read. exit: 0 ok, 1 failed, 2 bad command line\n");
+	    "the whole round trip for read and rpc. exit: 0 ok, 1 failed, 2 bad command line\n");
 }
 
 static int bad(const char *opt, const char *arg, const char *what)
@@ -132,7 +144,7 @@ static int parse_op(const char *arg, uint32_t *op)
 			*op = i;
 			return 0;
 		}
-	return bad("--op", arg, "expected send, write, write-imm or read");
+	return bad("--op", arg, "expected send, write, write-imm, read or rpc");
 }
 
 static int parse_poll(const char *arg, enum rk_wait_mode *m)
@@ -155,6 +167,41 @@ static int parse_size(const char *arg, uint32_t *out)
 		return bad("--size", arg, "expected 1 .. 8M (one WR stays <= 8 MiB)");
 	*out = (uint32_t)v;
 	return 0;
+}
+
+static int parse_resp_size(const char *arg, uint32_t *out)
+{
+	uint64_t v;
+
+	if (cli_parse_size(arg, &v) || v > BENCH_MAX_SIZE)
+		return bad("--resp-size", arg, "expected 0 .. 8M");
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/*
+ * --op rpc: options with a default that only rk bench's own queue pairs
+ * use; bench_params_check refuses the others (--oob, -b, -l, -I) for
+ * client and server alike.
+ */
+static int check_rpc_local(const struct bench_params *p, const struct bench_local *l)
+{
+	const char *opt = NULL, *why = NULL;
+
+	if (p->op == BENCH_OP_RPC && (l->explicit_fields & BF_RX_DEPTH)) {
+		opt = "--rx-depth";
+		why = "the RPC layer keeps one receive per call in flight";
+	} else if (p->op == BENCH_OP_RPC && (l->explicit_fields & BF_CQ_MOD)) {
+		opt = "--cq-mod";
+		why = "every call completes on its own";
+	} else if (p->op != BENCH_OP_RPC && (l->explicit_fields & BF_RESP_SIZE)) {
+		opt = "--resp-size";
+		why = "an answer's size is for --op rpc only";
+	}
+	if (!opt)
+		return 0;
+	fprintf(stderr, "rk bench: %s: not with --op %s (%s)\n", opt, bench_op_name(p->op), why);
+	return -1;
 }
 
 /* One option; 0 or -1. */
@@ -189,6 +236,9 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 	case OPT_MAX_SIZE:
 		l->explicit_fields |= BF_SIZE;
 		return parse_size(arg, &l->max_size);
+	case OPT_RESP_SIZE:
+		l->explicit_fields |= BF_RESP_SIZE;
+		return parse_resp_size(arg, &p->resp_size);
 	case 'n':
 		l->explicit_fields |= BF_ITERS | BF_DURATION;
 		p->duration_s = 0;
@@ -339,6 +389,8 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 				"use --op write-imm to wait for events\n");
 		return -1;
 	}
+	if (check_rpc_local(p, l))
+		return -1;
 	if (bench_params_check(p, why, sizeof(why))) {
 		fprintf(stderr, "rk bench: --%s\n", why);
 		return -1;

@@ -10,9 +10,9 @@
 
 #include "bench.h"
 
-static const char *const op_names[BENCH_OP_COUNT] = {"send", "write", "write-imm", "read"};
-static const char *const op_titles[BENCH_OP_COUNT] = {"SEND", "RDMA WRITE",
-						      "RDMA WRITE with immediate", "RDMA READ"};
+static const char *const op_names[BENCH_OP_COUNT] = {"send", "write", "write-imm", "read", "rpc"};
+static const char *const op_titles[BENCH_OP_COUNT] = {
+    "SEND", "RDMA WRITE", "RDMA WRITE with immediate", "RDMA READ", "RPC (rk_rpc_call)"};
 
 const char *bench_op_name(uint32_t op)
 {
@@ -55,6 +55,19 @@ void bench_params_default(struct bench_params *p)
 	p->tx_depth = 128;
 	p->rx_depth = 512;
 	p->cq_mod = 100;
+	p->resp_size = BENCH_RESP_AS_REQ;
+}
+
+uint32_t bench_resp_size(const struct bench_params *p, uint32_t size)
+{
+	return p->resp_size == BENCH_RESP_AS_REQ ? size : p->resp_size;
+}
+
+uint64_t bench_msg_bytes(const struct bench_params *p, uint32_t size)
+{
+	if (p->op != BENCH_OP_RPC)
+		return size;
+	return (uint64_t)size + bench_resp_size(p, size);
 }
 
 static int is_pow2(uint32_t v)
@@ -67,6 +80,38 @@ static int range(char *why, size_t len, const char *name, uint32_t v, uint32_t l
 	if (v >= lo && v <= hi)
 		return 0;
 	snprintf(why, len, "%s: %u is outside %u..%u", name, v, lo, hi);
+	return -1;
+}
+
+/*
+ * --op rpc runs on the RPC layer's own connections (rdma_cm, one SEND per
+ * call, answers by write with immediate): the options that shape rk
+ * bench's own queue pairs mean nothing there. The ones with defaults
+ * (rx-depth, cq-mod) are refused on the command line (bench_opts.c).
+ */
+static int check_rpc(const struct bench_params *p, char *why, size_t len)
+{
+	if (p->oob)
+		snprintf(why, len, "oob: --op rpc connects by rdma_cm (an rk_rpc_server)");
+	else if (p->bidir)
+		snprintf(why, len, "bidir: an RPC is a round trip already");
+	else if (p->batch != 1)
+		snprintf(why, len, "batch: the RPC layer posts one SEND per call (got %u)",
+			 p->batch);
+	else if (p->inline_size)
+		snprintf(why, len, "inline: the RPC layer decides what goes inline (got %u)",
+			 p->inline_size);
+	else
+		return 0;
+	return -1;
+}
+
+static int check_not_rpc(const struct bench_params *p, char *why, size_t len)
+{
+	if (p->resp_size == BENCH_RESP_AS_REQ)
+		return 0;
+	snprintf(why, len, "resp-size: an answer's size is for --op rpc only (got %u with %s)",
+		 p->resp_size, bench_op_name(p->op));
 	return -1;
 }
 
@@ -102,6 +147,11 @@ int bench_params_check(const struct bench_params *p, char *why, size_t len)
 	    range(why, len, "cq-mod", p->cq_mod, 1, BENCH_MAX_DEPTH) ||
 	    range(why, len, "inline", p->inline_size, 0, BENCH_MAX_INLINE) ||
 	    range(why, len, "bidir", p->bidir, 0, 1) || range(why, len, "oob", p->oob, 0, 1))
+		return -1;
+	if (p->resp_size != BENCH_RESP_AS_REQ &&
+	    range(why, len, "resp-size", p->resp_size, 0, BENCH_MAX_SIZE))
+		return -1;
+	if (p->op == BENCH_OP_RPC ? check_rpc(p, why, len) : check_not_rpc(p, why, len))
 		return -1;
 	if (p->mode == BENCH_MODE_LAT) {
 		/* A ping-pong is one message in flight on one QP: nothing to batch. */
@@ -149,6 +199,7 @@ static const struct field_desc fields[] = {
     FIELD(BF_INLINE, "inline", inline_size),
     FIELD(BF_BIDIR, "bidir", bidir),
     FIELD(BF_OOB, "oob", oob),
+    FIELD(BF_RESP_SIZE, "resp-size", resp_size),
 };
 
 static uint32_t field_get(const struct bench_params *p, size_t off)
@@ -165,6 +216,8 @@ static void field_text(unsigned bit, uint32_t v, char *buf, size_t len)
 		snprintf(buf, len, "%s", bench_op_name(v));
 	else if (bit == BF_MODE)
 		snprintf(buf, len, "%s", bench_mode_name(v));
+	else if (bit == BF_RESP_SIZE && v == BENCH_RESP_AS_REQ)
+		snprintf(buf, len, "as the request");
 	else
 		snprintf(buf, len, "%u", v);
 }
@@ -190,9 +243,10 @@ int bench_params_diff(const struct bench_params *s, const struct bench_params *c
 
 /*
  * Wire layout (big-endian): "RKBP", u16 version, u16 length (72), then the
- * 15 u32 fields in struct order, then zeros up to BENCH_PARAMS_LEN bytes.
+ * 16 u32 fields in struct order, then zeros up to BENCH_PARAMS_LEN bytes
+ * (none since version 3: a further field needs a longer message).
  */
-#define NFIELDS 15
+#define NFIELDS 16
 _Static_assert(8 + 4 * NFIELDS <= BENCH_PARAMS_LEN, "parameter message too short");
 
 static void put32(uint8_t *p, uint32_t v)
@@ -213,7 +267,7 @@ static void as_array(const struct bench_params *p, uint32_t v[NFIELDS])
 	const uint32_t src[NFIELDS] = {p->op,	       p->mode,	      p->size_min, p->size_max,
 				       p->iters,       p->duration_s, p->warmup,   p->batch,
 				       p->num_qp,      p->tx_depth,   p->rx_depth, p->cq_mod,
-				       p->inline_size, p->bidir,      p->oob};
+				       p->inline_size, p->bidir,      p->oob,	   p->resp_size};
 
 	memcpy(v, src, sizeof(src));
 }
@@ -281,6 +335,7 @@ int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, 
 	p->inline_size = v[12];
 	p->bidir = v[13];
 	p->oob = v[14];
+	p->resp_size = v[15];
 	return bench_params_check(p, why, why_len);
 }
 

@@ -4,11 +4,14 @@
  * Bandwidth counts what each sending side completed over its own wall
  * time (first post to last completion), summed over the sides that send
  * (both with --bidir). Iterations are messages in bw mode and round
- * trips in lat mode, over all QPs. CPU is the process's user + system time
- * during the run, per message of the run, for each side. That clock is
- * only as good as the kernel's scheduler clock: where the kernel has
- * marked the TSC unstable (QEMU TCG guests), it can be off by up to a
- * tick, so a run of a few milliseconds may read more than 100 %.
+ * trips in lat mode, over all QPs; --op rpc counts calls, from the
+ * client's record, and its bytes are request + answer per call (the
+ * server's record holds the same calls, answered). CPU is the process's
+ * user + system time during the run, per message (rpc: per call) of the
+ * run, for each side. That clock is only as good as the kernel's
+ * scheduler clock: where the kernel has marked the TSC unstable (QEMU TCG
+ * guests), it can be off by up to a tick, so a run of a few milliseconds
+ * may read more than 100 %.
  */
 #include <errno.h>
 #include <math.h>
@@ -56,15 +59,32 @@ static double rate(uint64_t msgs, uint32_t size, uint64_t wall_ns)
 	return wall_ns ? (double)msgs * size * 8.0 * 1e9 / (double)wall_ns : 0;
 }
 
-void bench_figures(const struct bench_report *r, const struct bench_result *res,
-		   struct bench_figures *f)
+/* --op rpc: calls over the client's wall time, each moving request + answer. */
+static uint64_t rpc_figures(const struct bench_report *r, const struct bench_result *res,
+			    struct bench_figures *f)
+{
+	const struct bench_side_stats *cl = f->lat;
+	uint64_t per = bench_msg_bytes(r->c->p, res->size);
+
+	f->iterations = cl->tx_msgs;
+	f->bytes = cl->tx_msgs * per;
+	f->seconds = (double)cl->wall_ns / 1e9;
+	if (cl->wall_ns) {
+		f->bw_avg_bps = (double)cl->tx_msgs * (double)per * 8.0 * 1e9 / (double)cl->wall_ns;
+		f->mpps = (double)cl->tx_msgs * 1e3 / (double)cl->wall_ns;
+	}
+	f->bw_peak_bps = r->c->p->mode == BENCH_MODE_LAT ? f->bw_avg_bps : cl->peak_bps;
+	return cl->tx_msgs;
+}
+
+/* The verbs ops: messages each side sent, bandwidth summed over the senders. */
+static uint64_t verbs_figures(const struct bench_report *r, const struct bench_result *res,
+			      struct bench_figures *f)
 {
 	const struct bench_side_stats *sides[2] = {&res->me, &res->peer};
 	int lat = r->c->p->mode == BENCH_MODE_LAT;
 	uint64_t msgs = 0;
 
-	memset(f, 0, sizeof(*f));
-	f->lat = r->c->is_client ? &res->me : &res->peer;
 	for (int i = 0; i < 2; i++) {
 		const struct bench_side_stats *s = sides[i];
 
@@ -88,6 +108,17 @@ void bench_figures(const struct bench_report *r, const struct bench_result *res,
 		f->iterations = msgs;
 	}
 	f->bytes = msgs * res->size;
+	return msgs;
+}
+
+void bench_figures(const struct bench_report *r, const struct bench_result *res,
+		   struct bench_figures *f)
+{
+	uint64_t msgs;
+
+	memset(f, 0, sizeof(*f));
+	f->lat = r->c->is_client ? &res->me : &res->peer;
+	msgs = r->c->p->op == BENCH_OP_RPC ? rpc_figures(r, res, f) : verbs_figures(r, res, f);
 	if (msgs) {
 		f->cpu_local_us = (double)res->me.cpu_ns / 1e3 / (double)msgs;
 		f->cpu_remote_us = (double)res->peer.cpu_ns / 1e3 / (double)msgs;
@@ -107,6 +138,49 @@ static const char *gid_type(uint32_t roce_v2, const struct bench_ctx *c)
 	return roce_v2 ? "RoCE v2" : "RoCE v1";
 }
 
+static void verbs_header(const struct bench_report *r)
+{
+	const struct bench_ctx *c = r->c;
+	const struct bench_params *p = c->p;
+
+	printf(" device %s port %u | GID index %d (%s) | MTU %u | QPs %u | tx depth %u | rx depth "
+	       "%u\n",
+	       c->me.dev, c->me.ib_port, c->me.gid_index, gid_type(c->me.roce_v2, c), c->me.mtu,
+	       p->num_qp, p->tx_depth, p->rx_depth);
+	printf(" batch %u | cq-mod %u | inline %u | poll %s | %s %u%s | warm-up %u\n", p->batch,
+	       p->cq_mod, p->inline_size,
+	       p->op == BENCH_OP_WRITE && p->mode == BENCH_MODE_LAT ? "busy (buffer)"
+								    : bench_poll_name(c->l->poll),
+	       p->iters ? "iterations" : "duration", p->iters ? p->iters : p->duration_s,
+	       p->iters ? " per QP" : " s per size", p->warmup);
+	if (p->op == BENCH_OP_READ)
+		printf(" reads in flight %u per QP (the QP's initiator depth, as connected)\n",
+		       c->reads_in_flight);
+}
+
+/* --op rpc has clients and calls in flight, not QPs and queue depths. */
+static void rpc_header(const struct bench_report *r)
+{
+	const struct bench_ctx *c = r->c;
+	const struct bench_params *p = c->p;
+	char ans[48];
+
+	if (p->resp_size == BENCH_RESP_AS_REQ)
+		snprintf(ans, sizeof(ans), "as many bytes as the request");
+	else
+		snprintf(ans, sizeof(ans), "%u B at every size", p->resp_size);
+	printf(" device %s port %u | GID index %d (%s) | MTU %u | clients %u | calls in flight "
+	       "%u per client\n",
+	       c->me.dev, c->me.ib_port, c->me.gid_index, gid_type(c->me.roce_v2, c), c->me.mtu,
+	       p->num_qp, p->mode == BENCH_MODE_LAT ? 1 : c->rpc_window);
+	printf(" answer %s | poll %s | %s %u%s | warm-up %u\n", ans, bench_poll_name(c->l->poll),
+	       p->iters ? "iterations" : "duration", p->iters ? p->iters : p->duration_s,
+	       p->iters ? " per client" : " s per size", p->warmup);
+	printf(" bytes: the request's; %s\n", p->mode == BENCH_MODE_BW
+						  ? "bandwidth counts request + answer per call"
+						  : "latency is the whole round trip");
+}
+
 void bench_report_header(const struct bench_report *r)
 {
 	const struct bench_ctx *c = r->c;
@@ -123,19 +197,10 @@ void bench_report_header(const struct bench_report *r)
 	       p->bidir ? " (bidirectional)" : "", c->is_client ? "client" : "server",
 	       p->oob ? "QPs connected out of band" : "rdma_cm", c->is_client ? " to " : "",
 	       c->is_client ? l->host : "");
-	printf(" device %s port %u | GID index %d (%s) | MTU %u | QPs %u | tx depth %u | rx depth "
-	       "%u\n",
-	       c->me.dev, c->me.ib_port, c->me.gid_index, gid_type(c->me.roce_v2, c), c->me.mtu,
-	       p->num_qp, p->tx_depth, p->rx_depth);
-	printf(" batch %u | cq-mod %u | inline %u | poll %s | %s %u%s | warm-up %u\n", p->batch,
-	       p->cq_mod, p->inline_size,
-	       p->op == BENCH_OP_WRITE && p->mode == BENCH_MODE_LAT ? "busy (buffer)"
-								    : bench_poll_name(l->poll),
-	       p->iters ? "iterations" : "duration", p->iters ? p->iters : p->duration_s,
-	       p->iters ? " per QP" : " s per size", p->warmup);
-	if (p->op == BENCH_OP_READ)
-		printf(" reads in flight %u per QP (the QP's initiator depth, as connected)\n",
-		       c->reads_in_flight);
+	if (p->op == BENCH_OP_RPC)
+		rpc_header(r);
+	else
+		verbs_header(r);
 	printf(" kernel %s | clock %s", c->me.kernel, bench_clock_name());
 	if (bench_clock_mhz() > 0)
 		printf(" (%.0f MHz)", bench_clock_mhz());

@@ -68,8 +68,8 @@ int bench_stats_decode(const uint8_t *b, struct bench_side_stats *st, char *why,
 	return 0;
 }
 
-int bench_stats_check_run(const struct bench_side_stats *st, uint32_t size, uint64_t done_count,
-			  char *why, size_t why_len)
+int bench_stats_check_run(const struct bench_side_stats *st, uint64_t msg_bytes,
+			  uint64_t done_count, char *why, size_t why_len)
 {
 	if (st->tx_msgs != done_count) {
 		snprintf(why, why_len, "%llu messages sent, its DONE said %llu",
@@ -77,7 +77,7 @@ int bench_stats_check_run(const struct bench_side_stats *st, uint32_t size, uint
 		return -1;
 	}
 	/* Half the range: both sides' bytes add up in --bidir. */
-	if (size && st->tx_msgs > UINT64_MAX / 2 / size)
+	if (msg_bytes && st->tx_msgs > UINT64_MAX / 2 / msg_bytes)
 		return bad(why, why_len, "more bytes than 63 bits count");
 	return 0;
 }

@@ -38,12 +38,12 @@ void bench_stats_encode(const struct bench_side_stats *st, uint8_t *buf);
 int bench_stats_decode(const uint8_t *buf, struct bench_side_stats *st, char *why, size_t why_len);
 
 /*
- * bench_stats_check_run - @st, the peer's record of a run of @size-byte
- * messages, against the count its DONE gave (@done_count). Returns 0, or
- * -1 with the reason in @why; after a 0, bytes (messages x size) fit in
- * 64 bits.
+ * bench_stats_check_run - @st, the peer's record of a run of messages of
+ * @msg_bytes each (bench_msg_bytes: --op rpc counts request + answer),
+ * against the count its DONE gave (@done_count). Returns 0, or -1 with the
+ * reason in @why; after a 0, bytes (messages x msg_bytes) fit in 64 bits.
  */
-int bench_stats_check_run(const struct bench_side_stats *st, uint32_t size, uint64_t done_count,
-			  char *why, size_t why_len);
+int bench_stats_check_run(const struct bench_side_stats *st, uint64_t msg_bytes,
+			  uint64_t done_count, char *why, size_t why_len);
 
 #endif

@@ -24,7 +24,8 @@ uint64_t bench_cpu_ns(void)
 
 /*
  * What a heartbeat may claim: bench_bw counts posts + completions +
- * receives, bench_lat round trips, so three per message per QP covers both.
+ * receives, bench_lat round trips, bench_rpc calls started + completed
+ * (client) or answered (server), so three per message per QP covers all.
  */
 static uint64_t claim_bound(const struct bench_params *p, uint64_t msgs)
 {

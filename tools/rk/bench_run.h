@@ -1,6 +1,7 @@
 /*
- * bench_run.h - one timed run of one message size, and what both engines
- * (bench_bw.c, bench_lat.c) share: the watchdog, CPU time, completions.
+ * bench_run.h - one timed run of one message size, and what the engines
+ * (bench_bw.c, bench_lat.c; bench_rpc.c for --op rpc) share: the
+ * watchdog, CPU time, completions.
  *
  * A run starts right after the GO barrier and ends when both sides have
  * said DONE with their send counts and every expected message arrived.

@@ -5,7 +5,8 @@
  *   handshake   client: PARAMS; server: validate, ACCEPT or REFUSE naming
  *               the parameter (bench_conn.c)
  *   connect     buffer, CQ, QPs by rdma_cm or --oob; READY both ways
- *   per size    [warm-up] GO barrier, timed run (bench_bw.c / bench_lat.c),
+ *   per size    [warm-up] GO barrier, timed run (bench_bw.c / bench_lat.c /
+ *               bench_rpc.c),
  *               RESULT both ways, one table row
  *   end         JSON, plot; teardown in reverse order
  * Any failure is sent to the peer as ERROR (so it can say why it stops)
@@ -18,6 +19,7 @@
 #include "bench.h"
 #include "bench_conn.h"
 #include "bench_report.h"
+#include "bench_rpc.h"
 #include "bench_run.h"
 #include "cli.h"
 #include "commands.h"
@@ -46,6 +48,8 @@ static int barrier(struct bench_ctx *c, uint32_t size, uint32_t phase, struct rk
 static int run_once(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
 		    struct bench_run *run, struct rk_error *err)
 {
+	if (c->p->op == BENCH_OP_RPC)
+		return bench_rpc_run(c, size, iters, dur_ns, run, err);
 	if (c->p->mode == BENCH_MODE_LAT)
 		return bench_lat_run(c, size, iters, dur_ns, run, err);
 	return bench_bw_run(c, size, iters, dur_ns, run, err);
@@ -55,7 +59,8 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 		    struct bench_result *res, struct rk_error *err)
 {
 	const struct bench_params *p = c->p;
-	int lat = p->mode == BENCH_MODE_LAT;
+	/* The latency engine's buffer starts clean (rpc has no buffer of rk bench's). */
+	int reset = p->mode == BENCH_MODE_LAT && p->op != BENCH_OP_RPC;
 	uint8_t b[BENCH_RESULT_LEN];
 	struct bench_run run = {0};
 	struct bench_msg m;
@@ -63,14 +68,14 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 	int r;
 
 	if (p->warmup) {
-		if (lat)
+		if (reset)
 			bench_lat_reset(c, size);
 		r = barrier(c, size, 0, err);
 		r = r ?: run_once(c, size, p->warmup, 0, &run, err);
 		if (r)
 			return r;
 	}
-	if (lat)
+	if (reset)
 		bench_lat_reset(c, size);
 	bench_hist_reset(hist);
 	r = barrier(c, size, 1, err);
@@ -89,7 +94,8 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 	if (r)
 		return r;
 	if (bench_stats_decode(m.data, &res->peer, why, sizeof(why)) ||
-	    bench_stats_check_run(&res->peer, size, run.peer_count, why, sizeof(why)))
+	    bench_stats_check_run(&res->peer, bench_msg_bytes(p, size), run.peer_count, why,
+				  sizeof(why)))
 		return bench_fail(err, EPROTO, "protocol error: the peer's RESULT for size %u: %s",
 				  size, why);
 	return 0;
