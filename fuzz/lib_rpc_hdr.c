@@ -13,10 +13,11 @@
  *    capacity the slot (or max_msg, when direct) can hold; and it encodes
  *    back to the same header bytes;
  *  - an accepted answer has a known status, a length within the call's
- *    capacity and exactly what came inline, and data only when OK or an
- *    application error;
- *  - an accepted accept reply has a window, a slot larger than the answer
- *    header and at most 8 MiB, and a max_msg.
+ *    capacity and exactly what came in the slot, its data in the slot
+ *    unless the call was direct, and data only when OK or an application
+ *    error;
+ *  - an accepted accept reply stays within what a server may grant (window,
+ *    slot and request buffer, max_msg): the client sizes memory by them.
  */
 #include <string.h>
 
@@ -66,14 +67,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rk_rpc_ans_decode(data, byte_len, cap, direct, &a, &why) == 0) {
 			FUZZ_CHECK(a.status <= RK_RPC_STATUS_MAX);
 			FUZZ_CHECK(a.len <= cap);
-			FUZZ_CHECK(byte_len == RK_RPC_ANS_HDR + (direct ? 0 : a.len));
+			FUZZ_CHECK(byte_len == RK_RPC_ANS_HDR + (a.in_slot ? a.len : 0));
+			FUZZ_CHECK(a.in_slot || direct);
 			FUZZ_CHECK(!a.len || a.status == RK_RPC_OK || a.status == RK_RPC_APP_ERROR);
 		}
 	}
 	if (rk_rpc_accept_decode(data, size, &acc) == 0) {
-		FUZZ_CHECK(acc.window >= 1);
-		FUZZ_CHECK(acc.slot_size > RK_RPC_ANS_HDR && acc.slot_size <= (8u << 20));
-		FUZZ_CHECK(acc.max_msg >= 1);
+		FUZZ_CHECK(acc.window >= 1 && acc.window <= RK_RPC_WIRE_MAX_WINDOW);
+		FUZZ_CHECK(acc.slot_size > RK_RPC_ANS_HDR && acc.slot_size <= RK_RPC_WIRE_MAX_BUF);
+		FUZZ_CHECK(acc.req_inline + RK_RPC_REQ_HDR <= RK_RPC_WIRE_MAX_BUF);
+		FUZZ_CHECK(acc.max_msg >= 1 && acc.max_msg <= RK_RPC_WIRE_MAX_MSG);
 	}
 	return 0;
 }
@@ -91,7 +94,7 @@ static void emit_req(fuzz_emit_fn *emit, const char *name, uint8_t limits,
 void fuzz_seeds(fuzz_emit_fn *emit)
 {
 	struct rk_rpc_req_hdr h = {.method = 1, .slot = 3, .gen = 9, .req_len = 16, .resp_cap = 64};
-	struct rk_rpc_ans_hdr a = {.status = RK_RPC_OK, .len = 8};
+	struct rk_rpc_ans_hdr a = {.status = RK_RPC_OK, .in_slot = 1, .len = 8};
 	struct rk_rpc_accept acc = {
 	    .window = 64, .req_inline = 4044, .slot_size = 4096, .max_msg = 64u << 20};
 	uint8_t buf[1 + RK_RPC_ANS_HDR + 8] = {0x10};
@@ -110,6 +113,7 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	a.status = RK_RPC_APP_ERROR;
 	a.code = 42;
 	a.len = 0;
+	a.in_slot = 0;
 	buf[0] = 0x18; /* direct */
 	rk_rpc_ans_encode(&a, buf + 1);
 	emit("answer-direct-error", buf, 1 + RK_RPC_ANS_HDR);

@@ -236,6 +236,23 @@ int rk_conn_progress(struct rk_conn *c, int timeout_ms, struct rk_error *err)
 	return (int)c->state;
 }
 
+int rk_cm_comm_established(struct rk_conn *c, int timeout_ms, struct rk_error *err)
+{
+	if (c->state != RK_CONN_CONNECTING || !c->id)
+		return (int)c->state;
+	/* The ESTABLISHED event may simply be waiting on the channel. */
+	rk_conn_progress(c, 0, err);
+	if (c->state != RK_CONN_CONNECTING)
+		return (int)c->state;
+	/*
+	 * The peer's ready-to-use message is late or lost, but its data came:
+	 * the connection is up. rdma_notify makes the CM say so (ESTABLISHED).
+	 */
+	if (rdma_notify(c->id, IBV_EVENT_COMM_EST) && errno != EISCONN)
+		return rk_err_sys(err, "rdma_notify", "COMM_EST [qp 0x%x]", rk_conn_qp_num(c));
+	return rk_conn_progress(c, timeout_ms, err);
+}
+
 /* Send the disconnect and wait for the peer's answer, so it learns we are gone. */
 static void cm_disconnect(struct rk_conn *c, int64_t deadline_ms, struct rk_error *err)
 {

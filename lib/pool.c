@@ -10,6 +10,7 @@
 
 struct rk_pool {
 	struct rk_device *dev;
+	struct rk_pd *pd; /* NULL: the device's */
 	unsigned access;
 	struct rk_slab slab;
 };
@@ -20,7 +21,8 @@ static int grow_chunk(void *ctx, size_t bytes, struct rk_slab_chunk *c, struct r
 	struct rk_mr *mr;
 	int r;
 
-	r = rk_mr_alloc(pool->dev, bytes, pool->access, err, &mr);
+	r = pool->pd ? rk_mr_alloc_pd(pool->pd, bytes, pool->access, err, &mr)
+		     : rk_mr_alloc(pool->dev, bytes, pool->access, err, &mr);
 	if (r)
 		return r;
 	c->base = rk_mr_addr(mr);
@@ -50,6 +52,7 @@ int rk_pool_create(struct rk_device *dev, const struct rk_pool_opts *opts, struc
 	if (!pool)
 		return rk_err_set(err, ENOMEM, "rk_pool_create", NULL);
 	pool->dev = dev;
+	pool->pd = opts->pd;
 	pool->access = opts->access;
 	r = rk_slab_init(&pool->slab, opts->class_sizes, opts->chunk_size, opts->max_bytes,
 			 grow_chunk, release_chunk, pool, err);

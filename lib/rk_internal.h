@@ -205,6 +205,13 @@ int rk_cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct r
 		    struct rdma_cm_event **ev);
 int rk_cm_conn_event(struct rk_conn *conn, struct rdma_cm_event *ev, struct rk_error *err);
 int rk_cm_new_channel(struct rk_error *err, struct rdma_event_channel **out);
+/*
+ * rk_cm_comm_established - a completion came on @conn, accepted without
+ * waiting, before rdma_cm reported ESTABLISHED: take the event if it is
+ * pending, else tell the CM the connection is up (rdma_notify COMM_EST)
+ * and wait up to @timeout_ms for its ESTABLISHED. Returns the state.
+ */
+int rk_cm_comm_established(struct rk_conn *conn, int timeout_ms, struct rk_error *err);
 /* Make @conn an rdma_cm connection: its id, channel and QP are the CM's. */
 void rk_cm_own(struct rk_conn *conn);
 const char *rk_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);

@@ -17,13 +17,13 @@
 #include "rk_internal.h"
 #include "rpc_wire.h"
 
-#define TAG_REQ	     0x5251ull	       /* wr_id top 16 bits: a request SEND; low bits the slot */
-#define WRID_ANS     (0x5241ull << 48) /* the receive set of answers */
-#define DEF_WINDOW   64
-#define DEF_TIMEOUT  5000
-#define DEF_INLINE   128 /* bytes a SEND carries inline: a header and 76 bytes */
-#define MAX_EVENTS   8
-#define RETIRE_EVERY 1 /* ms between deadline scans */
+#define TAG_REQ	    0x5251ull	      /* wr_id top 16 bits: a request SEND; low bits the slot */
+#define WRID_ANS    (0x5241ull << 48) /* the receive set of answers */
+#define DEF_WINDOW  64
+#define DEF_TIMEOUT 5000
+#define DEF_INLINE  128 /* bytes a SEND carries inline: a header and 76 bytes */
+#define MAX_EVENTS  8
+#define POLL_BATCH  16
 
 enum call_state { C_FREE = 0, C_BUSY, C_ZOMBIE };
 
@@ -58,8 +58,10 @@ struct rk_rpc_client {
 	struct call *calls;
 	uint16_t *free_slots;
 	uint32_t nfree, inflight;
-	int64_t next_scan;
-	int dead; /* negative errno once the connection is gone */
+	uint64_t completed; /* calls finished, ever (progress returns the difference) */
+	int in_progress;    /* completions are being handled: no reentry */
+	int64_t soonest;    /* the earliest deadline of a call in flight (ms), -1 none */
+	int dead;	    /* negative errno once the connection is gone */
 	struct rk_error why;
 };
 
@@ -101,6 +103,7 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	if (!cl)
 		return rk_err_set(err, ENOMEM, "rk_rpc_client_connect", NULL);
 	cl->dev = dev;
+	cl->soonest = -1;
 	cl->window = opts->window ? opts->window : DEF_WINDOW;
 	if (cl->window > RK_RPC_MAX_WINDOW)
 		cl->window = RK_RPC_MAX_WINDOW;
@@ -128,6 +131,14 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	co.port = opts->port;
 	co.timeout_ms = opts->timeout_ms;
 	hello.app_arg = cl->window;
+	if (opts->token_len > RK_HELLO_TOKEN_MAX || (opts->token_len && !opts->token)) {
+		r = rk_err_set(err, EINVAL, "rk_rpc_client_connect", "a token of %u bytes (max %u)",
+			       opts->token_len, RK_HELLO_TOKEN_MAX);
+		goto fail;
+	}
+	hello.token_len = opts->token_len;
+	if (opts->token_len)
+		memcpy(hello.token, opts->token, opts->token_len);
 	co.hello = &hello;
 	r = rk_cm_connect(dev, &co, err, &cl->conn);
 	if (r)
@@ -187,6 +198,7 @@ static void finish(struct rk_rpc_client *cl, uint16_t i, int status, uint32_t le
 		return;
 	c->state = C_ZOMBIE;
 	cl->inflight--;
+	cl->completed++;
 	if (!why) {
 		rk_error_clear(&none);
 		why = &none;
@@ -258,7 +270,7 @@ static void on_answer(struct rk_rpc_client *cl, const struct rk_msg *m)
 		return protocol_error(cl, why, m->imm);
 	if (c->state == C_BUSY) {
 		status = rk_rpc_status_errno(h.status);
-		if (h.len && !c->direct)
+		if (h.len && h.in_slot) /* checked: h.len fits the call and what came */
 			memcpy(c->resp, slot + RK_RPC_ANS_HDR, h.len);
 		else if (h.len && c->resp_stage)
 			memcpy(c->resp, rk_mr_addr(c->resp_stage), h.len);
@@ -313,50 +325,89 @@ static void on_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
 		fail_all(cl, -EIO, &e);
 }
 
-/* Calls past their deadline fail now (their slots stay until the answer). */
-static void expire(struct rk_rpc_client *cl)
+/*
+ * Calls past their deadline fail now (their slots stay until the answer),
+ * and the earliest deadline left is found. One pass over the window, only
+ * when the earliest deadline has come: not on every wait.
+ */
+static void expire(struct rk_rpc_client *cl, int64_t now)
 {
-	int64_t now = rk_now_ms();
-
-	if (now < cl->next_scan)
-		return;
-	cl->next_scan = now + RETIRE_EVERY;
+	cl->soonest = -1;
 	for (uint32_t i = 0; i < cl->window && cl->inflight; i++) {
 		struct call *c = &cl->calls[i];
 		struct rk_error e;
 
-		if (c->state != C_BUSY || c->deadline < 0 || c->deadline > now)
+		if (c->state != C_BUSY || c->deadline < 0)
 			continue;
+		if (c->deadline > now) {
+			if (cl->soonest < 0 || c->deadline < cl->soonest)
+				cl->soonest = c->deadline;
+			continue;
+		}
 		rk_err_set(&e, ETIMEDOUT, "rk_rpc_call",
 			   "no answer within the deadline (call slot %u)", i);
 		finish(cl, (uint16_t)i, -ETIMEDOUT, 0, 0, &e);
 	}
-}
+	if (!cl->nfree && !cl->inflight && !cl->dead) {
+		struct rk_error e;
 
-/* The nearest deadline of a call in flight, as a timeout from now (-1 none). */
-static int nearest(const struct rk_rpc_client *cl, int timeout_ms)
-{
-	int64_t now = rk_now_ms(), best = timeout_ms < 0 ? -1 : now + timeout_ms;
-
-	for (uint32_t i = 0; i < cl->window; i++) {
-		const struct call *c = &cl->calls[i];
-
-		if (c->state == C_BUSY && c->deadline >= 0 && (best < 0 || c->deadline < best))
-			best = c->deadline;
+		/* Every slot waits for an answer that does not come: the client is useless. */
+		rk_err_set(&e, ETIMEDOUT, "rk_rpc_call",
+			   "all %u call slots are held by calls that timed out: the server "
+			   "does not answer",
+			   cl->window);
+		fail_all(cl, -ETIMEDOUT, &e);
 	}
-	return best < 0 ? -1 : (int)(best > now ? best - now : 0);
 }
 
-/* Wait once, handle what came; the number of events or a negative errno. */
+static int handle_once(struct rk_rpc_client *cl, int64_t now, int timeout_ms,
+		       struct rk_wait_event *ev, struct ibv_wc *wc, struct rk_error *err);
+
+/*
+ * Wait up to @timeout_ms (-1: until the earliest call's deadline) and
+ * handle what came: the number of events or a negative errno. The CQ is
+ * polled first (no system call): a completion already there needs no
+ * wait set. One clock reading per call.
+ */
 static int progress_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
 {
 	struct rk_wait_event ev[MAX_EVENTS];
-	int n = rk_wait(cl->ws, ev, MAX_EVENTS, nearest(cl, timeout_ms), err);
+	struct ibv_wc wc[POLL_BATCH];
+	int64_t now = rk_now_ms();
+	int n;
 
-	if (n == -ETIMEDOUT)
-		n = 0;
-	if (n < 0)
+	if (cl->in_progress) /* from a callback: the completions being handled would be lost */
+		return rk_err_set(err, EBUSY, "rk_rpc_client_progress",
+				  "called from a completion callback");
+	cl->in_progress = 1;
+	n = handle_once(cl, now, timeout_ms, ev, wc, err);
+	cl->in_progress = 0;
+	return n;
+}
+
+static int handle_once(struct rk_rpc_client *cl, int64_t now, int timeout_ms,
+		       struct rk_wait_event *ev, struct ibv_wc *wc, struct rk_error *err)
+{
+	uint64_t done = cl->completed;
+	int n;
+
+	if (cl->soonest >= 0 && now >= cl->soonest) {
+		expire(cl, now);
+		if (cl->completed != done)
+			return 1; /* calls ended: their callers must see it before any wait */
+	}
+	if (cl->soonest >= 0 && (timeout_ms < 0 || cl->soonest - now < timeout_ms))
+		timeout_ms = (int)(cl->soonest - now);
+	n = rk_cq_poll(rk_conn_cq(cl->conn), wc, POLL_BATCH, NULL);
+	for (int j = 0; j < n; j++)
+		on_wc(cl, &wc[j]);
+	if (n > 0)
 		return n;
+	n = rk_wait(cl->ws, ev, MAX_EVENTS, timeout_ms, NULL); /* NULL: no text for a timeout */
+	if (n == -ETIMEDOUT)
+		return 0;
+	if (n < 0)
+		return rk_err_set(err, -n, "rk_rpc_client_progress", "waiting for completions");
 	for (int k = 0; k < n; k++) {
 		if (ev[k].src == RK_SRC_CQ) {
 			for (int j = 0; j < ev[k].nwc; j++)
@@ -368,7 +419,6 @@ static int progress_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_err
 			fail_all(cl, -ECONNRESET, &e);
 		}
 	}
-	expire(cl);
 	return n;
 }
 
@@ -510,6 +560,8 @@ int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 	c->arg = arg;
 	c->deadline =
 	    a->timeout_ms < 0 ? -1 : rk_deadline(a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+	if (c->deadline >= 0 && (cl->soonest < 0 || c->deadline < cl->soonest))
+		cl->soonest = c->deadline;
 	cl->inflight++;
 	return 0;
 }
@@ -531,9 +583,20 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 	struct sync_result s = {0};
 	int r;
 
+	if (cl->in_progress)
+		return rk_err_set(err, EBUSY, "rk_rpc_call", "called from a completion callback");
+	int64_t deadline =
+	    a->timeout_ms < 0 ? -1 : rk_deadline(a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+
 	r = rk_rpc_call_async(cl, a, sync_done, &s, err);
-	while (r == -EAGAIN) { /* the window is full of async calls: make room */
-		r = progress_once(cl, a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT, err);
+	while (r == -EAGAIN) { /* the window is full: make room, within the call's deadline */
+		if (deadline >= 0 && rk_ms_left(deadline) == 0)
+			return rk_err_set(
+			    err, ETIMEDOUT, "rk_rpc_call",
+			    "no free call slot within the deadline (%u calls in flight, "
+			    "%u slots held by calls that timed out)",
+			    cl->inflight, cl->window - cl->nfree - cl->inflight);
+		r = progress_once(cl, deadline < 0 ? -1 : rk_ms_left(deadline), err);
 		if (r >= 0)
 			r = rk_rpc_call_async(cl, a, sync_done, &s, err);
 	}
@@ -556,7 +619,7 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 
 int rk_rpc_client_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
 {
-	uint32_t before = cl->inflight;
+	uint64_t before = cl->completed;
 	int r;
 
 	if (cl->dead && !cl->inflight) {
@@ -565,10 +628,11 @@ int rk_rpc_client_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_e
 		return -ENOTCONN;
 	}
 	r = progress_once(cl, timeout_ms, err);
-	if (r < 0) {
+	if (r == -EBUSY)
+		return r;
+	if (r < 0)
 		fail_all(cl, r, err);
-	}
-	return (int)(before - cl->inflight);
+	return (int)(cl->completed - before);
 }
 
 uint32_t rk_rpc_client_inflight(const struct rk_rpc_client *cl)

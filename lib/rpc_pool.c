@@ -191,9 +191,12 @@ static int connect_entry(struct rk_rpc_pool *pool, struct rk__pbook_entry *e,
 
 	co.host = a->host;
 	co.port = a->port;
-	/* The per-step connect timeout never runs past the caller's deadline. */
+	/*
+	 * The connect timeout is per step (address, route, connect): a third of
+	 * what is left each, so the three together stay near the deadline.
+	 */
 	if (deadline >= 0) {
-		left = rk_ms_left(deadline);
+		left = rk_ms_left(deadline) / 3;
 		step = co.timeout_ms > 0 ? co.timeout_ms : DEF_TIMEOUT_MS;
 		if (left < step)
 			co.timeout_ms = left > 0 ? left : 1;

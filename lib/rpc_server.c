@@ -10,9 +10,11 @@
  *
  * A request's receive buffer is posted again before its answer goes out:
  * the client sends its next request on a slot only after that answer, so
- * it always finds a receive (no RNR). A connection that dies while
- * handlers still hold requests stays as a zombie (no QP, no wait-set
- * entry) until the last of them is answered, so their data stays valid.
+ * it always finds a receive (no RNR). A connection that dies loses its QP,
+ * CQ and CM id at once; while handlers still hold requests, what is left
+ * (their buffers, from the pool) stays as a zombie, out of the connection
+ * table, until the last of them is answered, so their data stays valid.
+ * All connections and the pool live in a PD of the server's own.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -42,6 +44,7 @@
 #define DEF_RDV_BYTES	 (256ull << 20)
 #define MAX_CONNS_LIMIT	 65535
 #define ANSWER_SPARE_BUF 8
+#define ESTABLISH_MS	 1000 /* data came first: how long ESTABLISHED may take */
 
 enum req_state { R_FREE = 0, R_READING, R_HANDLER };
 
@@ -65,13 +68,21 @@ struct rk_rpc_req {
 	const uint8_t *data; /* the body: in the receive buffer or the stage */
 	struct stage body;
 	unsigned reads_left;
+	struct rk_rpc_req *next_oom; /* on the list of replies that found no memory */
 };
 
-/* An answer waiting to be posted: from another thread, or for send-queue room. */
+/* Work waiting: an answer from another thread, or anything waiting for send-queue room. */
+enum pending_kind {
+	P_ANSWER, /* a handler's answer (the request is held) */
+	P_STATUS, /* the server's own answer: no method, too big, no room */
+	P_READ,	  /* a rendezvous body's READs */
+};
+
 struct pending {
 	struct pending *next;
-	struct rk_rpc_req *req; /* an answer for req, or (data == NULL, read) its READs */
-	int is_read;
+	struct rk_rpc_req *req;
+	enum pending_kind kind;
+	uint32_t status; /* P_STATUS */
 	int32_t code;
 	uint32_t len;
 	uint8_t data[];
@@ -87,7 +98,8 @@ struct sconn {
 	int dead, closed;	 /* closed: the peer disconnected (not dropped by us) */
 	unsigned held;		 /* requests with handlers, not yet answered */
 	uint64_t rdv_bytes;	 /* rendezvous bodies this connection holds */
-	struct sconn *next_dead; /* on the server's list to free */
+	struct sconn *next_dead; /* on the server's list of dead connections */
+	int in_table;		 /* still in conns[] (until the end of a progress) */
 	uint32_t window;
 	struct rk_rpc_req *reqs;
 	struct stage *stages, **stages_tail; /* staged answers in posting order */
@@ -109,10 +121,14 @@ struct rk_rpc_server {
 	struct rk_conn_opts copts;
 	struct rk_rpc_limits lim;
 	uint32_t req_buf;
+	uint8_t token[RK_HELLO_TOKEN_MAX];
 	struct handler *handlers;
 	unsigned nhandlers;
+	struct rk_pd *pd;
 	struct sconn **conns;
-	struct sconn *graveyard;	     /* dropped, nothing held: freed after progress */
+	struct sconn *dead;	/* dropped: out of conns[] and freed after progress */
+	struct rk_rpc_req *oom; /* replies that found no memory (under lock) */
+	int in_progress;
 	struct pending *retry, **retry_tail; /* progress thread only */
 	pthread_mutex_t lock;		     /* guards deferred */
 	struct pending *deferred, **deferred_tail;
@@ -137,7 +153,7 @@ static int stage_alloc(struct rk_rpc_server *srv, uint64_t bytes, struct stage *
 	s->bytes = bytes;
 	if (bytes <= POOL_MAX_CLASS)
 		return rk_pool_alloc(srv->pool, bytes, &s->buf, err);
-	return rk_mr_alloc(srv->dev, bytes, RK_ACCESS_LOCAL, err, &s->mr);
+	return rk_mr_alloc_pd(srv->pd, bytes, RK_ACCESS_LOCAL, err, &s->mr);
 }
 
 static void stage_free(struct rk_rpc_server *srv, struct stage *s)
@@ -178,19 +194,15 @@ static void req_release(struct rk_rpc_server *srv, struct rk_rpc_req *q)
 	q->state = R_FREE;
 }
 
-/*
- * Free @c and everything it holds; nobody may reference it any more. Only
- * at the end of progress (or destroy): completions and queued work being
- * handled may still point at it until then.
- */
-static void conn_free(struct rk_rpc_server *srv, struct sconn *c)
+/* Drop queued work of @c that no handler holds (READs, status answers). */
+static void purge_retry(struct rk_rpc_server *srv, const struct sconn *c)
 {
 	struct pending **pp = &srv->retry;
 
-	while (*pp) { /* rendezvous READs still waiting for room */
+	while (*pp) {
 		struct pending *p = *pp;
 
-		if (p->req->c == c) {
+		if (p->req->c == c && p->kind != P_ANSWER) {
 			*pp = p->next;
 			free(p);
 		} else {
@@ -198,7 +210,13 @@ static void conn_free(struct rk_rpc_server *srv, struct sconn *c)
 		}
 	}
 	srv->retry_tail = pp;
-	rk_conn_destroy(c->conn); /* flushed: the device is done with our buffers */
+}
+
+/* Free what is left of dead @c; nobody may reference it any more. */
+static void conn_free(struct rk_rpc_server *srv, struct sconn *c)
+{
+	purge_retry(srv, c);
+	rk_conn_destroy(c->conn); /* NULL once dropped: already destroyed */
 	for (uint32_t i = 0; c->reqs && i < c->window; i++)
 		req_release(srv, &c->reqs[i]);
 	while (c->stages) {
@@ -211,17 +229,10 @@ static void conn_free(struct rk_rpc_server *srv, struct sconn *c)
 	rk_send_set_destroy(c->ss);
 	rk_recv_set_destroy(c->rs);
 	free(c->reqs);
-	srv->conns[c->idx] = NULL;
 	free(c);
 }
 
-static void bury(struct rk_rpc_server *srv, struct sconn *c)
-{
-	c->next_dead = srv->graveyard;
-	srv->graveyard = c;
-}
-
-/* Drop @c: logged, out of the wait set; freed once no handler holds a request. */
+/* Drop @c: logged, its QP, CQ and CM id gone now; the rest once no handler holds a request. */
 static void conn_drop(struct rk_rpc_server *srv, struct sconn *c, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -249,9 +260,39 @@ static void conn_drop(struct rk_rpc_server *srv, struct sconn *c, const char *fm
 	if (c->conn_id >= 0)
 		rk_wait_remove(srv->ws, c->conn_id);
 	c->cq_id = c->conn_id = -1;
+	/*
+	 * The QP goes now (a peer must not keep a QP, a CQ and two fds by
+	 * leaving requests with a handler); the receive buffers that handlers
+	 * may still read are the pool's and stay. The slot in conns[] is freed
+	 * at the end of this progress: events of this batch still name it.
+	 */
 	rk_conn_disconnect(c->conn, 0, NULL);
-	if (!c->held)
-		bury(srv, c);
+	rk_conn_destroy(c->conn);
+	c->conn = NULL;
+	purge_retry(srv, c);
+	c->next_dead = srv->dead;
+	srv->dead = c;
+}
+
+/* End of progress: dead connections leave the table; those nobody holds are freed. */
+static void sweep_dead(struct rk_rpc_server *srv)
+{
+	struct sconn **pp = &srv->dead;
+
+	while (*pp) {
+		struct sconn *c = *pp;
+
+		if (c->in_table) {
+			srv->conns[c->idx] = NULL;
+			c->in_table = 0;
+		}
+		if (c->held) {
+			pp = &c->next_dead;
+			continue;
+		}
+		*pp = c->next_dead;
+		conn_free(srv, c);
+	}
 }
 
 static int conn_prepare(struct rk_conn *conn, void *arg)
@@ -268,6 +309,16 @@ static int conn_prepare(struct rk_conn *conn, void *arg)
 	return r ? r : rk_send_set_create(conn, srv->pool, &so, NULL, &c->ss);
 }
 
+/* The hello's token against ours, in time that does not depend on where they differ. */
+static int token_ok(const struct rk_rpc_server *srv, const struct rk_hello *h)
+{
+	uint8_t diff = (uint8_t)(h->token_len ^ srv->o.token_len);
+
+	for (unsigned i = 0; i < srv->o.token_len; i++)
+		diff |= (uint8_t)(h->token[i] ^ srv->token[i]);
+	return diff == 0;
+}
+
 static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 {
 	const struct rk_hello *hello = rk_cm_request_hello(req);
@@ -278,6 +329,12 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 	struct sconn *c;
 	unsigned idx;
 
+	if (srv->o.token_len && !token_ok(srv, hello)) {
+		srv->st.conns_refused++;
+		rk_warn("rpc server: %s refused: wrong access token", rk_cm_request_peer(req));
+		rk_cm_request_reject(req, RK_REJECT_TOKEN, "wrong access token", NULL);
+		return;
+	}
 	for (idx = 0; idx < srv->o.max_conns && srv->conns[idx]; idx++)
 		;
 	if (idx == srv->o.max_conns) {
@@ -307,6 +364,7 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 		c->reqs[i].slot = (uint16_t)i;
 	}
 	srv->conns[idx] = c;
+	c->in_table = 1;
 	co.rq_depth = co.rq_depth > c->window ? co.rq_depth : c->window;
 	co.sq_depth = co.sq_depth > 2 * c->window + 32 ? co.sq_depth : 2 * c->window + 32;
 	co.prepare = conn_prepare;
@@ -368,7 +426,8 @@ static struct pending *pending_new(struct rk_rpc_req *q, int32_t code, const voi
 	if (!p)
 		return NULL;
 	p->req = q;
-	p->is_read = 0;
+	p->kind = P_ANSWER;
+	p->status = 0;
 	p->code = code;
 	p->len = len;
 	if (len)
@@ -376,17 +435,16 @@ static struct pending *pending_new(struct rk_rpc_req *q, int32_t code, const voi
 	return p;
 }
 
-/* Post the answer's data from @src (local memory, @lkey) to the caller's buffer. */
+/* Post a staged answer's data to the caller's buffer; the last WRITE frees the stage. */
 static int post_data(struct sconn *c, struct rk_rpc_req *q, const uint8_t *src, uint32_t lkey,
-		     uint32_t len, int staged, struct rk_error *err)
+		     uint32_t len, struct rk_error *err)
 {
 	for (uint32_t off = 0; off < len; off += CHUNK) {
 		uint32_t n = len - off < CHUNK ? len - off : CHUNK;
 		int last = off + n == len;
 		struct rk_wr wr = {.op = RK_OP_WRITE,
-				   .flags = staged && last ? RK_WR_SIGNALED : 0,
-				   .wr_id =
-				       wrid(staged && last ? TAG_STAGE : TAG_DATA, c->idx, q->slot),
+				   .flags = last ? RK_WR_SIGNALED : 0,
+				   .wr_id = wrid(last ? TAG_STAGE : TAG_DATA, c->idx, q->slot),
 				   .addr = (void *)(src + off),
 				   .len = n,
 				   .lkey = lkey,
@@ -408,22 +466,22 @@ static int answer_now(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t 
 		      int32_t code, const void *data, uint32_t len)
 {
 	struct sconn *c = q->c;
-	int direct = (q->h.flags & RK_RPC_F_DIRECT) != 0;
 	struct rk_rpc_ans_hdr a = {.status = status, .code = code, .len = len};
 	struct stage *st = NULL;
 	struct rk_send_buf b;
 	struct rk_error err;
-	unsigned need;
 	int r;
 
 	if (len > q->h.resp_cap) {
 		a.status = RK_RPC_TOO_BIG;
 		a.len = len = 0;
 	}
-	need = 1 + (direct ? chunks(len) : 0);
-	if (rk_sq_room(c->conn) < need || rk_send_set_free_count(c->ss) == 0)
+	/* What fits the slot goes in it, even for a direct call: one write, not two. */
+	a.in_slot = len <= srv->lim.slot_size - RK_RPC_ANS_HDR;
+	if (rk_sq_room(c->conn) < 1 + (a.in_slot ? 0 : chunks(len)) ||
+	    rk_send_set_free_count(c->ss) == 0)
 		return 0;
-	if (direct && len > srv->lim.slot_size - RK_RPC_ANS_HDR) {
+	if (!a.in_slot) { /* only a direct call can take more than the slot */
 		st = calloc(1, sizeof(*st));
 		if (!st || stage_alloc(srv, len, st, &err)) {
 			free(st);
@@ -444,24 +502,19 @@ static int answer_now(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t 
 			goto fail;
 		}
 	}
-	if (direct && len) {
-		if (st)
-			r = post_data(c, q, stage_addr(st), stage_lkey(st), len, 1, &err);
-		else
-			r = post_data(c, q, (uint8_t *)b.data + RK_RPC_ANS_HDR, b.lkey, len, 0,
-				      &err);
+	if (st) {
+		r = post_data(c, q, stage_addr(st), stage_lkey(st), len, &err);
 		if (r) {
 			rk_send_set_put(c->ss, b.index);
 			goto fail;
 		}
-		if (st) { /* freed when its last WRITE completes (the queue is in order) */
-			*c->stages_tail = st;
-			c->stages_tail = &st->next;
-			st = NULL;
-		}
+		/* Freed when its last WRITE completes (the queue completes in order). */
+		*c->stages_tail = st;
+		c->stages_tail = &st->next;
+		st = NULL;
 	}
 	struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
-			   .len = RK_RPC_ANS_HDR + (direct ? 0 : len),
+			   .len = RK_RPC_ANS_HDR + (a.in_slot ? len : 0),
 			   .remote_addr = q->h.slot_addr,
 			   .rkey = q->h.slot_rkey,
 			   .imm = rk_rpc_imm(q->slot, q->h.gen)};
@@ -506,17 +559,27 @@ static void answer_held(struct rk_rpc_server *srv, struct rk_rpc_req *q, int32_t
 	free(p);
 	if (c->dead)
 		req_release(srv, q);
-	if (--c->held == 0 && c->dead)
-		bury(srv, c);
+	c->held--; /* a dead connection nobody holds is freed at the end of progress */
 }
 
-/* An answer the server itself gives (no handler ran): no room means drop. */
-static void answer_status(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t status)
+/* An answer the server itself gives (no handler ran): posted now or queued for room. */
+static void answer_status(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t status,
+			  struct pending *p)
 {
-	if (answer_now(srv, q, status, 0, NULL, 0) == 0) {
-		req_release(srv, q);
-		conn_drop(srv, q->c, "no send-queue room for a status answer");
+	if (q->c->dead || answer_now(srv, q, status, 0, NULL, 0)) {
+		free(p);
+		return;
 	}
+	if (!p)
+		p = pending_new(q, 0, NULL, 0);
+	if (!p) {
+		req_release(srv, q);
+		conn_drop(srv, q->c, "out of memory queueing a status answer");
+		return;
+	}
+	p->kind = P_STATUS;
+	p->status = status;
+	retry_push(srv, p);
 }
 
 static void dispatch(struct rk_rpc_server *srv, struct rk_rpc_req *q)
@@ -524,7 +587,7 @@ static void dispatch(struct rk_rpc_server *srv, struct rk_rpc_req *q)
 	const struct handler *hd = find_handler(srv, q->h.method);
 
 	if (!hd) {
-		answer_status(srv, q, RK_RPC_NO_METHOD);
+		answer_status(srv, q, RK_RPC_NO_METHOD, NULL);
 		return;
 	}
 	q->state = R_HANDLER;
@@ -601,7 +664,7 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	    c->rdv_bytes + h.req_len > srv->lim.max_msg ||
 	    stage_alloc(srv, h.req_len, &q->body, &err)) {
 		q->body.bytes = 0;
-		return answer_status(srv, q, RK_RPC_NO_ROOM);
+		return answer_status(srv, q, RK_RPC_NO_ROOM, NULL);
 	}
 	srv->st.rdv_bytes += h.req_len;
 	c->rdv_bytes += h.req_len;
@@ -613,7 +676,7 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 
 		if (!p)
 			return conn_drop(srv, c, "out of memory queueing a READ");
-		p->is_read = 1;
+		p->kind = P_READ;
 		retry_push(srv, p);
 	}
 }
@@ -638,6 +701,17 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 
 	if (c->dead)
 		return;
+	/*
+	 * Accepted without waiting: a request can come before rdma_cm says
+	 * ESTABLISHED (the peer's ready-to-use message is late), and nothing
+	 * may be posted on a connection that is not CONNECTED yet.
+	 */
+	if (rk_conn_state(c->conn) == RK_CONN_CONNECTING &&
+	    rk_cm_comm_established(c->conn, ESTABLISH_MS, &err) != RK_CONN_CONNECTED)
+		return conn_drop(srv, c,
+				 "data before the connection was established, and it "
+				 "did not become so: %s",
+				 err.msg);
 	if (tag == TAG_RECV) {
 		r = rk_recv_set_take(c->rs, wc, &m, &err);
 		if (r < 0)
@@ -673,12 +747,15 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 static void run_queues(struct rk_rpc_server *srv)
 {
 	struct pending *list = NULL, *p;
+	struct rk_rpc_req *oom = NULL, *q;
 
 	if (__atomic_load_n(&srv->deferred_n, __ATOMIC_ACQUIRE)) {
 		pthread_mutex_lock(&srv->lock);
 		list = srv->deferred;
 		srv->deferred = NULL;
 		srv->deferred_tail = &srv->deferred;
+		oom = srv->oom;
+		srv->oom = NULL;
 		__atomic_store_n(&srv->deferred_n, 0, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&srv->lock);
 	}
@@ -686,14 +763,20 @@ static void run_queues(struct rk_rpc_server *srv)
 		list = p->next;
 		answer_held(srv, p->req, p->code, p->data, p->len, p);
 	}
+	while ((q = oom)) { /* replies that found no memory for their copy */
+		oom = q->next_oom;
+		answer_held(srv, q, -ENOMEM, NULL, 0, NULL);
+	}
 	/* One pass over the retries; what still does not fit goes back on. */
 	list = srv->retry;
 	srv->retry = NULL;
 	srv->retry_tail = &srv->retry;
 	while ((p = list)) {
 		list = p->next;
-		if (!p->is_read)
+		if (p->kind == P_ANSWER)
 			answer_held(srv, p->req, p->code, p->data, p->len, p);
+		else if (p->kind == P_STATUS)
+			answer_status(srv, p->req, p->status, p);
 		else if (!p->req->c->dead && read_body(srv, p->req) == 0)
 			retry_push(srv, p); /* still no room */
 		else
@@ -706,6 +789,9 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 	struct rk_wait_event ev[MAX_EVENTS];
 	int n, woken = 0;
 
+	if (srv->in_progress) /* from a handler: the completions being handled would be lost */
+		return rk_err_set(err, EBUSY, "rk_rpc_server_progress", "called from a handler");
+	srv->in_progress = 1;
 	progress_of = srv;
 	if (srv->retry)
 		timeout_ms = 0; /* work waits for room: look again soon */
@@ -736,13 +822,9 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 		}
 	}
 	run_queues(srv);
-	while (srv->graveyard) {
-		struct sconn *c = srv->graveyard;
-
-		srv->graveyard = c->next_dead;
-		conn_free(srv, c);
-	}
+	sweep_dead(srv);
 	progress_of = NULL;
+	srv->in_progress = 0;
 	if (n == -ETIMEDOUT || n == 0)
 		return woken ? -EINTR : -ETIMEDOUT;
 	if (n < 0)
@@ -772,6 +854,11 @@ const void *rk_rpc_req_data(const struct rk_rpc_req *req, uint32_t *len)
 	return req->data;
 }
 
+const char *rk_rpc_req_peer(const struct rk_rpc_req *req)
+{
+	return req->c->peer;
+}
+
 uint32_t rk_rpc_req_resp_cap(const struct rk_rpc_req *req)
 {
 	return req->h.resp_cap;
@@ -787,8 +874,13 @@ int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_
 		return 0;
 	}
 	p = pending_new(req, code, data, len);
-	if (!p) {
-		/* Cannot even queue it: answer nothing; the caller's deadline ends the call. */
+	if (!p) { /* no memory for the copy: the caller gets -ENOMEM as the handler's code */
+		pthread_mutex_lock(&srv->lock);
+		req->next_oom = srv->oom;
+		srv->oom = req;
+		__atomic_store_n(&srv->deferred_n, 1, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&srv->lock);
+		rk_wait_wake(srv->ws);
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&srv->lock);
@@ -832,8 +924,9 @@ static int resolve_opts(struct rk_rpc_server *srv, const struct rk_rpc_server_op
 	o->max_conns = o->max_conns ? o->max_conns : DEF_MAX_CONNS;
 	o->max_rdv_bytes = o->max_rdv_bytes ? o->max_rdv_bytes : DEF_RDV_BYTES;
 	if (o->window > RK_RPC_MAX_WINDOW || o->max_conns > MAX_CONNS_LIMIT ||
-	    o->slot_size <= RK_RPC_ANS_HDR || o->slot_size > POOL_MAX_CLASS ||
-	    o->req_inline > POOL_MAX_CLASS - RK_RPC_REQ_HDR || o->max_msg > (1u << 30))
+	    o->slot_size <= RK_RPC_ANS_HDR || o->slot_size > RK_RPC_WIRE_MAX_BUF ||
+	    o->req_inline > RK_RPC_WIRE_MAX_BUF - RK_RPC_REQ_HDR ||
+	    o->max_msg > RK_RPC_WIRE_MAX_MSG)
 		return rk_err_set(
 		    err, EINVAL, "rk_rpc_server_create",
 		    "window %u (max %u), max_conns %u, slot %u, req_inline %u, max_msg %u",
@@ -844,6 +937,12 @@ static int resolve_opts(struct rk_rpc_server *srv, const struct rk_rpc_server_op
 					  .slot_size = o->slot_size,
 					  .max_msg = o->max_msg};
 	srv->req_buf = RK_RPC_REQ_HDR + o->req_inline;
+	if (o->token_len > RK_HELLO_TOKEN_MAX || (o->token_len && !o->token))
+		return rk_err_set(err, EINVAL, "rk_rpc_server_create",
+				  "a token of %u bytes (max %u)", o->token_len, RK_HELLO_TOKEN_MAX);
+	if (o->token_len)
+		memcpy(srv->token, o->token, o->token_len);
+	o->token = NULL; /* the copy above is what counts */
 	if (opts->conn)
 		srv->copts = *opts->conn;
 	srv->copts.wait_mode = o->mode;
@@ -895,6 +994,11 @@ int rk_rpc_server_create(struct rk_device *dev, const struct rk_rpc_server_opts 
 	if (!srv->conns)
 		r = rk_err_set(err, ENOMEM, "rk_rpc_server_create", NULL);
 	pool_classes(srv, &po);
+	/* A PD of our own: no client's QP reaches memory the application registered. */
+	if (!r)
+		r = rk_pd_alloc(dev, err, &srv->pd);
+	po.pd = srv->pd;
+	srv->copts.pd = srv->pd;
 	if (!r)
 		r = rk_pool_create(dev, &po, err, &srv->pool);
 	if (!r)
@@ -942,19 +1046,24 @@ void rk_rpc_server_destroy(struct rk_rpc_server *srv)
 	for (unsigned i = 0; srv->conns && i < srv->o.max_conns; i++) {
 		struct sconn *c = srv->conns[i];
 
-		if (!c)
+		if (!c || c->dead) /* the dead are on srv->dead */
 			continue;
-		if (!c->dead) {
-			c->dead = 1;
-			if (c->cq_id >= 0)
-				rk_wait_remove(srv->ws, c->cq_id);
-			if (c->conn_id >= 0)
-				rk_wait_remove(srv->ws, c->conn_id);
-		}
+		c->dead = 1;
+		if (c->cq_id >= 0)
+			rk_wait_remove(srv->ws, c->cq_id);
+		if (c->conn_id >= 0)
+			rk_wait_remove(srv->ws, c->conn_id);
+		conn_free(srv, c);
+	}
+	while (srv->dead) { /* dropped, some still held by handlers: freed regardless */
+		struct sconn *c = srv->dead;
+
+		srv->dead = c->next_dead;
 		conn_free(srv, c);
 	}
 	rk_wait_destroy(srv->ws);
 	rk_pool_destroy(srv->pool);
+	rk_pd_free(srv->pd);
 	free(srv->conns);
 	free(srv->handlers);
 	pthread_mutex_destroy(&srv->lock);

@@ -78,7 +78,7 @@ int rk_rpc_req_decode(const uint8_t *b, size_t len, const struct rk_rpc_limits *
 
 void rk_rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *b)
 {
-	rk_put32(b, h->status);
+	rk_put32(b, h->status | (h->in_slot ? RK_RPC_ANS_IN_SLOT : 0));
 	rk_put32(b + 4, (uint32_t)h->code);
 	rk_put32(b + 8, h->len);
 }
@@ -91,13 +91,17 @@ int rk_rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, in
 	h->status = rk_get32(b);
 	h->code = (int32_t)rk_get32(b + 4);
 	h->len = rk_get32(b + 8);
+	h->in_slot = (h->status & RK_RPC_ANS_IN_SLOT) != 0;
+	h->status &= ~RK_RPC_ANS_IN_SLOT;
 	if (h->status > RK_RPC_STATUS_MAX)
 		return bad(why, "unknown answer status", -EBADMSG);
+	if (!direct && !h->in_slot)
+		return bad(why, "data elsewhere for a call that gave no buffer", -EBADMSG);
 	if (h->len > resp_cap)
 		return bad(why, "an answer longer than the call accepts", -EBADMSG);
 	if (h->status != RK_RPC_OK && h->status != RK_RPC_APP_ERROR && h->len)
 		return bad(why, "data with a failure status", -EBADMSG);
-	if (byte_len != RK_RPC_ANS_HDR + (direct ? 0 : h->len))
+	if (byte_len != RK_RPC_ANS_HDR + (h->in_slot ? h->len : 0))
 		return bad(why, "an inline length that is not what came", -EBADMSG);
 	return 0;
 }
@@ -121,8 +125,11 @@ int rk_rpc_accept_decode(const uint8_t *b, size_t len, struct rk_rpc_accept *a)
 	a->req_inline = rk_get32(b + 12);
 	a->slot_size = rk_get32(b + 16);
 	a->max_msg = rk_get32(b + 20);
-	if (!a->window || a->slot_size <= RK_RPC_ANS_HDR || !a->max_msg ||
-	    a->slot_size > (8u << 20))
+	/* The server's own limits (rpc_server.c): a reply beyond them is a lie. */
+	if (!a->window || a->window > RK_RPC_WIRE_MAX_WINDOW || a->slot_size <= RK_RPC_ANS_HDR ||
+	    a->slot_size > RK_RPC_WIRE_MAX_BUF ||
+	    a->req_inline > RK_RPC_WIRE_MAX_BUF - RK_RPC_REQ_HDR || !a->max_msg ||
+	    a->max_msg > RK_RPC_WIRE_MAX_MSG)
 		return -EBADMSG;
 	return 0;
 }

@@ -19,7 +19,9 @@
  *
  * Answer: an RDMA WRITE WITH IMMEDIATE into the slot, immediate = slot << 16
  * | gen, the slot starting with RK_RPC_ANS_HDR bytes (u32 status, i32 the
- * handler's code, u32 len) and, unless DIRECT or not OK, the data.
+ * handler's code, u32 len) and then the data, unless it went to resp_addr:
+ * an answer that fits the slot comes in it even for a DIRECT call (one
+ * write instead of two; status bit RK_RPC_ANS_IN_SLOT says so).
  *
  * Every address and key a request names is the client's own memory, reached
  * over the client's own QP: a lie hurts only the liar. What the server must
@@ -39,9 +41,16 @@
 #define RK_RPC_ANS_HDR	    12
 #define RK_RPC_ACCEPT_LEN   24
 
+/* Limits of every field a server may grant (what its options allow). */
+#define RK_RPC_WIRE_MAX_WINDOW 1024	  /* RK_RPC_MAX_WINDOW */
+#define RK_RPC_WIRE_MAX_BUF    (1u << 20) /* a receive buffer or a slot */
+#define RK_RPC_WIRE_MAX_MSG    (1u << 30) /* max_msg */
+
 #define RK_RPC_F_RDV	0x01u
 #define RK_RPC_F_DIRECT 0x02u
 #define RK_RPC_F_ALL	(RK_RPC_F_RDV | RK_RPC_F_DIRECT)
+
+#define RK_RPC_ANS_IN_SLOT 0x100u /* answer status bit: the data is in the slot */
 
 /* The answer's status. */
 enum rk_rpc_status {
@@ -62,7 +71,8 @@ struct rk_rpc_req_hdr {
 };
 
 struct rk_rpc_ans_hdr {
-	uint32_t status;
+	uint32_t status; /* enum rk_rpc_status */
+	int in_slot;	 /* the data follows the header in the slot */
 	int32_t code;
 	uint32_t len;
 };
@@ -92,8 +102,8 @@ void rk_rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *buf);
 /*
  * rk_rpc_ans_decode - parse an answer header from @buf (already copied out
  * of the peer-writable slot) that arrived with @byte_len bytes for a call
- * that accepts @resp_cap bytes, with its data inline unless @direct.
- * Returns 0 or -EBADMSG with @why.
+ * that accepts @resp_cap bytes, made @direct or not (a call that was not
+ * direct gets its data in the slot, always). Returns 0 or -EBADMSG with @why.
  */
 int rk_rpc_ans_decode(const uint8_t *buf, uint32_t byte_len, uint32_t resp_cap, int direct,
 		      struct rk_rpc_ans_hdr *h, const char **why);
@@ -104,7 +114,10 @@ static inline uint32_t rk_rpc_imm(uint16_t slot, uint16_t gen)
 }
 
 void rk_rpc_accept_encode(const struct rk_rpc_accept *a, uint8_t *buf);
-/* rk_rpc_accept_decode - 0, or -EBADMSG (short, bad magic, zero or absurd fields). */
+/*
+ * rk_rpc_accept_decode - 0, or -EBADMSG (short, bad magic, a zero field or
+ * one beyond RK_RPC_WIRE_MAX_*: a client sizes its memory by these).
+ */
 int rk_rpc_accept_decode(const uint8_t *buf, size_t len, struct rk_rpc_accept *a);
 
 /* rk_rpc_status_errno - the call result for an answer's status. */

@@ -24,6 +24,7 @@
 #include <rdmakit/common.h>
 #include <rdmakit/device.h>
 #include <rdmakit/error.h>
+#include <rdmakit/pd.h>
 
 #define RK_POOL_MAX_CLASSES 16
 
@@ -37,6 +38,8 @@ struct rk_pool_opts {
 						    (rounded up to hold at least one buffer) */
 	size_t max_bytes;			 /* limit on registered bytes; 0 = no limit */
 	unsigned prealloc;			 /* chunks to register per class up front */
+	struct rk_pd *pd; /* register in this PD (pd.h; it must outlive the pool); NULL =
+			     the device's */
 };
 
 /* A buffer handed out by the pool. Plain data; copy it freely. */

@@ -98,6 +98,9 @@ struct rk_rpc_server_opts {
 					    at most max_msg); 0 = 256 MiB */
 	enum rk_wait_mode mode;		 /* how the progress thread waits; default busy */
 	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
+	const void *token;		 /* clients must bring these bytes (compared in constant
+					    time); NULL = anyone may connect */
+	uint8_t token_len;		 /* at most RK_HELLO_TOKEN_MAX (32) */
 };
 
 /*
@@ -159,6 +162,9 @@ RK_API uint16_t rk_rpc_req_method(const struct rk_rpc_req *req);
  */
 RK_API const void *rk_rpc_req_data(const struct rk_rpc_req *req, uint32_t *len);
 
+/* rk_rpc_req_peer - the caller's address ("10.0.0.2:51234"); valid until rk_rpc_reply. */
+RK_API const char *rk_rpc_req_peer(const struct rk_rpc_req *req);
+
 /* rk_rpc_req_resp_cap - the most answer bytes the caller accepts. */
 RK_API uint32_t rk_rpc_req_resp_cap(const struct rk_rpc_req *req);
 
@@ -186,6 +192,8 @@ struct rk_rpc_client_opts {
 	struct rk_pd *pd;		 /* the connection's PD; NULL = one of its own.
 					    resp_mr / req_mr buffers must be registered in it */
 	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
+	const void *token;		 /* the server's access token, if it wants one */
+	uint8_t token_len;		 /* at most RK_HELLO_TOKEN_MAX (32) */
 };
 
 /*
@@ -274,7 +282,12 @@ RK_API uint32_t rk_rpc_client_window(const struct rk_rpc_client *cl);
  */
 RK_API int rk_rpc_client_alive(const struct rk_rpc_client *cl, struct rk_error *err);
 
-/* rk_rpc_client_pd - the PD to register resp_mr / req_mr buffers in. */
+/*
+ * rk_rpc_client_pd - the PD to register resp_mr / req_mr buffers in. When
+ * it is the client's own (opts.pd NULL) it goes with rk_rpc_client_destroy:
+ * deregister those buffers before, which also cuts the server off from
+ * them (a late answer then fails at the server, not in your memory).
+ */
 RK_API struct rk_pd *rk_rpc_client_pd(const struct rk_rpc_client *cl);
 
 #endif

@@ -484,6 +484,134 @@ static void server_killed(const char *addr)
 	rk_device_close(dev);
 }
 
+/* ---- limits, tokens, misuse ------------------------------------------------ */
+
+static struct rk_rpc_server *srv2;
+static volatile int stop2, woken2;
+
+static void *server2_loop(void *arg)
+{
+	struct rk_error e;
+
+	(void)arg;
+	while (!stop2) {
+		int r = rk_rpc_server_progress(srv2, 50, &e);
+
+		if (r == -EINTR)
+			woken2++;
+		else if (r < 0 && r != -ETIMEDOUT)
+			LT_FAIL("server 2 progress: %s", rk_error_str(&e));
+	}
+	return NULL;
+}
+
+static unsigned chain_n;
+
+/* A callback that starts the next call, and may not wait inside. */
+static void chain_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
+{
+	struct rk_rpc_client *cl = arg;
+	struct rk_rpc_call_args a = {.method = M_ECHO, .timeout_ms = 5000};
+	struct rk_error e2;
+
+	(void)len;
+	(void)code;
+	if (status)
+		LT_FAIL("chained call %u: %s", chain_n, e->msg);
+	if (rk_rpc_client_progress(cl, 0, &e2) != -EBUSY)
+		LT_FAIL("progress from a callback is not -EBUSY");
+	if (++chain_n < 10)
+		LT_CHECK(rk_rpc_call_async(cl, &a, chain_cb, cl, &e2), &e2);
+}
+
+/*
+ * A second server with every limit small: a token, one connection, a
+ * window of 4, 64 KiB of rendezvous memory, max_msg 1 MiB.
+ */
+static void limits(struct rk_device *dev, const char *addr)
+{
+	static const char token[] = "sesame";
+	struct rk_rpc_server_opts so = {.addr = addr,
+					.port = "7595",
+					.window = 4,
+					.max_conns = 1,
+					.max_rdv_bytes = 64 << 10,
+					.max_msg = 1 << 20,
+					.token = token,
+					.token_len = sizeof(token) - 1};
+	struct rk_rpc_client_opts co = {.host = addr, .port = "7595", .window = 64};
+	struct rk_rpc_client *cl, *cl2;
+	struct rk_mr *foreign;
+	static uint8_t big[2 << 20];
+	uint8_t out[16];
+	struct rk_error e;
+	pthread_t th;
+	int r;
+
+	LT_CHECK(rk_rpc_server_create(dev, &so, &e, &srv2), &e);
+	LT_CHECK(rk_rpc_server_add(srv2, M_ECHO, h_echo, NULL), NULL);
+	if (pthread_create(&th, NULL, server2_loop, NULL))
+		LT_FAIL("pthread_create");
+
+	r = rk_rpc_client_connect(dev, &co, &e, &cl);
+	if (r != -ECONNREFUSED)
+		LT_FAIL("no token: %d (%s)", r, rk_error_str(&e));
+	printf("no token: %s\n", rk_error_str(&e));
+	co.token = token;
+	co.token_len = sizeof(token) - 1;
+	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+	if (rk_rpc_client_window(cl) != 4)
+		LT_FAIL("window: asked 64, the server allows 4, granted %u",
+			rk_rpc_client_window(cl));
+	r = rk_rpc_client_connect(dev, &co, &e, &cl2);
+	if (r != -ECONNREFUSED)
+		LT_FAIL("a second connection past max_conns 1: %d", r);
+	printf("past max_conns: %s\n", rk_error_str(&e));
+
+	r = call_simple(cl, M_ECHO, big, 128 << 10, out, sizeof(out), 5000, NULL, NULL, &e);
+	if (r != -ENOBUFS)
+		LT_FAIL("a 128 KiB body past 64 KiB of rendezvous memory: %d (%s)", r,
+			rk_error_str(&e));
+	printf("rendezvous memory exhausted: %s\n", rk_error_str(&e));
+	r = call_simple(cl, M_ECHO, big, 2 << 20, out, sizeof(out), 5000, NULL, NULL, &e);
+	if (r != -EMSGSIZE)
+		LT_FAIL("a 2 MiB body past max_msg 1 MiB: %d", r);
+	LT_CHECK(rk_mr_alloc(dev, 4096, RK_ACCESS_REMOTE_WRITE, &e, &foreign), &e);
+	{
+		struct rk_rpc_call_args a = {.method = M_ECHO,
+					     .resp = rk_mr_addr(foreign),
+					     .resp_cap = 4096,
+					     .resp_mr = foreign};
+
+		if (rk_rpc_call(cl, &a, NULL, NULL, &e) != -EINVAL)
+			LT_FAIL("resp_mr in another PD accepted");
+		printf("resp_mr in another PD: %s\n", rk_error_str(&e));
+	}
+	rk_mr_dereg(foreign);
+
+	/* Four calls fill the window; a fifth synchronous call waits for room, then runs. */
+	chain_n = 0;
+	{
+		struct rk_rpc_call_args a = {.method = M_ECHO, .timeout_ms = 5000};
+
+		LT_CHECK(rk_rpc_call_async(cl, &a, chain_cb, cl, &e), &e);
+		while (chain_n < 10)
+			LT_CHECK(rk_rpc_client_progress(cl, 1000, &e), &e);
+	}
+	printf("10 calls chained from callbacks: ok\n");
+
+	rk_rpc_server_wake(srv2);
+	for (int i = 0; i < 100 && !woken2; i++)
+		usleep(10000);
+	if (!woken2)
+		LT_FAIL("rk_rpc_server_wake did not make progress return -EINTR");
+	rk_rpc_client_destroy(cl);
+	stop2 = 1;
+	pthread_join(th, NULL);
+	rk_rpc_server_destroy(srv2);
+	printf("limits: ok\n");
+}
+
 static unsigned flight_n;
 
 static void flight_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
@@ -556,6 +684,7 @@ int main(int argc, char **argv)
 	errors(cl);
 	late_answer(cl);
 	hostile(dev, addr, port, cl, quick);
+	limits(dev, addr);
 	rk_rpc_client_destroy(cl);
 	teardown_in_flight(dev, &co);
 

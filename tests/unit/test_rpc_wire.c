@@ -127,7 +127,7 @@ static void request_refused(void **state)
 
 static void answers(void **state)
 {
-	struct rk_rpc_ans_hdr a = {.status = RK_RPC_OK, .code = -5, .len = 100}, d;
+	struct rk_rpc_ans_hdr a = {.status = RK_RPC_OK, .in_slot = 1, .code = -5, .len = 100}, d;
 	uint8_t buf[RK_RPC_ANS_HDR];
 	const char *why = NULL;
 
@@ -136,9 +136,19 @@ static void answers(void **state)
 	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), 0);
 	assert_int_equal(d.code, -5);
 	assert_int_equal(d.len, 100);
-	/* Direct: the data went elsewhere, only the header came. */
+	assert_true(d.in_slot);
+	/* A direct call may get it in the slot too (small answers: one write). */
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), 0);
+	/* Direct: the data went to the caller's buffer, only the header came. */
+	a.in_slot = 0;
+	rk_rpc_ans_encode(&a, buf);
 	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 1, &d, &why), 0);
+	assert_false(d.in_slot);
 	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), -EBADMSG);
+	/* ... but a call that gave no buffer must get its data in the slot. */
+	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 0, &d, &why), -EBADMSG);
+	a.in_slot = 1;
+	rk_rpc_ans_encode(&a, buf);
 	/* Longer than the call accepts. */
 	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 99, 0, &d, &why), -EBADMSG);
 	/* A length that is not what came. */
@@ -181,6 +191,20 @@ static void accept_reply(void **state)
 	a.slot_size = RK_RPC_ANS_HDR; /* no room for data */
 	rk_rpc_accept_encode(&a, buf);
 	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	/* A hostile server's sizes: the client would wrap or register gigabytes. */
+	a.slot_size = 4096;
+	a.req_inline = 0xffffffe0u;
+	rk_rpc_accept_encode(&a, buf);
+	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	a.req_inline = 100;
+	a.window = RK_RPC_WIRE_MAX_WINDOW + 1;
+	rk_rpc_accept_encode(&a, buf);
+	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	a.window = 32;
+	a.max_msg = RK_RPC_WIRE_MAX_MSG + 1;
+	rk_rpc_accept_encode(&a, buf);
+	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	a.max_msg = 1 << 20;
 	buf[0] ^= 1;
 	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
 }
