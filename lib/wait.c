@@ -22,7 +22,7 @@
 #define DEF_MAX_WC  16
 #define EPOLL_BATCH 64
 #define WAKE_ID	    UINT64_MAX
-#define FD_EVERY    16 /* busy mode: look at the fds every this many spins */
+#define FD_EVERY    32 /* busy mode: look at the fds every this many spins */
 
 struct src {
 	int used;
@@ -47,6 +47,7 @@ struct rk_wait {
 	unsigned rr;	    /* where the next pass starts */
 	atomic_ulong wakes; /* rk_wait_wake() calls not yet reported */
 	int wake_pending;   /* the wake eventfd was seen readable */
+	unsigned fd_spins;  /* busy mode: spins since the fds were looked at, across calls */
 	struct epoll_event evs[EPOLL_BATCH];
 };
 
@@ -368,11 +369,17 @@ static int epoll_pass(struct rk_wait *ws, struct rk_wait_event *out, int n, int 
 	return k;
 }
 
-/* Spin until something fires or @until_us passes (-1 = forever). */
-static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t until_us,
+/*
+ * Spin until something fires or @until_us passes (-1 = forever; @once:
+ * one pass only). The fds cost a system call (epoll_wait) to look at, the
+ * CQs none: the fds are looked at every FD_EVERY spins, counted across
+ * calls (a caller that gets a completion on every call still sees its CM
+ * events and sockets), and once more before a wait ends empty-handed.
+ */
+static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t until_us, int once,
 		struct rk_error *err)
 {
-	int got = 0, r;
+	int got = 0, looked = 0, r;
 
 	for (unsigned spins = 0;; spins++) {
 		if (atomic_load_explicit(&ws->wakes, memory_order_relaxed))
@@ -380,15 +387,23 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 		r = poll_cqs(ws, out, n, &got, 0, err);
 		if (r)
 			return r;
-		if (ws->nfds && (got || spins % FD_EVERY == 0) && got < n) {
+		if (ws->nfds && got < n && ++ws->fd_spins >= FD_EVERY) {
+			ws->fd_spins = 0;
+			looked = 1;
 			r = epoll_pass(ws, out, n, &got, 0, err);
 			if (r < 0)
 				return r;
 		}
 		if (got)
 			return got;
-		if (spins % 64 == 63 && until_us >= 0 && rk_now_us() >= until_us)
-			return -ETIMEDOUT;
+		if (once || (spins % 64 == 63 && until_us >= 0 && rk_now_us() >= until_us)) {
+			if (ws->nfds && !looked) {
+				r = epoll_pass(ws, out, n, &got, 0, err);
+				if (r < 0)
+					return r;
+			}
+			return got ? got : -ETIMEDOUT;
+		}
 	}
 }
 
@@ -427,14 +442,14 @@ int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int timeout_ms
 	if (ws->nsrcs)
 		ws->rr = (ws->rr + 1) % (unsigned)ws->nsrcs;
 	if (ws->mode == RK_WAIT_BUSY) {
-		r = spin(ws, out, n, deadline < 0 ? -1 : deadline * 1000, err);
+		r = spin(ws, out, n, deadline < 0 ? -1 : deadline * 1000, timeout_ms == 0, err);
 	} else {
 		r = -ETIMEDOUT;
 		if (ws->mode == RK_WAIT_ADAPTIVE) {
 			until = rk_now_us() + ws->spin_us;
 			if (deadline >= 0 && until > deadline * 1000)
 				until = deadline * 1000;
-			r = spin(ws, out, n, until, err);
+			r = spin(ws, out, n, until, 0, err);
 		}
 		if (r == -ETIMEDOUT)
 			r = sleep_wait(ws, out, n, deadline, err);

@@ -11,7 +11,8 @@
  *
  * Underneath is one epoll instance. CQs wait as rk_cq_wait() does, in the
  * set's mode (cq.h): RK_WAIT_BUSY spins on every CQ and looks at the other
- * fds with a non-blocking epoll_wait every few microseconds;
+ * fds with a non-blocking epoll_wait (a system call) every 32 spins,
+ * counted across calls, and once more before a wait ends with nothing;
  * RK_WAIT_EVENT arms every CQ's completion channel and sleeps in
  * epoll_wait; RK_WAIT_ADAPTIVE spins for spin_us first, then sleeps. In the
  * two sleeping modes each CQ must have a completion channel (a CQ created in
