@@ -170,6 +170,14 @@ static int accept_clients(struct bench_ctx *c, struct rk_error *err)
 		rc = rk_rpc_server_progress(r->srv, WAIT_MS, err);
 		if (rc < 0 && rc != -ETIMEDOUT && rc != -EINTR)
 			return rc;
+		/*
+		 * Count again before reading the channel: once this progress accepted
+		 * the last client, its READY may already be there, and it is the
+		 * next step's to read.
+		 */
+		rk_rpc_server_get_stats(r->srv, &st);
+		if (st.conns >= c->p->num_qp)
+			return 0;
 		/* A client that failed to connect says so (ERROR): stop waiting. */
 		rc = bench_ctl_recv(&c->ctl, &m, 0, err);
 		if (rc == -EAGAIN)
