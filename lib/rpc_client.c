@@ -13,17 +13,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rk_internal.h"
 #include "rpc_wire.h"
 
-#define TAG_REQ	    0x5251ull	      /* wr_id top 16 bits: a request SEND; low bits the slot */
-#define WRID_ANS    (0x5241ull << 48) /* the receive set of answers */
-#define DEF_WINDOW  64
-#define DEF_TIMEOUT 5000
-#define DEF_INLINE  128 /* bytes a SEND carries inline: a header and 76 bytes */
-#define MAX_EVENTS  8
-#define POLL_BATCH  16
+#define TAG_REQ	       0x5251ull	 /* wr_id top 16 bits: a request SEND; low bits the slot */
+#define TAG_REQ_INLINE 0x5249ull	 /* an inline request SEND: no slot waits for it */
+#define SIGNAL_EVERY   16		 /* inline requests: a completion every this many */
+#define WRID_ANS       (0x5241ull << 48) /* the receive set of answers */
+#define DEF_WINDOW     64
+#define DEF_TIMEOUT    5000
+#define DEF_INLINE     128 /* bytes a SEND carries inline: a header and 76 bytes */
+#define MAX_EVENTS     8
+#define POLL_BATCH     16
+#define CLOCK_EVERY    64 /* progress calls with completions between looks at the clock */
 
 enum call_state { C_FREE = 0, C_BUSY, C_ZOMBIE };
 
@@ -60,10 +64,32 @@ struct rk_rpc_client {
 	uint32_t nfree, inflight;
 	uint64_t completed; /* calls finished, ever (progress returns the difference) */
 	int in_progress;    /* completions are being handled: no reentry */
-	int64_t soonest;    /* the earliest deadline of a call in flight (ms), -1 none */
-	int dead;	    /* negative errno once the connection is gone */
+	unsigned polls_unclocked;
+	int64_t soonest; /* the earliest deadline of a call in flight (ms), -1 none */
+	int dead;	 /* negative errno once the connection is gone */
 	struct rk_error why;
 };
+
+/*
+ * Call deadlines are kept on the coarse monotonic clock: read from memory
+ * the kernel updates every tick (1-4 ms), where a precise reading costs a
+ * system call on some clock sources (HPET: about 2 us under emulation) and
+ * every call would pay one or two. A deadline is then met to within a tick.
+ */
+static int64_t coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int coarse_left(int64_t deadline_ms)
+{
+	int64_t left = deadline_ms - coarse_ms();
+
+	return left > 0 ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0;
+}
 
 static int prepare(struct rk_conn *conn, void *arg)
 {
@@ -118,12 +144,17 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 		co.conn = *opts->conn;
 	else
 		co.conn.max_inline = DEF_INLINE;
+	if (!co.conn.signal_every)
+		co.conn.signal_every = SIGNAL_EVERY;
 	co.conn.wait_mode = opts->mode; /* the wait set sleeps on the CQ's channel */
-	/* Room for every slot's receive and SEND, with some to spare. */
+	/*
+	 * Room for every slot's receive and SEND, and for the unsignaled
+	 * inline SENDs that wait in the queue until a signaled one retires them.
+	 */
 	if (co.conn.rq_depth < cl->window)
 		co.conn.rq_depth = cl->window;
-	if (co.conn.sq_depth < cl->window + 8)
-		co.conn.sq_depth = cl->window + 8;
+	if (co.conn.sq_depth < cl->window + 2 * SIGNAL_EVERY + 8)
+		co.conn.sq_depth = cl->window + 2 * SIGNAL_EVERY + 8;
 	co.conn.pd = cl->pd;
 	co.conn.prepare = prepare;
 	co.conn.prepare_arg = cl;
@@ -191,19 +222,16 @@ static void slot_release(struct rk_rpc_client *cl, uint16_t i)
 static void finish(struct rk_rpc_client *cl, uint16_t i, int status, uint32_t len, int32_t code,
 		   const struct rk_error *why)
 {
+	/* What a successful call's callback gets: no error (nothing to clear per call). */
+	static const struct rk_error no_error = {.wc_status = -1, .wc_status_str = ""};
 	struct call *c = &cl->calls[i];
-	struct rk_error none;
 
 	if (c->state != C_BUSY)
 		return;
 	c->state = C_ZOMBIE;
 	cl->inflight--;
 	cl->completed++;
-	if (!why) {
-		rk_error_clear(&none);
-		why = &none;
-	}
-	c->done(c->arg, status, len, code, why);
+	c->done(c->arg, status, len, code, why ? why : &no_error);
 }
 
 static void maybe_release(struct rk_rpc_client *cl, uint16_t i)
@@ -301,6 +329,13 @@ static void on_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
 	struct rk_msg m;
 	int r;
 
+	if ((wc->wr_id >> 48) == TAG_REQ_INLINE) { /* only retires the queue, or failed */
+		if (wc->status != IBV_WC_SUCCESS) {
+			rk_error_from_wc(&e, wc);
+			fail_all(cl, -EIO, &e);
+		}
+		return;
+	}
 	if ((wc->wr_id >> 48) == TAG_REQ) {
 		uint16_t i = (uint16_t)wc->wr_id;
 
@@ -360,8 +395,8 @@ static void expire(struct rk_rpc_client *cl, int64_t now)
 	}
 }
 
-static int handle_once(struct rk_rpc_client *cl, int64_t now, int timeout_ms,
-		       struct rk_wait_event *ev, struct ibv_wc *wc, struct rk_error *err);
+static int handle_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_wait_event *ev,
+		       struct ibv_wc *wc, struct rk_error *err);
 
 /*
  * Wait up to @timeout_ms (-1: until the earliest call's deadline) and
@@ -373,36 +408,45 @@ static int progress_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_err
 {
 	struct rk_wait_event ev[MAX_EVENTS];
 	struct ibv_wc wc[POLL_BATCH];
-	int64_t now = rk_now_ms();
 	int n;
 
 	if (cl->in_progress) /* from a callback: the completions being handled would be lost */
 		return rk_err_set(err, EBUSY, "rk_rpc_client_progress",
 				  "called from a completion callback");
 	cl->in_progress = 1;
-	n = handle_once(cl, now, timeout_ms, ev, wc, err);
+	n = handle_once(cl, timeout_ms, ev, wc, err);
 	cl->in_progress = 0;
 	return n;
 }
 
-static int handle_once(struct rk_rpc_client *cl, int64_t now, int timeout_ms,
-		       struct rk_wait_event *ev, struct ibv_wc *wc, struct rk_error *err)
+static int handle_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_wait_event *ev,
+		       struct ibv_wc *wc, struct rk_error *err)
 {
 	uint64_t done = cl->completed;
+	int64_t now;
 	int n;
 
+	/*
+	 * Completions already there first: no clock, no system call. The
+	 * deadlines are looked at when there are none, and every CLOCK_EVERY
+	 * times there were (a call stuck among calls that flow still ends).
+	 */
+	n = rk_cq_poll(rk_conn_cq(cl->conn), wc, POLL_BATCH, NULL);
+	for (int j = 0; j < n; j++)
+		on_wc(cl, &wc[j]);
+	if (n > 0 && ++cl->polls_unclocked < CLOCK_EVERY)
+		return n;
+	cl->polls_unclocked = 0;
+	now = coarse_ms();
 	if (cl->soonest >= 0 && now >= cl->soonest) {
 		expire(cl, now);
 		if (cl->completed != done)
 			return 1; /* calls ended: their callers must see it before any wait */
 	}
-	if (cl->soonest >= 0 && (timeout_ms < 0 || cl->soonest - now < timeout_ms))
-		timeout_ms = (int)(cl->soonest - now);
-	n = rk_cq_poll(rk_conn_cq(cl->conn), wc, POLL_BATCH, NULL);
-	for (int j = 0; j < n; j++)
-		on_wc(cl, &wc[j]);
 	if (n > 0)
 		return n;
+	if (cl->soonest >= 0 && (timeout_ms < 0 || cl->soonest - now < timeout_ms))
+		timeout_ms = (int)(cl->soonest - now);
 	n = rk_wait(cl->ws, ev, MAX_EVENTS, timeout_ms, NULL); /* NULL: no text for a timeout */
 	if (n == -ETIMEDOUT)
 		return 0;
@@ -499,7 +543,13 @@ static int place_answer(struct rk_rpc_client *cl, struct call *c, const struct r
 	return 0;
 }
 
-int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+static int64_t call_deadline(const struct rk_rpc_call_args *a)
+{
+	return a->timeout_ms < 0 ? -1 : coarse_ms() + (a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+}
+
+/* Start a call that ends by @deadline (ms, -1 none): the clock is read once per call. */
+static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t deadline,
 		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
 {
 	struct rk_rpc_req_hdr h = {
@@ -544,7 +594,20 @@ int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 			   .addr = buf,
 			   .len = RK_RPC_REQ_HDR + ((h.flags & RK_RPC_F_RDV) ? 0 : a->req_len),
 			   .lkey = rk_mr_lkey(cl->reqs)};
+	/*
+	 * Inline, the request is copied into the work request: the buffer is
+	 * free at once and no completion is needed (selective signaling asks
+	 * for one now and then to retire the queue; its wr_id names no slot).
+	 */
+	int inl = wr.len <= rk_conn_max_inline(cl->conn);
+
+	if (inl) {
+		wr.flags = 0;
+		wr.wr_id = TAG_REQ_INLINE << 48;
+	}
 	r = rk_post(cl->conn, &wr, err);
+	if (r == -ENOBUFS) /* the queue waits for a completion to be polled: progress first */
+		r = -EAGAIN;
 	if (r) { /* nothing went out: the slot stays free */
 		rk_mr_dereg(c->req_stage);
 		rk_mr_dereg(c->resp_stage);
@@ -553,17 +616,23 @@ int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 	}
 	cl->nfree--;
 	c->state = C_BUSY;
-	c->send_done = c->ans_done = 0;
+	c->send_done = (uint8_t)inl;
+	c->ans_done = 0;
 	c->resp = a->resp;
 	c->resp_cap = a->resp_cap;
 	c->done = done;
 	c->arg = arg;
-	c->deadline =
-	    a->timeout_ms < 0 ? -1 : rk_deadline(a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+	c->deadline = deadline;
 	if (c->deadline >= 0 && (cl->soonest < 0 || c->deadline < cl->soonest))
 		cl->soonest = c->deadline;
 	cl->inflight++;
 	return 0;
+}
+
+int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
+{
+	return call_start(cl, a, call_deadline(a), done, arg, err);
 }
 
 static void sync_done(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *err)
@@ -574,7 +643,8 @@ static void sync_done(void *arg, int status, uint32_t len, int32_t code, const s
 	s->status = status;
 	s->len = len;
 	s->code = code;
-	s->err = *err;
+	if (status) /* an error object is hundreds of bytes: copy it only when there is one */
+		s->err = *err;
 }
 
 int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint32_t *resp_len,
@@ -585,20 +655,19 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 
 	if (cl->in_progress)
 		return rk_err_set(err, EBUSY, "rk_rpc_call", "called from a completion callback");
-	int64_t deadline =
-	    a->timeout_ms < 0 ? -1 : rk_deadline(a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+	int64_t deadline = call_deadline(a);
 
-	r = rk_rpc_call_async(cl, a, sync_done, &s, err);
+	r = call_start(cl, a, deadline, sync_done, &s, err);
 	while (r == -EAGAIN) { /* the window is full: make room, within the call's deadline */
-		if (deadline >= 0 && rk_ms_left(deadline) == 0)
+		if (deadline >= 0 && coarse_left(deadline) == 0)
 			return rk_err_set(
 			    err, ETIMEDOUT, "rk_rpc_call",
 			    "no free call slot within the deadline (%u calls in flight, "
 			    "%u slots held by calls that timed out)",
 			    cl->inflight, cl->window - cl->nfree - cl->inflight);
-		r = progress_once(cl, deadline < 0 ? -1 : rk_ms_left(deadline), err);
+		r = progress_once(cl, deadline < 0 ? -1 : coarse_left(deadline), err);
 		if (r >= 0)
-			r = rk_rpc_call_async(cl, a, sync_done, &s, err);
+			r = call_start(cl, a, deadline, sync_done, &s, err);
 	}
 	if (r)
 		return r;

@@ -45,6 +45,8 @@
 #define MAX_CONNS_LIMIT	 65535
 #define ANSWER_SPARE_BUF 8
 #define ESTABLISH_MS	 1000 /* data came first: how long ESTABLISHED may take */
+#define DEF_INLINE	 128  /* bytes an answer carries inline (header and 116 bytes) */
+#define SIGNAL_EVERY	 16   /* answers: a completion every this many frees them all */
 
 enum req_state { R_FREE = 0, R_READING, R_HANDLER };
 
@@ -303,7 +305,8 @@ static int conn_prepare(struct rk_conn *conn, void *arg)
 	    .count = c->window, .size = srv->req_buf, .wr_id_base = wrid(TAG_RECV, c->idx, 0)};
 	struct rk_msgbuf_opts so = {.count = c->window + ANSWER_SPARE_BUF,
 				    .size = srv->lim.slot_size,
-				    .wr_id_base = wrid(TAG_ANSWER, c->idx, 0)};
+				    .wr_id_base = wrid(TAG_ANSWER, c->idx, 0),
+				    .signal_every = SIGNAL_EVERY};
 	int r = rk_recv_set_create(conn, srv->pool, &ro, NULL, &c->rs);
 
 	return r ? r : rk_send_set_create(conn, srv->pool, &so, NULL, &c->ss);
@@ -945,6 +948,10 @@ static int resolve_opts(struct rk_rpc_server *srv, const struct rk_rpc_server_op
 	o->token = NULL; /* the copy above is what counts */
 	if (opts->conn)
 		srv->copts = *opts->conn;
+	else
+		srv->copts.max_inline = DEF_INLINE; /* answer headers and small answers */
+	if (!srv->copts.signal_every)
+		srv->copts.signal_every = SIGNAL_EVERY;
 	srv->copts.wait_mode = o->mode;
 	return 0;
 }

@@ -369,15 +369,35 @@ static int epoll_pass(struct rk_wait *ws, struct rk_wait_event *out, int n, int 
 	return k;
 }
 
+#define UNTIL_LAZY (-2) /* spin(): the deadline is @after_us from the first clock reading */
+
 /*
- * Spin until something fires or @until_us passes (-1 = forever; @once:
- * one pass only). The fds cost a system call (epoll_wait) to look at, the
- * CQs none: the fds are looked at every FD_EVERY spins, counted across
- * calls (a caller that gets a completion on every call still sees its CM
- * events and sockets), and once more before a wait ends empty-handed.
+ * The clock, looked at every 64 spins: 1 when @until_us has passed. A lazy
+ * deadline starts at the first look: a wait that ends within 64 spins
+ * reads no clock at all (where the clock source is not the TSC, HPET under
+ * emulation say, a reading is a system call of microseconds).
  */
-static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t until_us, int once,
-		struct rk_error *err)
+static int clock_passed(int64_t *until_us, int64_t after_us)
+{
+	int64_t now = rk_now_us();
+
+	if (*until_us == UNTIL_LAZY) {
+		*until_us = now + after_us;
+		return after_us <= 0;
+	}
+	return now >= *until_us;
+}
+
+/*
+ * Spin until something fires or @until_us passes (-1 = forever,
+ * UNTIL_LAZY = @after_us from the first look at the clock; @once: one pass
+ * only). The fds cost a system call (epoll_wait) to look at, the CQs none:
+ * the fds are looked at every FD_EVERY spins, counted across calls (a
+ * caller that gets a completion on every call still sees its CM events and
+ * sockets), and once more before a wait ends empty-handed.
+ */
+static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t until_us,
+		int64_t after_us, int once, struct rk_error *err)
 {
 	int got = 0, looked = 0, r;
 
@@ -396,7 +416,8 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 		}
 		if (got)
 			return got;
-		if (once || (spins % 64 == 63 && until_us >= 0 && rk_now_us() >= until_us)) {
+		if (once ||
+		    (spins % 64 == 63 && until_us != -1 && clock_passed(&until_us, after_us))) {
 			if (ws->nfds && !looked) {
 				r = epoll_pass(ws, out, n, &got, 0, err);
 				if (r < 0)
@@ -433,8 +454,7 @@ static int sleep_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int6
 int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int timeout_ms,
 	    struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
-	int64_t until;
+	int64_t deadline, until;
 	int r;
 
 	if (n <= 0)
@@ -442,14 +462,16 @@ int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int timeout_ms
 	if (ws->nsrcs)
 		ws->rr = (ws->rr + 1) % (unsigned)ws->nsrcs;
 	if (ws->mode == RK_WAIT_BUSY) {
-		r = spin(ws, out, n, deadline < 0 ? -1 : deadline * 1000, timeout_ms == 0, err);
+		r = spin(ws, out, n, timeout_ms < 0 ? -1 : UNTIL_LAZY, (int64_t)timeout_ms * 1000,
+			 timeout_ms == 0, err);
 	} else {
+		deadline = rk_deadline(timeout_ms);
 		r = -ETIMEDOUT;
 		if (ws->mode == RK_WAIT_ADAPTIVE) {
 			until = rk_now_us() + ws->spin_us;
 			if (deadline >= 0 && until > deadline * 1000)
 				until = deadline * 1000;
-			r = spin(ws, out, n, until, 0, err);
+			r = spin(ws, out, n, until, 0, 0, err);
 		}
 		if (r == -ETIMEDOUT)
 			r = sleep_wait(ws, out, n, deadline, err);

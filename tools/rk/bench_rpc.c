@@ -73,7 +73,7 @@ struct bench_rpc {
 /* A progress call's timeout: busy mode only looks (the caller yields when idle). */
 static int wait_ms(const struct bench_ctx *c)
 {
-	return c->l->poll == RK_WAIT_BUSY ? 0 : WAIT_MS;
+	return c->l->poll == RK_WAIT_BUSY ? 1 : WAIT_MS;
 }
 
 /* busy: nothing happened since tick @busy_at; past YIELD_AFTER_NS, yield. */
