@@ -664,7 +664,7 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	q->has_buf = 0;
 	/* Bounded for the server, and per connection so one client cannot take it all. */
 	if (srv->st.rdv_bytes + h.req_len > srv->o.max_rdv_bytes ||
-	    c->rdv_bytes + h.req_len > srv->lim.max_msg ||
+	    c->rdv_bytes + h.req_len > srv->o.max_rdv_per_conn ||
 	    stage_alloc(srv, h.req_len, &q->body, &err)) {
 		q->body.bytes = 0;
 		return answer_status(srv, q, RK_RPC_NO_ROOM, NULL);
@@ -926,6 +926,8 @@ static int resolve_opts(struct rk_rpc_server *srv, const struct rk_rpc_server_op
 	o->max_msg = o->max_msg ? o->max_msg : DEF_MAX_MSG;
 	o->max_conns = o->max_conns ? o->max_conns : DEF_MAX_CONNS;
 	o->max_rdv_bytes = o->max_rdv_bytes ? o->max_rdv_bytes : DEF_RDV_BYTES;
+	if (!o->max_rdv_per_conn || o->max_rdv_per_conn > o->max_rdv_bytes)
+		o->max_rdv_per_conn = o->max_rdv_bytes;
 	if (o->window > RK_RPC_MAX_WINDOW || o->max_conns > MAX_CONNS_LIMIT ||
 	    o->slot_size <= RK_RPC_ANS_HDR || o->slot_size > RK_RPC_WIRE_MAX_BUF ||
 	    o->req_inline > RK_RPC_WIRE_MAX_BUF - RK_RPC_REQ_HDR ||

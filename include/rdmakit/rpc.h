@@ -15,10 +15,11 @@
  *    and the server READs it (rendezvous): never one huge SEND;
  *  - the answer is an RDMA WRITE WITH IMMEDIATE into the call's response
  *    slot at the client (a 12-byte header: status, the handler's code,
- *    length; then the data when it fits the slot). Larger data, or any data
- *    when the caller passed its own registered buffer (resp_mr: zero copy),
- *    is RDMA WRITTEN straight into the caller's memory first; reliable
- *    connections place those writes before the write with immediate.
+ *    length; then the data when it fits the slot, 4084 bytes by default).
+ *    Larger data is RDMA WRITTEN first, straight into the caller's own
+ *    registered buffer (resp_mr: zero copy) or into memory the library
+ *    registers for the call; reliable connections place those writes
+ *    before the write with immediate.
  *  - Requests and responses are limited to 64 MiB by default (max_msg);
  *    every piece goes in work requests of at most 8 MiB (Soft-RoCE's limit).
  *
@@ -28,13 +29,19 @@
  * the request exceeded the server's max_msg), -ENOBUFS (the server had no
  * room for a rendezvous body right now), -ETIMEDOUT (the deadline passed),
  * -ECONNRESET ("peer gone": the connection died; every call in flight
- * fails at once with the reason in its rk_error) and -ENOTCONN (called on a
- * dead client).
+ * fails at once with the reason in its rk_error), -ENOTCONN (called on a
+ * dead client), -EINVAL (a buffer not in the client's PD, a length without
+ * a buffer) and -EBUSY (rk_rpc_call or progress from a completion
+ * callback, or server progress from a handler: the completions being
+ * handled would be lost).
  *
  * Hostile peers. The server registers no memory that a peer can reach
  * (requests land in receive buffers, bodies are READ into local memory,
- * answers leave from local memory), so one client's QP can reach nothing
- * of the server's, let alone another client's. Every header is checked
+ * answers leave from local memory), and its connections live in a PD of
+ * its own, so one client's QP can reach nothing of the server's, let alone
+ * another client's, nor memory the application registered elsewhere. A
+ * token (opts.token) keeps out who does not have it; connections, windows
+ * and rendezvous memory are bounded (max_conns, window, max_rdv_bytes). Every header is checked
  * (a slot it does not own, a length beyond its buffer or max_msg, unknown
  * flags, garbage); a client that breaks a rule loses its own connection,
  * with a logged reason, and the others go on. A client puts each
@@ -94,8 +101,9 @@ struct rk_rpc_server_opts {
 	uint32_t max_msg;		 /* largest request or answer; 0 = 64 MiB */
 	uint32_t max_conns;		 /* connections at once (more are refused busy); 0 = 64 */
 	uint64_t max_rdv_bytes;		 /* request bodies being read or waiting for their
-					    answer, all connections (one connection:
-					    at most max_msg); 0 = 256 MiB */
+					    answer, all connections; 0 = 256 MiB */
+	uint64_t max_rdv_per_conn;	 /* ... one connection (so one client cannot
+					    take it all); 0 = max_rdv_bytes */
 	enum rk_wait_mode mode;		 /* how the progress thread waits; default busy */
 	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
 	const void *token;		 /* clients must bring these bytes (compared in constant
@@ -175,8 +183,9 @@ RK_API uint32_t rk_rpc_req_resp_cap(const struct rk_rpc_req *req);
  * Frees @req: do not touch it afterwards. From the progress thread the
  * answer is posted at once; from another thread it is queued and the
  * progress thread woken (one malloc and memcpy of the data, one write(2)).
- * Returns 0, or a negative errno when the answer could not even be queued
- * (the request is freed either way; its caller then times out).
+ * Returns 0, or -ENOMEM when there was no memory for the copy: the caller
+ * then gets the handler code -ENOMEM instead (the request is freed either
+ * way).
  */
 RK_API int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_t len);
 

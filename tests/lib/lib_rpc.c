@@ -536,6 +536,7 @@ static void limits(struct rk_device *dev, const char *addr)
 					.window = 4,
 					.max_conns = 1,
 					.max_rdv_bytes = 64 << 10,
+					.max_rdv_per_conn = 32 << 10,
 					.max_msg = 1 << 20,
 					.token = token,
 					.token_len = sizeof(token) - 1};

@@ -3,16 +3,12 @@
  * engine.
  *
  * Connections. The run is gated as every rk bench run is: only a client
- * that sent PARAMS with its token on the control channel gets a run. The
- * data port is another matter: rk bench's own QPs carry that token in the
- * rdma_cm hello and the server turns away any other, but rk_rpc_server has
- * no hook for the hello (its app id is RK_RPC_APP_ID, its app_arg the
- * window), so during a run the RPC port answers anyone who connects, as
- * any rk_rpc_server does. It rejects nothing here, and the cost is
- * bounded: a stranger's connection takes one of a few spare connection
- * slots, reaches no memory of ours (rpc.h: the server registers nothing a
- * peer can reach), and its calls, counted as answered, make the run fail
- * its count check rather than pass with wrong figures.
+ * that sent PARAMS with its token on the control channel gets a run, and
+ * the RPC port asks for the same token in the rdma_cm hello (the server's
+ * opts.token), as rk bench's own QPs do: a stranger is turned away there.
+ * A stranger could at most take one of a few spare connection slots and
+ * reach no memory of ours (rpc.h: the server registers nothing a peer can
+ * reach).
  *
  * Engine. The server loops rk_rpc_server_progress and the watchdog until
  * the client's DONE; its handler answers from one buffer. The client's lat
@@ -130,6 +126,8 @@ int bench_rpc_listen(struct bench_ctx *c, struct rk_error *err)
 	    .max_rdv_bytes = (uint64_t)window_of(p) * p->num_qp * p->size_max,
 	    .mode = c->l->poll,
 	    .conn = c->l->mtu ? &co : NULL,
+	    .token = c->token,
+	    .token_len = BENCH_TOKEN_LEN,
 	};
 	struct bench_rpc *r = rpc_new(c, err);
 	int rc;
@@ -202,6 +200,8 @@ static int connect_client(struct bench_ctx *c, struct rpc_client *q, struct rk_e
 	    .timeout_ms = bench_step_ms(c),
 	    .mode = c->l->poll,
 	    .conn = c->l->mtu ? &co : NULL,
+	    .token = c->token,
+	    .token_len = BENCH_TOKEN_LEN,
 	};
 	uint32_t ans = max_answer(p);
 	int rc;
