@@ -1,57 +1,11 @@
 /*
  * rpc_wire.c - encode and check the RPC headers (rpc_wire.h has the layout).
  */
-#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
 #include "rpc_wire.h"
-
-/*
- * The request header is on every call's path, twice: whole big-endian words
- * through memcpy (one load or store each once compiled), not byte by byte.
- */
-static inline void put16(uint8_t *p, uint16_t v)
-{
-	v = htobe16(v);
-	memcpy(p, &v, 2);
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, 4);
-}
-
-static inline void put64(uint8_t *p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(p, &v, 8);
-}
-
-static inline uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return be16toh(v);
-}
-
-static inline uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static inline uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return be64toh(v);
-}
+#include "wire.h"
 
 #define ACCEPT_MAGIC 0x524b5241u /* "RKRA" */
 
@@ -59,17 +13,17 @@ void rk_rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *b)
 {
 	b[0] = h->version ? h->version : RK_RPC_WIRE_VERSION;
 	b[1] = h->flags;
-	put16(b + 2, h->method);
-	put16(b + 4, h->slot);
-	put16(b + 6, h->gen);
-	put32(b + 8, h->req_len);
-	put32(b + 12, h->resp_cap);
-	put64(b + 16, h->slot_addr);
-	put32(b + 24, h->slot_rkey);
-	put32(b + 28, h->resp_rkey);
-	put64(b + 32, h->resp_addr);
-	put64(b + 40, h->req_addr);
-	put32(b + 48, h->req_rkey);
+	rk_put16(b + 2, h->method);
+	rk_put16(b + 4, h->slot);
+	rk_put16(b + 6, h->gen);
+	rk_put32(b + 8, h->req_len);
+	rk_put32(b + 12, h->resp_cap);
+	rk_put64(b + 16, h->slot_addr);
+	rk_put32(b + 24, h->slot_rkey);
+	rk_put32(b + 28, h->resp_rkey);
+	rk_put64(b + 32, h->resp_addr);
+	rk_put64(b + 40, h->req_addr);
+	rk_put32(b + 48, h->req_rkey);
 }
 
 static int bad(const char **why, const char *what, int e)
@@ -86,17 +40,17 @@ int rk_rpc_req_decode(const uint8_t *b, size_t len, const struct rk_rpc_limits *
 		return bad(why, "request shorter than its header", -EBADMSG);
 	h->version = b[0];
 	h->flags = b[1];
-	h->method = get16(b + 2);
-	h->slot = get16(b + 4);
-	h->gen = get16(b + 6);
-	h->req_len = get32(b + 8);
-	h->resp_cap = get32(b + 12);
-	h->slot_addr = get64(b + 16);
-	h->slot_rkey = get32(b + 24);
-	h->resp_rkey = get32(b + 28);
-	h->resp_addr = get64(b + 32);
-	h->req_addr = get64(b + 40);
-	h->req_rkey = get32(b + 48);
+	h->method = rk_get16(b + 2);
+	h->slot = rk_get16(b + 4);
+	h->gen = rk_get16(b + 6);
+	h->req_len = rk_get32(b + 8);
+	h->resp_cap = rk_get32(b + 12);
+	h->slot_addr = rk_get64(b + 16);
+	h->slot_rkey = rk_get32(b + 24);
+	h->resp_rkey = rk_get32(b + 28);
+	h->resp_addr = rk_get64(b + 32);
+	h->req_addr = rk_get64(b + 40);
+	h->req_rkey = rk_get32(b + 48);
 	if (h->version != RK_RPC_WIRE_VERSION)
 		return bad(why, "another wire version", -EBADMSG);
 	if (h->flags & ~RK_RPC_F_ALL)
@@ -125,9 +79,9 @@ int rk_rpc_req_decode(const uint8_t *b, size_t len, const struct rk_rpc_limits *
 
 void rk_rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *b)
 {
-	put32(b, h->status | (h->in_slot ? RK_RPC_ANS_IN_SLOT : 0));
-	put32(b + 4, (uint32_t)h->code);
-	put32(b + 8, h->len);
+	rk_put32(b, h->status | (h->in_slot ? RK_RPC_ANS_IN_SLOT : 0));
+	rk_put32(b + 4, (uint32_t)h->code);
+	rk_put32(b + 8, h->len);
 }
 
 int rk_rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, int direct,
@@ -135,9 +89,9 @@ int rk_rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, in
 {
 	if (byte_len < RK_RPC_ANS_HDR)
 		return bad(why, "answer shorter than its header", -EBADMSG);
-	h->status = get32(b);
-	h->code = (int32_t)get32(b + 4);
-	h->len = get32(b + 8);
+	h->status = rk_get32(b);
+	h->code = (int32_t)rk_get32(b + 4);
+	h->len = rk_get32(b + 8);
 	h->in_slot = (h->status & RK_RPC_ANS_IN_SLOT) != 0;
 	h->status &= ~RK_RPC_ANS_IN_SLOT;
 	if (h->status > RK_RPC_STATUS_MAX)
@@ -155,23 +109,23 @@ int rk_rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, in
 
 void rk_rpc_accept_encode(const struct rk_rpc_accept *a, uint8_t *b)
 {
-	put32(b, ACCEPT_MAGIC);
-	put32(b + 4, RK_RPC_WIRE_VERSION);
-	put32(b + 8, a->window);
-	put32(b + 12, a->req_inline);
-	put32(b + 16, a->slot_size);
-	put32(b + 20, a->max_msg);
+	rk_put32(b, ACCEPT_MAGIC);
+	rk_put32(b + 4, RK_RPC_WIRE_VERSION);
+	rk_put32(b + 8, a->window);
+	rk_put32(b + 12, a->req_inline);
+	rk_put32(b + 16, a->slot_size);
+	rk_put32(b + 20, a->max_msg);
 }
 
 int rk_rpc_accept_decode(const uint8_t *b, size_t len, struct rk_rpc_accept *a)
 {
-	if (!b || len < RK_RPC_ACCEPT_LEN || get32(b) != ACCEPT_MAGIC ||
-	    get32(b + 4) != RK_RPC_WIRE_VERSION)
+	if (!b || len < RK_RPC_ACCEPT_LEN || rk_get32(b) != ACCEPT_MAGIC ||
+	    rk_get32(b + 4) != RK_RPC_WIRE_VERSION)
 		return -EBADMSG;
-	a->window = get32(b + 8);
-	a->req_inline = get32(b + 12);
-	a->slot_size = get32(b + 16);
-	a->max_msg = get32(b + 20);
+	a->window = rk_get32(b + 8);
+	a->req_inline = rk_get32(b + 12);
+	a->slot_size = rk_get32(b + 16);
+	a->max_msg = rk_get32(b + 20);
 	/* The server's own limits (rpc_server.c): a reply beyond them is a lie. */
 	if (!a->window || a->window > RK_RPC_WIRE_MAX_WINDOW || a->slot_size <= RK_RPC_ANS_HDR ||
 	    a->slot_size > RK_RPC_WIRE_MAX_BUF ||

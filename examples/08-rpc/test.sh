@@ -1,10 +1,11 @@
 #!/bin/sh
 # ex08 test: RPC in the sandbox; every response is checked against its request
 # by the program itself (it exits non-zero on a mismatch), here we check that
-# it says so and that the table is sane.
-# Usage: test.sh BINARY   (RK_ADDR comes from scripts/softroce)
+# it says so and that the table is sane. Example 09 (the same RPC on the
+# library) prints the same and runs this same test on its own ports.
+# Usage: test.sh BINARY [PORT DEAD_PORT NAME]   (RK_ADDR comes from scripts/softroce)
 set -eu
-bin=$1
+bin=$1 port=${2:-7508} dead_port=${3:-7509} name=${4:-ex08}
 iters=300
 depth=4
 : "${RK_ADDR:?run me inside scripts/softroce}"
@@ -15,7 +16,7 @@ trap 'rm -f "$out"' EXIT
 if "$bin" --depth 65 "$RK_ADDR" 2>"$out"; then echo "--depth 65 accepted" >&2; exit 1; fi
 grep -q -- --depth "$out"
 
-"$bin" --port 7508 --iters $iters --depth $depth "$RK_ADDR" >"$out" 2>&1 || { cat "$out"; exit 1; }
+"$bin" --port $port --iters $iters --depth $depth "$RK_ADDR" >"$out" 2>&1 || { cat "$out"; exit 1; }
 cat "$out"
 grep -q "^verified $((2 * iters)) responses" "$out"
 grep -q "^server: answered $((2 * iters)) requests on one connection$" "$out"
@@ -32,14 +33,14 @@ awk -v n=$iters -v d=$depth '
 srv=$(mktemp)
 spid= cpid=
 trap 'kill $spid $cpid 2>/dev/null || true; rm -f "$out" "$srv"' EXIT
-"$bin" --server --port 7509 "$RK_ADDR" >"$srv" 2>&1 &
+"$bin" --server --port $dead_port "$RK_ADDR" >"$srv" 2>&1 &
 spid=$!
 i=0
 until grep -q listening "$srv"; do
 	i=$((i + 1)); [ $i -lt 100 ] || { cat "$srv"; echo "server did not start" >&2; exit 1; }
 	sleep 0.1
 done
-"$bin" --client --port 7509 --iters 1000000 --depth 1 "$RK_ADDR" >"$out" 2>&1 &
+"$bin" --client --port $dead_port --iters 1000000 --depth 1 "$RK_ADDR" >"$out" 2>&1 &
 cpid=$!
 sleep 2
 kill -9 $cpid || { cat "$out"; echo "the client ended before it was killed" >&2; exit 1; }
@@ -54,4 +55,4 @@ done
 if wait $spid; then echo "server exited 0 after its client died" >&2; exit 1; fi
 grep -q "peer went away" "$srv" || { cat "$srv"; exit 1; }
 echo "server noticed the dead client after $(( $(date +%s) - t0 )) s: $(tail -1 "$srv")"
-echo "ex08: OK"
+echo "$name: OK"
