@@ -2,9 +2,9 @@
 """matrix_check.py JSON clean|delayed - rk matrix's document from matrix_slurm.sh.
 
 4 ranks, two on each of rk-a and rk-b, --intra: all six pairs measured, the
-ranks named by their hosts. delayed (host B's link 2 ms slower): the four
-pairs between the hosts flagged, retested alone and found slow links; the
-two on one host not flagged.
+ranks named by their hosts. clean: no pair flagged. delayed (host B's link
+20 ms slower): the four pairs between the hosts flagged, retested alone and
+found slow links; the two on one host not flagged.
 """
 import json
 import sys
@@ -24,6 +24,8 @@ for (a, b), p in sorted(pairs.items()):
                                            p.get("verdict", "")))
     if not p["ok"]:
         bad.append("%d-%d not measured: %s" % (a, b, p["error"]))
+    if sys.argv[2] == "clean" and p["flags"]:
+        bad.append("%d-%d flagged %s on a clean link" % (a, b, p["flags"]))
     if sys.argv[2] == "delayed":
         if cross and ("lat" not in p["flags"] or p.get("verdict") != "slow link"):
             bad.append("%d-%d crosses to rk-b but is not a flagged slow link" % (a, b))

@@ -47,6 +47,7 @@ enum {
 	OPT_WAIT,
 	OPT_JSON,
 	OPT_PLOT,
+	OPT_POLL,
 };
 
 static const struct option long_opts[] = {
@@ -67,6 +68,7 @@ static const struct option long_opts[] = {
     {"wait", required_argument, NULL, OPT_WAIT},
     {"json", required_argument, NULL, OPT_JSON},
     {"plot", required_argument, NULL, OPT_PLOT},
+    {"poll", required_argument, NULL, OPT_POLL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -86,6 +88,10 @@ static void usage(FILE *out)
 	    "  --size SIZE          WRITE bandwidth message size (default 1M), each direction\n"
 	    "  --duration SEC       seconds per bandwidth direction (default 2)\n"
 	    "  --lat-duration SEC   seconds of 64 B WRITE latency (default 1)\n"
+	    "  --poll MODE          busy (default) | event | adaptive: how completions are\n"
+	    "                       awaited; not busy, the latency run is WRITE WITH IMMEDIATE\n"
+	    "                       (a receive completion to wait for); event where a host\n"
+	    "                       has more ranks than free cores (spinners starve others)\n"
 	    "  --bw-frac F          flag below F x the median bandwidth (default 0.9)\n"
 	    "  --lat-mult M         flag above M x the least median latency (default 2.0)\n"
 	    "  --no-retest          do not retest flagged pairs alone\n"
@@ -202,6 +208,14 @@ static int apply(int c, const char *arg, struct mx_opts *o)
 	case OPT_PLOT:
 		o->plot_path = arg;
 		return 0;
+	case OPT_POLL:
+		for (int m = RK_WAIT_BUSY; m <= RK_WAIT_ADAPTIVE; m++) {
+			if (!strcmp(arg, bench_poll_name((enum rk_wait_mode)m))) {
+				o->poll = (enum rk_wait_mode)m;
+				return 0;
+			}
+		}
+		return bad("--poll", arg, "expected busy, event or adaptive");
 	}
 	return -1;
 }
@@ -305,6 +319,7 @@ static json_object *params_json(const struct mx_opts *o)
 	json_object_object_add(p, "pairs", json_object_new_string(o->pairs_text ? hash : "all"));
 	json_object_object_add(p, "port", json_object_new_int64(o->port_base));
 	json_object_object_add(p, "watchdog", json_object_new_int64(o->watchdog_s));
+	json_object_object_add(p, "poll", json_object_new_string(bench_poll_name(o->poll)));
 	return p;
 }
 

@@ -26,6 +26,8 @@
 
 #include <stdint.h>
 
+#include <rdmakit/cq.h>
+
 #include "matrix_launch.h"
 #include "matrix_sched.h"
 
@@ -49,6 +51,8 @@ struct mx_opts {
 	uint64_t pairs_hash;	 /* XXH3 of it, compared at the rendezvous */
 	uint32_t port_base;
 	unsigned watchdog_s, wait_s;
+	/* How completions are awaited; not busy: the latency leg is WRITE WITH IMMEDIATE. */
+	enum rk_wait_mode poll;
 	/* local */
 	const char *addr; /* this rank's RDMA address; NULL: the one that reaches rank 0 */
 	const char *dev;

@@ -21,6 +21,8 @@ static void leg_params(const struct mx_opts *o, int leg, struct bench_params *p)
 	p->op = BENCH_OP_WRITE;
 	p->iters = 0;
 	if (leg == MX_LAT) {
+		/* Waiting for events needs a completion to wait for: a receive's. */
+		p->op = o->poll == RK_WAIT_BUSY ? BENCH_OP_WRITE : BENCH_OP_WRITE_IMM;
 		p->mode = BENCH_MODE_LAT;
 		p->size_min = p->size_max = MATRIX_LAT_SIZE;
 		p->duration_s = o->lat_duration_s;
@@ -59,6 +61,7 @@ void mx_run_leg(const struct mx_opts *o, int leg, uint32_t me, const char *my_ad
 	l.quiet = 1;
 	l.gbits = 1;
 	l.watchdog_s = o->watchdog_s;
+	l.poll = o->poll;
 	l.wait_s = 2 * o->watchdog_s + 5;
 	l.dev_name = o->dev;
 	snprintf(l.port, sizeof(l.port), "%u", o->port_base + 3 * server + (unsigned)leg);

@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 #include <rdmakit/version.h>
 
+#include "bench.h"
 #include "bench_ctl.h"
 #include "matrix_report.h"
 
@@ -116,8 +117,10 @@ void mx_report_text(const struct mx_matrix *m, const struct mx_opts *o)
 	printf("-----------------------------------------------------------------------------\n");
 	printf(" rk matrix: %u ranks on %u hosts (%s), %u pairs in %u rounds, %.1f s\n", m->n,
 	       m->nhosts, m->launcher, m->sched.npairs, m->sched.nrounds, (double)m->wall_ns / 1e9);
-	printf(" bandwidth: WRITE %u B for %u s each way | latency: %u B for %u s\n", o->size,
-	       o->duration_s, MATRIX_LAT_SIZE, o->lat_duration_s);
+	printf(" bandwidth: WRITE %u B for %u s each way | latency: %u B %s for %u s | %s poll\n",
+	       o->size, o->duration_s, MATRIX_LAT_SIZE,
+	       o->poll == RK_WAIT_BUSY ? "WRITE" : "WRITE_IMM", o->lat_duration_s,
+	       bench_poll_name(o->poll));
 	printf(" flagged: bandwidth below %.2f x the median (%.3f Gb/s), latency above %.2f x the "
 	       "least (%.2f us)\n",
 	       o->bw_frac, m->refs.bw_median, o->lat_mult, m->refs.lat_min);
@@ -221,6 +224,9 @@ static json_object *matrix_json(const struct mx_matrix *m, const struct mx_opts 
 	json_object_object_add(p, "size", json_object_new_int64(o->size));
 	json_object_object_add(p, "duration_s", json_object_new_int64(o->duration_s));
 	json_object_object_add(p, "lat_size", json_object_new_int64(MATRIX_LAT_SIZE));
+	json_object_object_add(
+	    p, "lat_op", json_object_new_string(o->poll == RK_WAIT_BUSY ? "write" : "write-imm"));
+	json_object_object_add(p, "poll", json_object_new_string(bench_poll_name(o->poll)));
 	json_object_object_add(p, "lat_duration_s", json_object_new_int64(o->lat_duration_s));
 	add_num(p, "bw_frac", o->bw_frac);
 	add_num(p, "lat_mult", o->lat_mult);
