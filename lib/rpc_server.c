@@ -69,6 +69,7 @@ struct rk_rpc_req {
 	uint32_t buf_index;
 	const uint8_t *data; /* the body: in the receive buffer or the stage */
 	struct stage body;
+	struct stage *out; /* rk_rpc_reply_buf(): the answer built in place */
 	unsigned reads_left;
 	struct rk_rpc_req *next_oom; /* on the list of replies that found no memory */
 };
@@ -87,6 +88,7 @@ struct pending {
 	uint32_t status; /* P_STATUS */
 	int32_t code;
 	uint32_t len;
+	int in_out; /* P_ANSWER: the data is in req->out, not data[] */
 	uint8_t data[];
 };
 
@@ -187,6 +189,11 @@ static unsigned chunks(uint64_t len)
 
 static void req_release(struct rk_rpc_server *srv, struct rk_rpc_req *q)
 {
+	if (q->out) {
+		stage_free(srv, q->out);
+		free(q->out);
+		q->out = NULL;
+	}
 	if (q->body.bytes) {
 		srv->st.rdv_bytes -= q->body.bytes;
 		q->c->rdv_bytes -= q->body.bytes;
@@ -421,10 +428,17 @@ static void retry_push(struct rk_rpc_server *srv, struct pending *p)
 	srv->retry_tail = &p->next;
 }
 
+/* @data is @q's rk_rpc_reply_buf(): sent from there, never copied. */
+static int in_out(const struct rk_rpc_req *q, const void *data)
+{
+	return q->out && data == stage_addr(q->out);
+}
+
 static struct pending *pending_new(struct rk_rpc_req *q, int32_t code, const void *data,
 				   uint32_t len)
 {
-	struct pending *p = malloc(sizeof(*p) + len);
+	int keep = in_out(q, data);
+	struct pending *p = malloc(sizeof(*p) + (keep ? 0 : len));
 
 	if (!p)
 		return NULL;
@@ -433,9 +447,15 @@ static struct pending *pending_new(struct rk_rpc_req *q, int32_t code, const voi
 	p->status = 0;
 	p->code = code;
 	p->len = len;
-	if (len)
+	p->in_out = keep;
+	if (len && !keep)
 		memcpy(p->data, data, len);
 	return p;
+}
+
+static const void *pending_data(const struct pending *p)
+{
+	return p->in_out ? stage_addr(p->req->out) : p->data;
 }
 
 /* Post a staged answer's data to the caller's buffer; the last WRITE frees the stage. */
@@ -484,7 +504,10 @@ static int answer_now(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t 
 	if (rk_sq_room(c->conn) < 1 + (a.in_slot ? 0 : chunks(len)) ||
 	    rk_send_set_free_count(c->ss) == 0)
 		return 0;
-	if (!a.in_slot) { /* only a direct call can take more than the slot */
+	if (!a.in_slot && in_out(q, data)) { /* built in place: sent from there */
+		st = q->out;
+		q->out = NULL;
+	} else if (!a.in_slot) { /* only a direct call can take more than the slot */
 		st = calloc(1, sizeof(*st));
 		if (!st || stage_alloc(srv, len, st, &err)) {
 			free(st);
@@ -764,7 +787,7 @@ static void run_queues(struct rk_rpc_server *srv)
 	}
 	while ((p = list)) {
 		list = p->next;
-		answer_held(srv, p->req, p->code, p->data, p->len, p);
+		answer_held(srv, p->req, p->code, pending_data(p), p->len, p);
 	}
 	while ((q = oom)) { /* replies that found no memory for their copy */
 		oom = q->next_oom;
@@ -777,7 +800,7 @@ static void run_queues(struct rk_rpc_server *srv)
 	while ((p = list)) {
 		list = p->next;
 		if (p->kind == P_ANSWER)
-			answer_held(srv, p->req, p->code, p->data, p->len, p);
+			answer_held(srv, p->req, p->code, pending_data(p), p->len, p);
 		else if (p->kind == P_STATUS)
 			answer_status(srv, p->req, p->status, p);
 		else if (!p->req->c->dead && read_body(srv, p->req) == 0)
@@ -867,14 +890,47 @@ uint32_t rk_rpc_req_resp_cap(const struct rk_rpc_req *req)
 	return req->h.resp_cap;
 }
 
+void *rk_rpc_reply_buf(struct rk_rpc_req *req, uint32_t len)
+{
+	struct rk_rpc_server *srv = req->c->srv;
+	struct stage *st;
+	struct rk_error err;
+
+	if (len > req->h.resp_cap) {
+		errno = EMSGSIZE;
+		return NULL;
+	}
+	if (req->out && req->out->bytes >= len)
+		return stage_addr(req->out);
+	st = calloc(1, sizeof(*st));
+	if (!st || stage_alloc(srv, len ? len : 1, st, &err)) {
+		free(st);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (req->out) { /* too small: the larger one replaces it */
+		stage_free(srv, req->out);
+		free(req->out);
+	}
+	req->out = st;
+	return stage_addr(st);
+}
+
 int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_t len)
 {
 	struct rk_rpc_server *srv = req->c->srv;
 	struct pending *p;
+	int r = 0;
 
+	if (in_out(req, data) && len > req->out->bytes) { /* past the buffer: a bug, not sent */
+		code = -EINVAL;
+		data = NULL;
+		len = 0;
+		r = -EINVAL;
+	}
 	if (progress_of == srv) { /* a handler answering at once, or one deferred on this thread */
 		answer_held(srv, req, code, data, len, NULL);
-		return 0;
+		return r;
 	}
 	p = pending_new(req, code, data, len);
 	if (!p) { /* no memory for the copy: the caller gets -ENOMEM as the handler's code */
@@ -893,7 +949,7 @@ int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_
 	__atomic_store_n(&srv->deferred_n, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&srv->lock);
 	rk_wait_wake(srv->ws);
-	return 0;
+	return r;
 }
 
 /* ---- setup ------------------------------------------------------------- */

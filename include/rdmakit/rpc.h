@@ -177,15 +177,31 @@ RK_API const char *rk_rpc_req_peer(const struct rk_rpc_req *req);
 RK_API uint32_t rk_rpc_req_resp_cap(const struct rk_rpc_req *req);
 
 /*
+ * rk_rpc_reply_buf - @len bytes of registered server memory to build
+ * @req's answer in, so that rk_rpc_reply() sends it without a copy (for
+ * large answers: a memcpy of 1 MiB costs about as much as sending it).
+ * The memory is local to the server (no peer can write it) and belongs to
+ * @req: fill it, from any thread, then call rk_rpc_reply(req, code, buf,
+ * n) with n <= @len; it is freed with the request. A second call returns
+ * the same buffer if it is large enough. Call it from the handler (the
+ * progress thread). Returns NULL (errno set) when @len exceeds
+ * rk_rpc_req_resp_cap() (EMSGSIZE) or there is no memory (ENOMEM); answer
+ * with rk_rpc_reply() and data of your own then.
+ */
+RK_API void *rk_rpc_reply_buf(struct rk_rpc_req *req, uint32_t len);
+
+/*
  * rk_rpc_reply - answer @req with @code (0 = success; any other value
  * reaches the caller as -EREMOTEIO and the code) and @len bytes of @data
- * (copied before return). More than resp_cap bytes answer -EMSGSIZE.
+ * (copied before return, unless @data is the request's rk_rpc_reply_buf()).
+ * More than resp_cap bytes answer -EMSGSIZE.
  * Frees @req: do not touch it afterwards. From the progress thread the
  * answer is posted at once; from another thread it is queued and the
  * progress thread woken (one malloc and memcpy of the data, one write(2)).
  * Returns 0, or -ENOMEM when there was no memory for the copy: the caller
- * then gets the handler code -ENOMEM instead (the request is freed either
- * way).
+ * then gets the handler code -ENOMEM instead; -EINVAL for @len past the end
+ * of rk_rpc_reply_buf(): the caller gets code -EINVAL and no data (the
+ * request is freed either way).
  */
 RK_API int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_t len);
 

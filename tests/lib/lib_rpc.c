@@ -25,7 +25,7 @@
 
 #include "../../lib/rpc_wire.h"
 
-enum { M_ECHO = 1, M_FAIL = 2, M_DEFER = 3, M_NEVER = 4, M_BIG = 5 };
+enum { M_ECHO = 1, M_FAIL = 2, M_DEFER = 3, M_NEVER = 4, M_BIG = 5, M_INPLACE = 6, M_PAST = 7 };
 
 #define NASYNC	 10000
 #define NQUICK	 500 /* calls in the quick (valgrind) run */
@@ -69,20 +69,70 @@ static void h_big(struct rk_rpc_req *req, void *arg)
 	rk_rpc_reply(req, 0, big, sizeof(big));
 }
 
-/* Deferred: a worker thread answers (an echo) after the delay in the request. */
+/* An echo built in the server's own answer buffer: sent without a copy. */
+static void h_inplace(struct rk_rpc_req *req, void *arg)
+{
+	uint32_t len;
+	const void *d = rk_rpc_req_data(req, &len);
+	void *buf = rk_rpc_reply_buf(req, len);
+
+	(void)arg;
+	if (!buf) {
+		rk_rpc_reply(req, 98, NULL, 0);
+		return;
+	}
+	memcpy(buf, d, len);
+	rk_rpc_reply(req, 0, buf, len);
+}
+
+/* Misuse of the answer buffer: beyond resp_cap refused; an answer past its end not sent. */
+static void h_past(struct rk_rpc_req *req, void *arg)
+{
+	void *buf;
+
+	(void)arg;
+	errno = 0;
+	if (rk_rpc_reply_buf(req, rk_rpc_req_resp_cap(req) + 1) || errno != EMSGSIZE) {
+		rk_rpc_reply(req, 97, NULL, 0);
+		return;
+	}
+	buf = rk_rpc_reply_buf(req, 16);
+	if (!buf || rk_rpc_reply_buf(req, 8) != buf) { /* smaller: the same buffer */
+		rk_rpc_reply(req, 96, NULL, 0);
+		return;
+	}
+	memset(buf, 'p', 16);
+	if (rk_rpc_reply(req, 0, buf, 32) != -EINVAL)
+		LT_FAIL("an answer past its rk_rpc_reply_buf was not refused");
+}
+
+/*
+ * Deferred: a worker thread answers (an echo) after the delay in the
+ * request; bodies beyond 4 KiB are copied by the handler into the answer
+ * buffer, which the worker sends.
+ */
 static pthread_mutex_t dq_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t dq_cond = PTHREAD_COND_INITIALIZER;
 static struct rk_rpc_req *dq[256];
+static void *dq_buf[256];
 static unsigned dq_n;
 static struct rk_rpc_req *never[256];
 static unsigned never_n;
 
 static void h_defer(struct rk_rpc_req *req, void *arg)
 {
+	uint32_t len;
+	const void *d = rk_rpc_req_data(req, &len);
+	void *buf = NULL;
+
 	(void)arg;
+	if (len > 4096 && (buf = rk_rpc_reply_buf(req, len)))
+		memcpy(buf, d, len);
 	pthread_mutex_lock(&dq_lock);
-	if (dq_n < 256)
+	if (dq_n < 256) {
+		dq_buf[dq_n] = buf;
 		dq[dq_n++] = req;
+	}
 	pthread_cond_signal(&dq_cond);
 	pthread_mutex_unlock(&dq_lock);
 }
@@ -101,14 +151,15 @@ static void *deferrer(void *arg)
 	while (!stop) {
 		while (dq_n) {
 			struct rk_rpc_req *req = dq[--dq_n];
+			void *buf = dq_buf[dq_n];
 			uint32_t len, ms = 0;
 			const uint8_t *d = rk_rpc_req_data(req, &len);
 
 			pthread_mutex_unlock(&dq_lock);
-			if (len >= 4)
+			if (len >= 4 && len <= 64) /* a short request says how long to wait */
 				ms = (uint32_t)d[0] << 8 | d[1];
 			usleep(ms * 1000);
-			if (rk_rpc_reply(req, 0, d, len))
+			if (rk_rpc_reply(req, 0, buf ? buf : d, len))
 				LT_FAIL("rk_rpc_reply from the worker failed");
 			pthread_mutex_lock(&dq_lock);
 		}
@@ -143,6 +194,8 @@ static void start_server(struct rk_device *dev, const char *addr, const char *po
 	LT_CHECK(rk_rpc_server_add(srv, M_DEFER, h_defer, NULL), NULL);
 	LT_CHECK(rk_rpc_server_add(srv, M_NEVER, h_never, NULL), NULL);
 	LT_CHECK(rk_rpc_server_add(srv, M_BIG, h_big, NULL), NULL);
+	LT_CHECK(rk_rpc_server_add(srv, M_INPLACE, h_inplace, NULL), NULL);
+	LT_CHECK(rk_rpc_server_add(srv, M_PAST, h_past, NULL), NULL);
 	if (rk_rpc_server_add(srv, M_ECHO, h_echo, NULL) != -EEXIST)
 		LT_FAIL("a method added twice");
 	if (pthread_create(th, NULL, server_loop, NULL))
@@ -151,13 +204,13 @@ static void start_server(struct rk_device *dev, const char *addr, const char *po
 
 /* ---- calls ----------------------------------------------------------------- */
 
-static void echo(struct rk_rpc_client *cl, uint32_t len, int zero_copy)
+static void echo_by(struct rk_rpc_client *cl, uint16_t method, uint32_t len, int zero_copy)
 {
 	struct rk_pd *pd = rk_rpc_client_pd(cl);
 	struct rk_mr *req_mr = NULL, *resp_mr = NULL;
 	uint8_t *req, *resp;
 	struct rk_rpc_call_args a = {
-	    .method = M_ECHO, .req_len = len, .resp_cap = len, .timeout_ms = 60000};
+	    .method = method, .req_len = len, .resp_cap = len, .timeout_ms = 60000};
 	struct rk_error e;
 	uint32_t got = 0;
 	int64_t t0 = now_ms();
@@ -184,7 +237,10 @@ static void echo(struct rk_rpc_client *cl, uint32_t len, int zero_copy)
 	if (got != len || lt_check(resp, len, len + 7) >= 0)
 		LT_FAIL("echo of %u bytes (%s): %u came back, first bad byte at %ld", len,
 			zero_copy ? "zero copy" : "copied", got, lt_check(resp, got, len + 7));
-	printf("echo %u bytes %s: ok (%lld ms)\n", len, zero_copy ? "zero copy" : "copied",
+	printf("echo %u bytes %s%s: ok (%lld ms)\n", len, zero_copy ? "zero copy" : "copied",
+	       method == M_INPLACE ? ", answered in place"
+	       : method == M_DEFER ? ", deferred"
+				   : "",
 	       (long long)(now_ms() - t0));
 	if (zero_copy) {
 		rk_mr_dereg(req_mr);
@@ -193,6 +249,11 @@ static void echo(struct rk_rpc_client *cl, uint32_t len, int zero_copy)
 		free(req);
 		free(resp);
 	}
+}
+
+static void echo(struct rk_rpc_client *cl, uint32_t len, int zero_copy)
+{
+	echo_by(cl, M_ECHO, len, zero_copy);
 }
 
 struct slot_arg {
@@ -303,6 +364,11 @@ static void errors(struct rk_rpc_client *cl)
 		LT_FAIL("deadline: %d after %lld ms", r, (long long)(now_ms() - t0));
 	printf("deadline: -ETIMEDOUT after %lld ms: %s\n", (long long)(now_ms() - t0),
 	       rk_error_str(&e));
+
+	r = call_simple(cl, M_PAST, NULL, 0, buf, sizeof(buf), 5000, &got, &code, &e);
+	if (r != -EREMOTEIO || code != -EINVAL || got != 0)
+		LT_FAIL("an answer past its buffer: %d code %d len %u", r, code, got);
+	printf("answer buffer misused: refused, the caller got code %d\n", code);
 }
 
 /* The NEVER request answers late: dropped by the client, its slot free again. */
@@ -681,6 +747,11 @@ int main(int argc, char **argv)
 	/* Zero copy: the caller's registrations; 9 MiB crosses the 8 MiB work request. */
 	for (unsigned i = 0; i < sizeof(zsizes) / sizeof(zsizes[0]) - (unsigned)quick; i++)
 		echo(cl, zsizes[i], 1);
+	/* Answers built in the server's buffer (1 MiB: two stages; 9 MiB: two WRITEs). */
+	echo_by(cl, M_INPLACE, 1, 0);
+	echo_by(cl, M_INPLACE, 1u << 20, 0);
+	echo_by(cl, M_INPLACE, quick ? 65536 : 9u << 20, 1);
+	echo_by(cl, M_DEFER, 1u << 20, 0);
 	many_async(cl);
 	errors(cl);
 	late_answer(cl);
