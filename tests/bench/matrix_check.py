@@ -3,7 +3,7 @@
 
 4 ranks, two on each of rk-a and rk-b, --intra: all six pairs measured, the
 ranks named by their hosts. clean: no pair flagged. delayed (host B's link
-20 ms slower): the four pairs between the hosts flagged, retested alone and
+50 ms slower): the four pairs between the hosts flagged, retested alone and
 found slow links; the two on one host not flagged.
 """
 import json

@@ -190,6 +190,12 @@ static void flag_rule(void **state)
 	again.bw[0] = 5;
 	assert_int_equal(mx_verdict_of(&r[1], &again, 7, &refs, 0.9, 2.0), MX_VERDICT_SLOW);
 	assert_int_equal(mx_verdict_of(&r[1], &again, 6, &refs, 0.9, 2.0), MX_VERDICT_FAILED);
+	/* A retest runs the flagged legs only: bandwidth a->b here, enough for the verdict. */
+	assert_int_equal(mx_flag_legs(r[1].flags), 1u << MX_BW_AB);
+	assert_int_equal(mx_flag_legs(r[2].flags), 1u << MX_LAT);
+	assert_int_equal(mx_flag_legs(MX_FLAG_BW_AB | MX_FLAG_BW_BA | MX_FLAG_LAT), MX_ALL_LEGS);
+	assert_int_equal(mx_verdict_of(&r[1], &again, 1u << MX_BW_AB, &refs, 0.9, 2.0),
+			 MX_VERDICT_SLOW);
 	/* Settable: at 0.8 and 3x nothing is flagged. */
 	assert_int_equal(mx_flag_all(r, 4, 0.8, 3.0, &refs), 0);
 	for (int i = 0; i < 4; i++)

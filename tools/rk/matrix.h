@@ -19,7 +19,8 @@
  * tells it to sit the round out) and waits for both sides' results before
  * the next round: that is the barrier. A rank whose connection closes or
  * that does not answer in time is dead for the rest of the run; its pairs
- * are reported failed. Flagged pairs are then retested one at a time.
+ * are reported failed. Flagged pairs are then retested one at a time, each
+ * only in the legs that were flagged (the pair message names them).
  */
 #ifndef RK_MATRIX_H
 #define RK_MATRIX_H

@@ -374,7 +374,7 @@ static struct mx_side_report *gather(struct mx_coord *c, uint32_t rank, uint32_t
  * "sit"; then both sides of every pair report before anyone moves on.
  */
 static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *pairs, uint32_t np,
-		     struct mx_result *out, const char *what)
+		     uint32_t legs, struct mx_result *out, const char *what)
 {
 	uint64_t deadline = cli_now_ns() + (mx_pair_budget_ms(c->o) + 15000ull) * 1000000ull;
 	uint8_t *busy = calloc(c->m.n, 1);
@@ -399,6 +399,7 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 			json_object_object_add(m, "peer", json_object_new_int64(peer));
 			json_object_object_add(m, "peer_addr",
 					       json_object_new_string(c->m.ranks[peer].addr));
+			json_object_object_add(m, "legs", json_object_new_int64(legs));
 			send_or_kill(c, me, m, what);
 			json_object_put(m);
 		}
@@ -446,7 +447,9 @@ static int retest_flagged(struct mx_coord *c, uint32_t first_round)
 			res->verdict = MX_VERDICT_FAILED;
 			continue;
 		}
-		r = run_round(c, round++, &res->p, 1, &again, "in a retest");
+		/* Only what was flagged: a latency flag needs no bandwidth runs. */
+		r = run_round(c, round++, &res->p, 1, mx_flag_legs(res->flags), &again,
+			      "in a retest");
 		if (r)
 			return r;
 		res->retest = again.f;
@@ -471,7 +474,7 @@ void *mx_coord_run(void *arg)
 	r = build_schedule(c);
 	for (uint32_t k = 0; !r && k < s->nrounds; k++)
 		r = run_round(c, k, s->pairs + s->round_at[k], s->round_at[k + 1] - s->round_at[k],
-			      c->m.res + s->round_at[k], "in a round");
+			      MX_ALL_LEGS, c->m.res + s->round_at[k], "in a round");
 	if (!r && mx_flag_all(c->m.res, s->npairs, c->o->bw_frac, c->o->lat_mult, &c->m.refs))
 		r = bench_fail(&c->err, ENOMEM, "out of memory");
 	if (!r && c->o->retest)

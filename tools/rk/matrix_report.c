@@ -106,7 +106,8 @@ static void print_figures(const char *what, const struct mx_figures *f, uint32_t
 		if (ok & (1u << d))
 			printf(" %s %.3f Gb/s", d ? "b->a" : "a->b", f->bw[d]);
 	if (ok & (1u << MX_LAT))
-		printf(" | latency median %.2f us, p99 %.2f us", f->lat_med, f->lat_p99);
+		printf("%s latency median %.2f us, p99 %.2f us", ok & 3u ? " |" : "", f->lat_med,
+		       f->lat_p99);
 	printf("\n");
 }
 

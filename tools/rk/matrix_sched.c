@@ -326,17 +326,24 @@ int mx_flag_all(struct mx_result *r, size_t n, double bw_frac, double lat_mult,
 	return 0;
 }
 
+uint32_t mx_flag_legs(uint32_t flags)
+{
+	uint32_t legs = 0;
+
+	if (flags & MX_FLAG_BW_AB)
+		legs |= 1u << MX_BW_AB;
+	if (flags & MX_FLAG_BW_BA)
+		legs |= 1u << MX_BW_BA;
+	if (flags & MX_FLAG_LAT)
+		legs |= 1u << MX_LAT;
+	return legs;
+}
+
 uint32_t mx_verdict_of(const struct mx_result *r, const struct mx_figures *f, uint32_t ok,
 		       const struct mx_refs *refs, double bw_frac, double lat_mult)
 {
-	uint32_t need = 0;
+	uint32_t need = mx_flag_legs(r->flags);
 
-	if (r->flags & MX_FLAG_BW_AB)
-		need |= 1u << MX_BW_AB;
-	if (r->flags & MX_FLAG_BW_BA)
-		need |= 1u << MX_BW_BA;
-	if (r->flags & MX_FLAG_LAT)
-		need |= 1u << MX_LAT;
 	if ((ok & need) != need)
 		return MX_VERDICT_FAILED;
 	return mx_flags_of(f, ok, refs, bw_frac, lat_mult) & r->flags ? MX_VERDICT_SLOW

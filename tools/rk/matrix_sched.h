@@ -84,6 +84,7 @@ enum mx_leg {
 	MX_LAT,	      /* 64 B latency: a is the client */
 	MX_LEGS,
 };
+#define MX_ALL_LEGS ((1u << MX_LEGS) - 1) /* a leg mask: all three */
 
 /* One side's report of one leg, as it came from that rank. */
 struct mx_leg_report {
@@ -160,6 +161,12 @@ int mx_flag_all(struct mx_result *r, size_t n, double bw_frac, double lat_mult,
 /* mx_flags_of - the flags figures @f (legs @ok) earn against @refs. */
 uint32_t mx_flags_of(const struct mx_figures *f, uint32_t ok, const struct mx_refs *refs,
 		     double bw_frac, double lat_mult);
+
+/*
+ * mx_flag_legs - the legs (bits 1 << MX_BW_AB, ...) that @flags name:
+ * what a retest runs again (the others are not what made the pair suspect).
+ */
+uint32_t mx_flag_legs(uint32_t flags);
 
 /*
  * mx_verdict_of - a flagged result after its retest alone (@f, legs

@@ -103,16 +103,24 @@ static int run_pair(const struct mx_opts *o, const struct mx_launch *la, const c
 {
 	struct mx_leg_out legs[MX_LEGS];
 	char peer_addr[64];
-	uint32_t round, peer;
+	uint32_t round, peer, which;
 	json_object *res;
 	int r;
 
 	if (mx_get_u32(m, "round", UINT32_MAX, &round) ||
 	    mx_get_u32(m, "peer", la->size - 1, &peer) || peer == la->rank ||
-	    mx_get_str(m, "peer_addr", peer_addr, sizeof(peer_addr)))
+	    mx_get_str(m, "peer_addr", peer_addr, sizeof(peer_addr)) ||
+	    mx_get_u32(m, "legs", MX_ALL_LEGS, &which))
 		return bench_fail(err, EPROTO, "rendezvous: a malformed pair from rank 0");
-	for (int leg = 0; leg < MX_LEGS; leg++)
-		mx_run_leg(o, leg, la->rank, my_addr, peer, peer_addr, &legs[leg]);
+	for (int leg = 0; leg < MX_LEGS; leg++) {
+		if (which & (1u << leg)) {
+			mx_run_leg(o, leg, la->rank, my_addr, peer, peer_addr, &legs[leg]);
+			continue;
+		}
+		memset(&legs[leg], 0, sizeof(legs[leg]));
+		legs[leg].status = -ENODATA; /* a retest of other legs: not asked for */
+		snprintf(legs[leg].why, sizeof(legs[leg].why), "not asked for");
+	}
 	res = result(round, legs);
 	r = mx_wire_send(fd, res, 10000, err);
 	json_object_put(res);
