@@ -102,7 +102,59 @@ def case_mpi():
         fail("parameter mismatch not refused: exit %d" % rc)
 
 
-CASES = {"mpi": case_mpi}
+def case_failures():
+    w = tempfile.mkdtemp()
+    js = os.path.join(w, "f.json")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "OMPI_", "PMI_", "PMIX_"))}
+    env.update(SLURM_NTASKS="4", RK_MATRIX_ADDR=ADDR)
+    cmd = [RK, "matrix", "--intra", "--no-retest", "--duration", "1", "--lat-duration", "1",
+           "--watchdog", "4", "--wait", "12"]
+    procs = [subprocess.Popen(cmd + (["--json", js] if r == 0 else []),
+                              env=dict(env, SLURM_PROCID=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(3)]
+    time.sleep(8)  # rank 2 has joined (rank 0 waits up to --wait for rank 3)
+    procs[2].kill()
+    outs = []
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            fail("rank %d did not end" % r)
+        outs.append(out)
+        print("--- rank %d (exit %s)\n%s" % (r, p.returncode, out), flush=True)
+    if procs[0].returncode != 1:
+        fail("rank 0: exit %s, expected 1 (pairs failed)" % procs[0].returncode)
+    if not os.path.exists(js):
+        fail("no JSON written")
+        return
+    with open(js) as f:
+        doc = json.load(f)
+    ranks = {r["rank"]: r for r in doc["ranks"]}
+    if ranks[3]["joined"] or "never joined" not in (ranks[3]["error"] or ""):
+        fail("rank 3: %r" % ranks[3])
+    if not ranks[2]["joined"] or not ranks[2]["error"]:
+        fail("rank 2 (killed): %r" % ranks[2])
+    pairs = {(p["a"], p["b"]): p for p in doc["pairs"]}
+    if sorted(pairs) != [(a, b) for a in range(4) for b in range(a + 1, 4)]:
+        fail("pairs: %s" % sorted(pairs))
+    for (a, b), p in sorted(pairs.items()):
+        if (a, b) == (0, 1):
+            if not p["ok"] or p["error"]:
+                fail("pair 0-1 not measured: %r" % p)
+            continue
+        gone = [r for r in (a, b) if r in (2, 3)]
+        if p["ok"] or not any("rank %d " % r in (p["error"] or "") for r in gone):
+            fail("pair %d-%d: %r, expected a failure naming rank %s" % (a, b, p, gone))
+        if a != 2 and b == 3 and "never joined" not in p["error"]:
+            fail("pair %d-3: %r, expected 'never joined'" % (a, p["error"]))
+    if "pairs measured" not in outs[0] or "failed" not in outs[0]:
+        fail("rank 0's report: %r" % outs[0][-500:])
+
+
+CASES = {"mpi": case_mpi, "failures": case_failures}
 if __name__ == "__main__":
     if not ADDR or not DEV:
         sys.exit("matrix_test: needs RK_ADDR and RK_DEV (scripts/softroce run)")

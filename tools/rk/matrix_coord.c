@@ -369,6 +369,21 @@ static struct mx_side_report *gather(struct mx_coord *c, uint32_t rank, uint32_t
 	return &s->rep;
 }
 
+/* A pair not run because one of its ranks is gone: name that rank and why. */
+static int absent_why(const struct mx_coord *c, const struct mx_pair *p, struct mx_result *r)
+{
+	uint32_t gone = alive(c, p->a) ? p->b : p->a;
+	const struct mx_rank *k = &c->m.ranks[gone];
+	char text[400];
+
+	snprintf(text, sizeof(text), "not run: rank %u %s (%s)", gone,
+		 k->joined ? "died" : "never joined", k->why ? k->why : "no reason known");
+	free(r->why);
+	r->err = -ECONNRESET;
+	r->why = strdup(text);
+	return r->why ? 0 : -ENOMEM;
+}
+
 /*
  * One round: @np pairs at once. Everyone alive hears either its pair or
  * "sit"; then both sides of every pair report before anyone moves on.
@@ -420,7 +435,7 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 			ra = gather(c, p->a, round, deadline, sa, what);
 			rb = gather(c, p->b, round, deadline, sb, what);
 		}
-		if (mx_merge(&out[i], p, ra, rb))
+		if (mx_merge(&out[i], p, ra, rb) || (!busy[p->a] && absent_why(c, p, &out[i])))
 			r = bench_fail(&c->err, ENOMEM, "out of memory");
 		out[i].round = round;
 	}
