@@ -36,6 +36,8 @@
 #define MATRIX_DEF_RDV_PORT "18590"
 #define MATRIX_DEF_PORT	    20000u /* a pair's server listens on PORT + 3 x rank + leg */
 #define MATRIX_LAT_SIZE	    64u
+#define MATRIX_INFLIGHT	    (16u << 20) /* bandwidth: bytes queued at most */
+#define MATRIX_MAX_DEPTH    128u	/* ... and work requests (rk bench's default) */
 
 /* What every rank must agree on (checked at the rendezvous), and the local choices. */
 struct mx_opts {

@@ -33,6 +33,18 @@ static void leg_params(const struct mx_opts *o, int leg, struct bench_params *p)
 		p->duration_s = o->duration_s;
 		/* The run is timed by duration: a warm-up of 16 MiB would cost a second on rxe. */
 		p->warmup = 2;
+		/*
+		 * At most MATRIX_INFLIGHT bytes queued: the run ends when the last
+		 * one completes, and 128 x 1 MiB drains for 3 s after a 1 s run on
+		 * a slow link (on a fast one 16 MiB is still a millisecond of data).
+		 */
+		p->tx_depth = MATRIX_INFLIGHT / o->size;
+		if (p->tx_depth > MATRIX_MAX_DEPTH)
+			p->tx_depth = MATRIX_MAX_DEPTH;
+		if (p->tx_depth < 2)
+			p->tx_depth = 2;
+		if (p->cq_mod > p->tx_depth)
+			p->cq_mod = p->tx_depth;
 	}
 }
 
