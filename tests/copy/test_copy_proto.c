@@ -393,6 +393,16 @@ static void imm(void **state)
 	assert_int_equal(cp_imm_parse(cp_imm(1, 2), 8, &slot, &hl), -EBADMSG);
 }
 
+/* Both sides size the ring by one rule: a header block, then the chunk in whole pages. */
+static void stride(void **state)
+{
+	(void)state;
+	assert_int_equal(cp_slot_stride(CP_CHUNK_MIN), CP_HDR_SIZE + 4096);
+	assert_int_equal(cp_slot_stride(4097), CP_HDR_SIZE + 8192);
+	assert_int_equal(cp_slot_stride(1u << 20), CP_HDR_SIZE + (1u << 20));
+	assert_int_equal(cp_slot_stride(CP_CHUNK_MAX), CP_HDR_SIZE + CP_CHUNK_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +419,7 @@ int main(void)
 	    cmocka_unit_test(slot_seq),
 	    cmocka_unit_test(lane_args),
 	    cmocka_unit_test(imm),
+	    cmocka_unit_test(stride),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,8 +97,14 @@ struct cp_hello {
 	uint16_t lanes; /* 1..CP_MAX_LANES connections in this session */
 };
 
+/* cp_slot_stride - a ring slot's bytes: its header block, then @chunk data rounded up to 4 KiB. */
+static inline size_t cp_slot_stride(uint32_t chunk)
+{
+	return CP_HDR_SIZE + ((size_t)chunk + 4095) / 4096 * 4096;
+}
+
 struct cp_welcome {
-	uint64_t ring_addr; /* slot i header block at ring_addr + i * slot_stride */
+	uint64_t ring_addr; /* slot i header block at ring_addr + i * cp_slot_stride(chunk) */
 	uint32_t rkey;
 	uint32_t chunk;	 /* data bytes per slot (the client's chunk) */
 	uint16_t nslots; /* credits the client starts with */

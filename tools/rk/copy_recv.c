@@ -254,7 +254,7 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	s->chunk = s->fs.chunk = h.chunk;
 	s->flags = s->fs.flags = h.flags;
 	s->want_lanes = h.lanes;
-	s->stride = CP_HDR_SIZE + ((size_t)h.chunk + 4095) / 4096 * 4096;
+	s->stride = cp_slot_stride(h.chunk);
 	if (s->stride > s->srv->max_ring) {
 		char why[128];
 

@@ -882,8 +882,13 @@ static int send_item(struct sender *s, size_t idx)
 		local_fail(it, "open", -errno);
 		return 0;
 	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		local_fail(it, "open", S_ISREG(st.st_mode) ? -errno : -EINVAL);
+	if (fstat(fd, &st)) { /* st is unset: its mode says nothing */
+		local_fail(it, "fstat", -errno);
+		close(fd);
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		local_fail(it, "open", -EINVAL);
 		close(fd);
 		return 0;
 	}
@@ -1070,7 +1075,7 @@ static int connect_and_hello(struct sender *s)
 		if (lane_init(s, i) || lane_connect(s, i, &join))
 			return -1;
 	}
-	s->stride = CP_HDR_SIZE + ((size_t)s->w.chunk + 4095) / 4096 * 4096;
+	s->stride = cp_slot_stride(s->w.chunk);
 	r = rk_mr_alloc(s->dev, s->w.nslots * s->stride, RK_ACCESS_LOCAL, &e, &s->stage);
 	if (r) {
 		fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
