@@ -150,10 +150,15 @@ static int rejected(struct rk_conn *c, const struct rdma_cm_event *ev, struct rk
 		return rk_err_set(err, ECONNREFUSED, "rdma_connect", "nobody listens there");
 	if (ev->status == IB_CM_REJ_CONSUMER_DEFINED &&
 	    rk_reject_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &reason,
-			     text, sizeof(text)) == 0)
-		return rk_err_set(err, ECONNREFUSED, "rdma_connect",
-				  "rejected by peer: %s%s%s (reason %u)",
-				  rk_reject_reason_str(reason), text[0] ? ": " : "", text, reason);
+			     text, sizeof(text)) == 0) {
+		int r = rk_err_set(err, ECONNREFUSED, "rdma_connect",
+				   "rejected by peer: %s%s%s (reason %u)",
+				   rk_reject_reason_str(reason), text[0] ? ": " : "", text, reason);
+
+		if (err) /* the code, so that nobody has to match the text */
+			err->reject_reason = reason ? reason : RK_REJECT_APP;
+		return r;
+	}
 	return rk_err_set(err, ECONNREFUSED, "rdma_connect", "rejected (CM reason %d)", ev->status);
 }
 

@@ -101,7 +101,8 @@ struct rk_cm_connect_opts {
  * connection is ESTABLISHED, each step within opts->timeout_ms. The address
  * must route through @dev. Returns 0 with *@out connected, or a negative
  * errno: -ETIMEDOUT, -EHOSTUNREACH (ADDR/ROUTE_ERROR, UNREACHABLE),
- * -ECONNREFUSED (REJECTED: @err holds the peer's reason), -ENODEV.
+ * -ECONNREFUSED (REJECTED: @err->reject_reason holds the peer's reason, 0
+ * when nobody listens there), -ENODEV.
  */
 RK_API int rk_cm_connect(struct rk_device *dev, const struct rk_cm_connect_opts *opts,
 			 struct rk_error *err, struct rk_conn **out);

@@ -30,6 +30,8 @@ struct rk_error {
 	uint32_t vendor_err;	    /* wc.vendor_err, 0 if none */
 	uint32_t qp_num;	    /* QP involved, 0 if none */
 	const char *hint;	    /* one-line fix for common cases, or NULL (static) */
+	int reject_reason;	    /* a connect the peer refused: enum rk_reject_reason
+				     * (cm.h), 0 when none or not an rk peer's refusal */
 	char msg[RK_ERROR_MSG_MAX]; /* the whole story on one line, no trailing newline */
 };
 

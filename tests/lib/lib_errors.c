@@ -174,7 +174,7 @@ static void lower_mtu(struct rk_device *dev)
 }
 
 static void connect_fails(struct rk_device *dev, const char *host, const char *port,
-			  const struct rk_hello *h, int want, const char *what)
+			  const struct rk_hello *h, int want, int want_reason, const char *what)
 {
 	struct rk_cm_connect_opts co = {.host = host, .port = port, .timeout_ms = 2000, .hello = h};
 	struct rk_conn *c = NULL;
@@ -189,6 +189,8 @@ static void connect_fails(struct rk_device *dev, const char *host, const char *p
 		LT_FAIL("%s: took %lld ms", what, (long long)ms);
 	if (want && r != want)
 		LT_FAIL("%s: got %d (%s), want %d", what, r, e.msg, want);
+	if (want && e.reject_reason != want_reason) /* a code to act on, not text to match */
+		LT_FAIL("%s: reject reason %d, want %d", what, e.reject_reason, want_reason);
 	printf("%s: %d ms: %s\n", what, (int)ms, e.msg);
 }
 
@@ -239,8 +241,9 @@ static void rejects(const char *addr)
 		LT_FAIL("server not ready");
 	close(pfd[0]);
 	dev = lt_open_device(0);
-	connect_fails(dev, addr, "7491", &wrong_app, -ECONNREFUSED, "wrong app id");
-	connect_fails(dev, addr, "7491", &bad_token, -ECONNREFUSED, "bad token");
+	connect_fails(dev, addr, "7491", &wrong_app, -ECONNREFUSED, RK_REJECT_APP_ID,
+		      "wrong app id");
+	connect_fails(dev, addr, "7491", &bad_token, -ECONNREFUSED, RK_REJECT_TOKEN, "bad token");
 	rk_device_close(dev);
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		LT_FAIL("token server failed");
@@ -302,8 +305,8 @@ int main(void)
 	bad_rkey(dev);
 	foreign_pd(dev);
 	lower_mtu(dev);
-	connect_fails(dev, addr, "7999", NULL, -ECONNREFUSED, "no listener");
-	connect_fails(dev, "10.77.0.99", "7999", NULL, 0, "unreachable address");
+	connect_fails(dev, addr, "7999", NULL, -ECONNREFUSED, 0, "no listener");
+	connect_fails(dev, "10.77.0.99", "7999", NULL, 0, 0, "unreachable address");
 	rk_device_close(dev);
 	rejects(addr);
 	memlock();

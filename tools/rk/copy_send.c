@@ -1018,7 +1018,7 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 		l->conn = NULL; /* the library destroyed it */
 		if (idx)
 			snprintf(which, sizeof(which), "lane %u ", idx);
-		if (strstr(e.msg, "rejected by peer"))
+		if (e.reject_reason) /* the server refused us (token, busy, ...): final */
 			fatal(s, CP_EXIT_REFUSED, "cannot connect %sto %s:%s: %s", which,
 			      s->o->host, s->o->port, rk_error_str(&e));
 		else if (reachable_later(e.err)) {
