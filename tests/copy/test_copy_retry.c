@@ -89,7 +89,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 	fate->established = s->established;
 	fate->refused = s->refused;
 	o->progress->done += s->moved;
-	if (s->rc == CP_EXIT_OK) {
+	if (s->rc == RK_EXIT_OK) {
 		plan->items[0].state = CP_ITEM_DONE;
 		plan->items[0].code = (uint16_t)s->settle;
 	} else {
@@ -128,16 +128,16 @@ static int run(const struct session *sc, unsigned n, unsigned retries, struct cp
 static void retries_transport_then_settles(void **state)
 {
 	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0, 100, 0},
-	    {CP_EXIT_LOST, 1, 1, 0, 200, 0},
-	    {CP_EXIT_LOST, 1, 0, 0, 0, 0}, /* could not connect: no step down */
-	    {CP_EXIT_OK, 0, 1, CP_OK, 1000, 0},
+	    {RK_EXIT_LOST, 1, 1, 0, 100, 0},
+	    {RK_EXIT_LOST, 1, 1, 0, 200, 0},
+	    {RK_EXIT_LOST, 1, 0, 0, 0, 0}, /* could not connect: no step down */
+	    {RK_EXIT_OK, 0, 1, CP_OK, 1000, 0},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
 	(void)state;
-	assert_int_equal(run(sc, 4, 10, &plan, &st), CP_EXIT_OK);
+	assert_int_equal(run(sc, 4, 10, &plan, &st), RK_EXIT_OK);
 	assert_int_equal(calls, 4);
 	assert_int_equal(st.reconnects, 3);
 	assert_int_equal(plan.items[0].state, CP_ITEM_DONE);
@@ -152,15 +152,15 @@ static void retries_transport_then_settles(void **state)
 
 static void refusals_not_retried(void **state)
 {
-	const struct session refused[] = {{CP_EXIT_REFUSED, 0, 0, 0, 0, 0}};
-	const struct session proto[] = {{CP_EXIT_LOST, 0, 1, 0, 0, 0}};
+	const struct session refused[] = {{RK_EXIT_REFUSED, 0, 0, 0, 0, 0}};
+	const struct session proto[] = {{RK_EXIT_LOST, 0, 1, 0, 0, 0}};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
 	(void)state;
-	assert_int_equal(run(refused, 1, 10, &plan, &st), CP_EXIT_REFUSED);
+	assert_int_equal(run(refused, 1, 10, &plan, &st), RK_EXIT_REFUSED);
 	assert_int_equal(st.reconnects, 0);
-	assert_int_equal(run(proto, 1, 10, &plan, &st), CP_EXIT_LOST);
+	assert_int_equal(run(proto, 1, 10, &plan, &st), RK_EXIT_LOST);
 	assert_int_equal(st.reconnects, 0);
 }
 
@@ -168,36 +168,36 @@ static void refusals_not_retried(void **state)
  * after a session ran, the same is a server restarting, and waited for. */
 static void first_refusal_not_retried(void **state)
 {
-	const struct session first[] = {{CP_EXIT_LOST, 1, 0, 0, 0, 1}};
+	const struct session first[] = {{RK_EXIT_LOST, 1, 0, 0, 0, 1}};
 	const struct session later[] = {
-	    {CP_EXIT_LOST, 1, 1, 0, 100, 0},
-	    {CP_EXIT_LOST, 1, 0, 0, 0, 1},
-	    {CP_EXIT_OK, 0, 1, CP_OK, 1000, 0},
+	    {RK_EXIT_LOST, 1, 1, 0, 100, 0},
+	    {RK_EXIT_LOST, 1, 0, 0, 0, 1},
+	    {RK_EXIT_OK, 0, 1, CP_OK, 1000, 0},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
 	(void)state;
-	assert_int_equal(run(first, 1, 10, &plan, &st), CP_EXIT_LOST);
+	assert_int_equal(run(first, 1, 10, &plan, &st), RK_EXIT_LOST);
 	assert_int_equal(calls, 1);
 	assert_int_equal(st.reconnects, 0);
-	assert_int_equal(run(later, 3, 10, &plan, &st), CP_EXIT_OK);
+	assert_int_equal(run(later, 3, 10, &plan, &st), RK_EXIT_OK);
 	assert_int_equal(st.reconnects, 2);
 }
 
 static void count_bounded(void **state)
 {
-	const struct session sc[] = {{CP_EXIT_LOST, 1, 1, 0, 100, 0},
-				     {CP_EXIT_LOST, 1, 1, 0, 200, 0},
-				     {CP_EXIT_LOST, 1, 1, 0, 300, 0}};
+	const struct session sc[] = {{RK_EXIT_LOST, 1, 1, 0, 100, 0},
+				     {RK_EXIT_LOST, 1, 1, 0, 200, 0},
+				     {RK_EXIT_LOST, 1, 1, 0, 300, 0}};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
 	(void)state;
-	assert_int_equal(run(sc, 3, 2, &plan, &st), CP_EXIT_LOST);
+	assert_int_equal(run(sc, 3, 2, &plan, &st), RK_EXIT_LOST);
 	assert_int_equal(calls, 3);
 	assert_int_equal(st.reconnects, 2);
-	assert_int_equal(run(sc, 1, 0, &plan, &st), CP_EXIT_LOST);
+	assert_int_equal(run(sc, 1, 0, &plan, &st), RK_EXIT_LOST);
 	assert_int_equal(calls, 1);
 }
 
@@ -205,31 +205,31 @@ static void window_bounds_no_progress(void **state)
 {
 	/* Connects that fail, or resume only what was there: nothing new moves. */
 	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0, 500, 0}, {CP_EXIT_LOST, 1, 0, 0, 0, 0},
-	    {CP_EXIT_LOST, 1, 1, 0, 500, 0}, {CP_EXIT_LOST, 1, 0, 0, 0, 0},
-	    {CP_EXIT_LOST, 1, 1, 0, 500, 0}, {CP_EXIT_LOST, 1, 0, 0, 0, 0},
+	    {RK_EXIT_LOST, 1, 1, 0, 500, 0}, {RK_EXIT_LOST, 1, 0, 0, 0, 0},
+	    {RK_EXIT_LOST, 1, 1, 0, 500, 0}, {RK_EXIT_LOST, 1, 0, 0, 0, 0},
+	    {RK_EXIT_LOST, 1, 1, 0, 500, 0}, {RK_EXIT_LOST, 1, 0, 0, 0, 0},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
 	(void)state;
 	/* Waits of 0.25..0.5 s, then 0.5..1 s, ...: a 1 s window ends it by the third. */
-	assert_int_equal(run_w(sc, 6, 100, 1, &plan, &st), CP_EXIT_LOST);
+	assert_int_equal(run_w(sc, 6, 100, 1, &plan, &st), RK_EXIT_LOST);
 	assert_true(calls >= 2 && calls <= 4);
 }
 
 static void busy_after_reconnect_retried(void **state)
 {
 	const struct session sc[] = {
-	    {CP_EXIT_LOST, 1, 1, 0, 100, 0},
-	    {CP_EXIT_OK, 0, 1, CP_E_BUSY, 200, 0}, /* the old session still holds the file */
-	    {CP_EXIT_OK, 0, 1, CP_OK, 1000, 0},
+	    {RK_EXIT_LOST, 1, 1, 0, 100, 0},
+	    {RK_EXIT_OK, 0, 1, CP_E_BUSY, 200, 0}, /* the old session still holds the file */
+	    {RK_EXIT_OK, 0, 1, CP_OK, 1000, 0},
 	};
 	struct cp_retry_stats st;
 	struct cp_plan plan;
 
 	(void)state;
-	assert_int_equal(run(sc, 3, 10, &plan, &st), CP_EXIT_OK);
+	assert_int_equal(run(sc, 3, 10, &plan, &st), RK_EXIT_OK);
 	assert_int_equal(calls, 3);
 	assert_int_equal(plan.items[0].code, CP_OK);
 }

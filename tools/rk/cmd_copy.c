@@ -275,21 +275,21 @@ int rk_cmd_copy(int argc, char **argv)
 		case 'C':
 			if (cli_parse_size(optarg, &v) || v < CP_CHUNK_MIN || v > CP_CHUNK_MAX) {
 				fprintf(stderr, "rk copy: --chunk must be 4K..8M\n");
-				return CP_EXIT_USAGE;
+				return RK_EXIT_USAGE;
 			}
 			so.chunk = (uint32_t)v;
 			break;
 		case 'd':
 			if (cli_parse_uint(optarg, 1, CP_MAX_SLOTS, &v)) {
 				fprintf(stderr, "rk copy: --depth must be 1..%d\n", CP_MAX_SLOTS);
-				return CP_EXIT_USAGE;
+				return RK_EXIT_USAGE;
 			}
 			so.depth = (unsigned)v;
 			break;
 		case 'n':
 			if (cli_parse_uint(optarg, 1, CP_MAX_LANES, &v)) {
 				fprintf(stderr, "rk copy: --num-qp must be 1..%d\n", CP_MAX_LANES);
-				return CP_EXIT_USAGE;
+				return RK_EXIT_USAGE;
 			}
 			so.lanes = (unsigned)v;
 			break;
@@ -302,13 +302,13 @@ int rk_cmd_copy(int argc, char **argv)
 		case 'T':
 			if (cli_parse_uint(optarg, 1, 3600, &timeout)) {
 				fprintf(stderr, "rk copy: --timeout must be 1..3600 seconds\n");
-				return CP_EXIT_USAGE;
+				return RK_EXIT_USAGE;
 			}
 			break;
 		case 'e':
 			if (cli_parse_uint(optarg, 0, 1000, &v)) {
 				fprintf(stderr, "rk copy: --retries must be 0..1000\n");
-				return CP_EXIT_USAGE;
+				return RK_EXIT_USAGE;
 			}
 			ro.retries = (unsigned)v;
 			break;
@@ -316,7 +316,7 @@ int rk_cmd_copy(int argc, char **argv)
 			if (cli_parse_uint(optarg, 1, 86400, &v)) {
 				fprintf(stderr,
 					"rk copy: --retry-window must be 1..86400 seconds\n");
-				return CP_EXIT_USAGE;
+				return RK_EXIT_USAGE;
 			}
 			ro.window_s = (unsigned)v;
 			break;
@@ -328,21 +328,21 @@ int rk_cmd_copy(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return CP_EXIT_OK;
+			return RK_EXIT_OK;
 		default:
 			usage(stderr);
-			return CP_EXIT_USAGE;
+			return RK_EXIT_USAGE;
 		}
 	}
 	if (argc - optind < 2) {
 		fprintf(stderr, "rk copy: need SRC... and HOST[:PORT]:DEST\n");
 		usage(stderr);
-		return CP_EXIT_USAGE;
+		return RK_EXIT_USAGE;
 	}
 	snprintf(port, sizeof(port), "%s", CP_DEFAULT_PORT);
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest)) {
 		fprintf(stderr, "rk copy: '%s' is not HOST[:PORT]:DEST\n", argv[argc - 1]);
-		return CP_EXIT_USAGE;
+		return RK_EXIT_USAGE;
 	}
 	so.host = host;
 	so.port = port;
@@ -350,7 +350,7 @@ int rk_cmd_copy(int argc, char **argv)
 	if (token_file) {
 		if (cp_token_load(token_file, token, why, sizeof(why))) {
 			fprintf(stderr, "rk copy: token: %s\n", why);
-			return CP_EXIT_USAGE;
+			return RK_EXIT_USAGE;
 		}
 		so.token = token;
 	}
@@ -359,7 +359,7 @@ int rk_cmd_copy(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "rk copy: %s\n", why);
 		cp_plan_free(&plan);
-		return rc == -2 ? CP_EXIT_USAGE : CP_EXIT_FAILED;
+		return rc == -2 ? RK_EXIT_USAGE : RK_EXIT_FAILURE;
 	}
 	cp_progress_init(&prog, plan.bytes, !quiet && !json && isatty(STDERR_FILENO));
 	so.progress = &prog;
@@ -372,9 +372,9 @@ int rk_cmd_copy(int argc, char **argv)
 		fprintf(stderr, "rk copy: %s\n", why);
 	tally_plan(&plan, &t);
 	if (!rc && (t.failed || t.unsent))
-		rc = CP_EXIT_FAILED;
+		rc = RK_EXIT_FAILURE;
 	else if (!rc && t.refused)
-		rc = CP_EXIT_REFUSED;
+		rc = RK_EXIT_REFUSED;
 	if (json) {
 		print_json(&plan, &t, secs, rc, rc ? why : NULL, &rs);
 	} else if (!quiet) {

@@ -14,11 +14,17 @@ struct rk_command {
 	int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
 };
 
-/* Exit codes shared by all subcommands (documented in rk help). */
+/*
+ * Exit codes of every subcommand, in one place (rk help lists them; a
+ * subcommand's --help says which it uses): 0, 1 and 2 for all, 3 and 4
+ * where a peer can refuse or be lost (rk copy).
+ */
 enum {
 	RK_EXIT_OK = 0,
-	RK_EXIT_FAILURE = 1, /* the operation failed; the message says why */
+	RK_EXIT_FAILURE = 1, /* the operation failed (rk copy: some file); the message says why */
 	RK_EXIT_USAGE = 2,   /* bad command line */
+	RK_EXIT_REFUSED = 3, /* refused by the peer: token, busy, exists, path, limits */
+	RK_EXIT_LOST = 4,    /* could not connect, connection lost, peer silent */
 };
 
 /* The subcommands, one file each. */

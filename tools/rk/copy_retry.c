@@ -167,15 +167,15 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		st->ack_timeout = o->ack_timeout;
 		rc = cp_send(o, plan, &fate, why, why_len);
 		/* A later session may meet the previous one's lock on a file: try again. */
-		busy = st->reconnects && rc == CP_EXIT_OK && count_busy(plan);
-		if ((rc == CP_EXIT_OK && !busy) || (rc != CP_EXIT_OK && !fate.transport))
+		busy = st->reconnects && rc == RK_EXIT_OK && count_busy(plan);
+		if ((rc == RK_EXIT_OK && !busy) || (rc != RK_EXIT_OK && !fate.transport))
 			return rc;
 		/*
 		 * Nobody listening on the first try is a wrong host or port, as
 		 * for scp: say so at once. Once a session ran, the server may be
 		 * restarting, and waiting for it is the point.
 		 */
-		if (rc != CP_EXIT_OK && !st->reconnects && fate.refused)
+		if (rc != RK_EXIT_OK && !st->reconnects && fate.refused)
 			return rc;
 		if (o->progress->done > high) {
 			high = o->progress->done;
@@ -183,7 +183,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 			idle_runs = 0;
 		}
 		idle_runs++;
-		if (rc != CP_EXIT_OK && fate.established && ++lost_established >= LOWER_AFTER)
+		if (rc != RK_EXIT_OK && fate.established && ++lost_established >= LOWER_AFTER)
 			cp_retry_lower(&o->chunk, &o->depth, &o->ack_timeout);
 		if (busy)
 			snprintf(why, why_len, "a file is still busy on the server");
@@ -194,7 +194,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 				snprintf(why + n, why_len - n, " (gave up after %u reconnects)",
 					 st->reconnects);
 			}
-			return busy ? CP_EXIT_OK : rc;
+			return busy ? RK_EXIT_OK : rc;
 		}
 		wait = cp_backoff_ms(idle_runs, next_rnd(&rnd));
 		if (cli_now_ns() + wait * 1000000 - last_progress >
@@ -203,7 +203,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 
 			snprintf(why + n, why_len - n, " (nothing moved for %u s: gave up)",
 				 r->window_s);
-			return busy ? CP_EXIT_OK : rc;
+			return busy ? RK_EXIT_OK : rc;
 		}
 		requeue(plan);
 		st->reconnects++;

@@ -105,7 +105,7 @@ struct sender {
 	struct cp_slot_writer wr;
 	uint32_t dlen;
 	int welcomed;
-	int fatal;     /* CP_EXIT_LOST / CP_EXIT_REFUSED once the session is over */
+	int fatal;     /* RK_EXIT_LOST / RK_EXIT_REFUSED once the session is over */
 	int transport; /* ... and it was the transport's doing (see cp_send_fate) */
 	int refused;   /* lane 0's connect: nobody listening */
 	char *why;
@@ -144,7 +144,7 @@ static void fatal_transport(struct sender *s, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vfatal(s, CP_EXIT_LOST, 1, fmt, ap);
+	vfatal(s, RK_EXIT_LOST, 1, fmt, ap);
 	va_end(ap);
 }
 
@@ -198,14 +198,14 @@ static void on_result(struct sender *s, const struct cp_result *r)
 	struct cp_item *it;
 
 	if (r->file_id == 0 || r->file_id > s->plan->n)
-		return fatal(s, CP_EXIT_LOST, "protocol error: result for unknown file id %u",
+		return fatal(s, RK_EXIT_LOST, "protocol error: result for unknown file id %u",
 			     r->file_id);
 	it = &s->plan->items[r->file_id - 1];
 	if (it->state != CP_ITEM_SENT)
-		return fatal(s, CP_EXIT_LOST, "protocol error: unexpected result for %s", it->dst);
+		return fatal(s, RK_EXIT_LOST, "protocol error: unexpected result for %s", it->dst);
 	if (r->kind == CP_RES_READY) {
 		if (!it->waiting_ready || it->ready)
-			return fatal(s, CP_EXIT_LOST, "protocol error: unexpected READY for %s",
+			return fatal(s, RK_EXIT_LOST, "protocol error: unexpected READY for %s",
 				     it->dst);
 		it->ready = 1;
 		it->ready_res = *r;
@@ -223,10 +223,10 @@ static void on_credit(struct sender *s, const void *buf, uint32_t len)
 	struct lslot *ls;
 
 	if (cp_credit_decode(buf, len, &c) || c.slot >= s->w.nslots)
-		return fatal(s, CP_EXIT_LOST, "protocol error: malformed credit from the server");
+		return fatal(s, RK_EXIT_LOST, "protocol error: malformed credit from the server");
 	ls = &s->slots[c.slot];
 	if (ls->state != LS_POSTED || ls->credited)
-		return fatal(s, CP_EXIT_LOST, "protocol error: credit for slot %u not in flight",
+		return fatal(s, RK_EXIT_LOST, "protocol error: credit for slot %u not in flight",
 			     c.slot);
 	ls->credited = 1;
 	if (ls->sent)
@@ -245,17 +245,17 @@ static void on_message(struct sender *s, const void *buf, uint32_t len)
 		on_credit(s, buf, len);
 	} else if (type == CP_MSG_WELCOME && !s->welcomed) {
 		if (cp_welcome_decode(buf, len, &s->w) || s->w.chunk != s->o->chunk)
-			return fatal(s, CP_EXIT_LOST, "protocol error: malformed welcome");
+			return fatal(s, RK_EXIT_LOST, "protocol error: malformed welcome");
 		s->welcomed = 1;
 	} else if (type == CP_MSG_ERROR &&
 		   cp_error_decode(buf, len, &code, text, sizeof(text)) == 0) {
 		/* A limit (e.g. the chunk does not fit the server's ring) is a refusal. */
-		fatal(s, code == CP_E_LIMIT ? CP_EXIT_REFUSED : CP_EXIT_LOST,
+		fatal(s, code == CP_E_LIMIT ? RK_EXIT_REFUSED : RK_EXIT_LOST,
 		      "the server ended the session: %s", text);
 	} else if (type == -EPROTO) {
-		fatal(s, CP_EXIT_LOST, "the server speaks another protocol version");
+		fatal(s, RK_EXIT_LOST, "the server speaks another protocol version");
 	} else {
-		fatal(s, CP_EXIT_LOST, "protocol error: unexpected message from the server");
+		fatal(s, RK_EXIT_LOST, "protocol error: unexpected message from the server");
 	}
 }
 
@@ -291,20 +291,20 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 		    wc->status == IBV_WC_WR_FLUSH_ERR ||
 		    (wc->status == IBV_WC_REM_ACCESS_ERR && s->welcomed))
 			return fatal_transport(s, "connection lost: %s", rk_error_str(&e));
-		return fatal(s, CP_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
+		return fatal(s, RK_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
 	}
 	s->last_ns = cli_now_ns();
 	if (wc->opcode == IBV_WC_RECV) {
 		if (wc->wr_id >= RQ_DEPTH)
-			return fatal(s, CP_EXIT_LOST, "internal error: bad receive id");
+			return fatal(s, RK_EXIT_LOST, "internal error: bad receive id");
 		on_message(s, (uint8_t *)rk_mr_addr(l->rbufs) + wc->wr_id * CP_MSG_MAX,
 			   wc->byte_len);
 		if (!s->fatal && post_recv(l, (unsigned)wc->wr_id, &e))
-			fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+			fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		return;
 	}
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-		return fatal(s, CP_EXIT_LOST, "protocol error: the server wrote into our memory");
+		return fatal(s, RK_EXIT_LOST, "protocol error: the server wrote into our memory");
 	if (wc->wr_id == HELLO_WRID || !(wc->wr_id & 1))
 		return; /* hello SEND, or a header WRITE: the data WRITE follows */
 	if ((wc->wr_id >> 1) < CP_MAX_SLOTS) {
@@ -365,9 +365,9 @@ static int pump_lane(struct lane *l, int wait_ms)
 	}
 	pthread_mutex_lock(&s->mu);
 	if (poll_errno)
-		fatal(s, CP_EXIT_LOST, "poll: %s", strerror(poll_errno));
+		fatal(s, RK_EXIT_LOST, "poll: %s", strerror(poll_errno));
 	if (n < 0)
-		fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+		fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 	for (int i = 0; i < n && !s->fatal; i++)
 		on_wc(l, &wc[i]);
 	/* What completed before the disconnect still counts: drain it first. */
@@ -518,7 +518,7 @@ static int start_lanes(struct sender *s)
 		int r = pthread_create(&s->lanes[i].th, NULL, lane_main, &s->lanes[i]);
 
 		if (r) {
-			fatal(s, CP_EXIT_LOST, "cannot start a thread: %s", strerror(r));
+			fatal(s, RK_EXIT_LOST, "cannot start a thread: %s", strerror(r));
 			return -1;
 		}
 		s->lanes[i].started = 1;
@@ -795,7 +795,7 @@ static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 	/* Only a prefix we proved: anything else is a server that breaks the protocol. */
 	off = it->ready_res.offset;
 	if (resume ? !cp_proof_offset_ok(it->size, s->w.chunk, off) : off != 0) {
-		fatal(s, CP_EXIT_LOST, "protocol error: READY for %s at an offset never offered",
+		fatal(s, RK_EXIT_LOST, "protocol error: READY for %s at an offset never offered",
 		      it->dst);
 		return -1;
 	}
@@ -950,19 +950,19 @@ static int open_device(const struct cp_send_opts *o, struct rk_device **dev, cha
 			snprintf(why, why_len, "no RDMA device found");
 			if (list)
 				ibv_free_device_list(list);
-			return CP_EXIT_LOST;
+			return RK_EXIT_LOST;
 		}
 		snprintf(name, sizeof(name), "%s", ibv_get_device_name(list[0]));
 		ibv_free_device_list(list);
 		if (n > 1) {
 			snprintf(why, why_len, "%d RDMA devices: choose one with --dev", n);
-			return CP_EXIT_USAGE;
+			return RK_EXIT_USAGE;
 		}
 		d.name = name;
 	}
 	if (rk_device_open(&d, &e, dev)) {
 		snprintf(why, why_len, "%s", rk_error_str(&e));
-		return CP_EXIT_LOST;
+		return RK_EXIT_LOST;
 	}
 	return 0;
 }
@@ -976,11 +976,11 @@ static int lane_init(struct sender *s, unsigned idx)
 	l->s = s;
 	l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->evfd < 0) {
-		fatal(s, CP_EXIT_LOST, "eventfd: %s", strerror(errno));
+		fatal(s, RK_EXIT_LOST, "eventfd: %s", strerror(errno));
 		return -1;
 	}
 	if (rk_mr_alloc(s->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &l->rbufs)) {
-		fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+		fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		return -1;
 	}
 	return 0;
@@ -1019,14 +1019,14 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 		if (idx)
 			snprintf(which, sizeof(which), "lane %u ", idx);
 		if (e.reject_reason) /* the server refused us (token, busy, ...): final */
-			fatal(s, CP_EXIT_REFUSED, "cannot connect %sto %s:%s: %s", which,
+			fatal(s, RK_EXIT_REFUSED, "cannot connect %sto %s:%s: %s", which,
 			      s->o->host, s->o->port, rk_error_str(&e));
 		else if (reachable_later(e.err)) {
 			s->refused = !idx && e.err == ECONNREFUSED;
 			fatal_transport(s, "cannot connect %sto %s:%s: %s", which, s->o->host,
 					s->o->port, rk_error_str(&e));
 		} else
-			fatal(s, CP_EXIT_LOST, "cannot connect %sto %s:%s: %s", which, s->o->host,
+			fatal(s, RK_EXIT_LOST, "cannot connect %sto %s:%s: %s", which, s->o->host,
 			      s->o->port, rk_error_str(&e));
 		return -1;
 	}
@@ -1078,7 +1078,7 @@ static int connect_and_hello(struct sender *s)
 	s->stride = cp_slot_stride(s->w.chunk);
 	r = rk_mr_alloc(s->dev, s->w.nslots * s->stride, RK_ACCESS_LOCAL, &e, &s->stage);
 	if (r) {
-		fatal(s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+		fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		return -1;
 	}
 	return 0;
@@ -1116,12 +1116,12 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 	s.st = XXH3_createState();
 	s.hashbuf = malloc(HASH_BUF);
 	if (!s.st || !s.hashbuf) {
-		fatal(&s, CP_EXIT_LOST, "out of memory");
+		fatal(&s, RK_EXIT_LOST, "out of memory");
 		goto out;
 	}
 	r = rk_mr_alloc(s.dev, CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &s.hello);
 	if (r) {
-		fatal(&s, CP_EXIT_LOST, "%s", rk_error_str(&e));
+		fatal(&s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		goto out;
 	}
 	if (connect_and_hello(&s) == 0 && start_lanes(&s) == 0)
@@ -1145,7 +1145,7 @@ out:
 	XXH3_freeState(s.st);
 	rk_device_close(s.dev);
 	r = s.fatal;
-	fate->transport = s.fatal == CP_EXIT_LOST && s.transport;
+	fate->transport = s.fatal == RK_EXIT_LOST && s.transport;
 	fate->established = s.welcomed;
 	fate->refused = s.refused;
 out_sync:

@@ -9,17 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "commands.h"
 #include "copy_plan.h"
 #include "copy_progress.h"
-
-/* Exit codes of rk copy (documented in its --help). */
-enum {
-	CP_EXIT_OK = 0,
-	CP_EXIT_FAILED = 1,  /* some file failed (I/O, integrity, source changed) */
-	CP_EXIT_USAGE = 2,   /* bad command line */
-	CP_EXIT_REFUSED = 3, /* refused by the server: token, busy, exists, path, limits */
-	CP_EXIT_LOST = 4,    /* could not connect, connection lost, server silent */
-};
 
 struct cp_send_opts {
 	const char *host, *port;
@@ -37,7 +29,7 @@ struct cp_send_opts {
 /* How a session ended, beyond its exit code: what a caller retrying it needs. */
 struct cp_send_fate {
 	/*
-	 * CP_EXIT_LOST by the transport: retries exhausted (no ACK), the peer
+	 * RK_EXIT_LOST by the transport: retries exhausted (no ACK), the peer
 	 * gone (disconnected, flushed), silent past idle_ms, or not reachable
 	 * (nobody listening, no answer). Not: refusals, protocol errors, an
 	 * ERROR from the server, local faults. A reconnect may cure these.
@@ -52,9 +44,9 @@ struct cp_send_fate {
  * (so a caller may call it again after a lost connection, with CP_F_RESUME,
  * once it has set the items still CP_ITEM_SENT back to pending). Per-item
  * outcomes land in @plan, how the session ended in @fate. Returns
- * CP_EXIT_OK when the session ran to its end (items may still have
- * failed), CP_EXIT_REFUSED when the server refused the connection, or
- * CP_EXIT_LOST; then @why says what happened. Every wait is bounded by
+ * RK_EXIT_OK when the session ran to its end (items may still have
+ * failed), RK_EXIT_REFUSED when the server refused the connection, or
+ * RK_EXIT_LOST; then @why says what happened. Every wait is bounded by
  * idle_ms or the connect timeout.
  */
 int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_fate *fate,

@@ -41,7 +41,8 @@ static void usage(FILE *out)
 	fprintf(out, "usage: rk [--version] [--help] SUBCOMMAND [ARGS...]\n\nsubcommands:\n");
 	for (const struct rk_command *c = rk_commands; c->name; c++)
 		fprintf(out, "  %-10s %s\n", c->name, c->summary);
-	fprintf(out, "\nexit codes: 0 success, 1 the operation failed, 2 bad command line\n");
+	fprintf(out, "\nexit codes: 0 success, 1 the operation failed, 2 bad command line,\n"
+		     "3 refused by the peer, 4 peer unreachable or lost (rk copy)\n");
 }
 
 static int cmd_help(int argc, char **argv)
