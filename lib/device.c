@@ -211,6 +211,20 @@ static int find_context(struct rk_device *dev, int n, const struct rk_device_opt
 		if (r)
 			return r;
 	}
+	if (!o->name && !o->addr && n > 1) { /* nothing decides: never a silent first pick */
+		char names[160] = "";
+		size_t len = 0;
+
+		for (int i = 0; i < n && len < sizeof(names); i++)
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+						i ? ", " : "",
+						ibv_get_device_name(dev->list[i]->device));
+		return rk_err_set(
+		    err, ENODEV, "rk_device_open",
+		    "%d RDMA devices (%s) and nothing to choose by: give a device name "
+		    "or a local address",
+		    n, names);
+	}
 	for (int i = 0; i < n; i++) {
 		const char *name = ibv_get_device_name(dev->list[i]->device);
 

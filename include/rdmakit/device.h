@@ -54,10 +54,12 @@ struct rk_device_info {
 
 /*
  * rk_device_open - open the device named by @opts->name, or the one whose
- * network interface owns @opts->addr, check that the port is ACTIVE, choose
- * the GID index and allocate the PD. On success *@out owns all of that.
- * Returns 0 or a negative errno (-ENODEV: no such device or address,
- * -ENETDOWN: port not active). Costs a few syscalls; call once per device.
+ * network interface owns @opts->addr, or, given neither, the only device
+ * there is; check that the port is ACTIVE, choose the GID index and
+ * allocate the PD. On success *@out owns all of that. Returns 0 or a
+ * negative errno (-ENODEV: no such device or address, or several devices
+ * and neither name nor address: the message names them; -ENETDOWN: port
+ * not active). Costs a few syscalls; call once per device.
  */
 RK_API int rk_device_open(const struct rk_device_opts *opts, struct rk_error *err,
 			  struct rk_device **out);
