@@ -902,6 +902,10 @@ void *rk_rpc_reply_buf(struct rk_rpc_req *req, uint32_t len)
 	}
 	if (req->out && req->out->bytes >= len)
 		return stage_addr(req->out);
+	if (progress_of != srv) { /* the pool is the progress thread's alone */
+		errno = EPERM;
+		return NULL;
+	}
 	st = calloc(1, sizeof(*st));
 	if (!st || stage_alloc(srv, len ? len : 1, st, &err)) {
 		free(st);

@@ -184,9 +184,11 @@ RK_API uint32_t rk_rpc_req_resp_cap(const struct rk_rpc_req *req);
  * @req: fill it, from any thread, then call rk_rpc_reply(req, code, buf,
  * n) with n <= @len; it is freed with the request. A second call returns
  * the same buffer if it is large enough. Call it from the handler (the
- * progress thread). Returns NULL (errno set) when @len exceeds
- * rk_rpc_req_resp_cap() (EMSGSIZE) or there is no memory (ENOMEM); answer
- * with rk_rpc_reply() and data of your own then.
+ * progress thread): it allocates from the server's pool, which only that
+ * thread touches. Returns NULL (errno set) when @len exceeds
+ * rk_rpc_req_resp_cap() (EMSGSIZE), when it would allocate on another
+ * thread (EPERM) or there is no memory (ENOMEM); answer with rk_rpc_reply()
+ * and data of your own then.
  */
 RK_API void *rk_rpc_reply_buf(struct rk_rpc_req *req, uint32_t len);
 

@@ -159,6 +159,13 @@ static void *deferrer(void *arg)
 			if (len >= 4 && len <= 64) /* a short request says how long to wait */
 				ms = (uint32_t)d[0] << 8 | d[1];
 			usleep(ms * 1000);
+			/* Off the progress thread: the buffer it has, but no new one. */
+			if (buf && rk_rpc_reply_buf(req, len) != buf)
+				LT_FAIL("the answer buffer, asked again by the worker, changed");
+			errno = 0;
+			if (!buf && len && len <= rk_rpc_req_resp_cap(req) &&
+			    (rk_rpc_reply_buf(req, len) || errno != EPERM))
+				LT_FAIL("an answer buffer allocated off the progress thread");
 			if (rk_rpc_reply(req, 0, buf ? buf : d, len))
 				LT_FAIL("rk_rpc_reply from the worker failed");
 			pthread_mutex_lock(&dq_lock);
