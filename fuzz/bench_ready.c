@@ -16,7 +16,7 @@
  *    and port are in range;
  *  - encode_ready of what was accepted decodes to the same.
  */
-#include "../tools/rk/bench_conn.c" // NOLINT(bugprone-suspicious-include)
+#include "../tools/rk/bench/bench_conn.c" // NOLINT(bugprone-suspicious-include)
 
 #include "fuzz.h"
 

@@ -1,5 +1,5 @@
 /*
- * copy_path.c - rk serve's path checks and lookups (tools/rk/copy_path.c)
+ * copy_path.c - rk serve's path checks and lookups (tools/rk/copy/copy_path.c)
  * on a trap tree: for every input a fresh served directory DIR, full of
  * symlinks that lead out (absolute, relative, dangling, to "..", in a
  * loop), existing files and directories, a FIFO, and hard links to a file

@@ -1,6 +1,6 @@
 /*
  * copy_session.c - rk serve's session logic behind its transport boundary
- * (tools/rk/copy_files.c): the records of a client's slots applied to
+ * (tools/rk/copy/copy_files.c): the records of a client's slots applied to
  * real files, on a fresh trap tree per input (trap_tree.h).
  *
  * Input: one byte of session flags (CP_F_FORCE, CP_F_RESUME), one byte of

@@ -1,5 +1,5 @@
 /*
- * doctor_wire.c - rk doctor's control messages (tools/rk/doctor_wire.c): the
+ * doctor_wire.c - rk doctor's control messages (tools/rk/doctor/doctor_wire.c): the
  * facts, "do" and results a peer's rk doctor sends.
  *
  * Input: a frame (header and JSON payload); when the header does not hold
@@ -17,7 +17,7 @@
  */
 #include <string.h>
 
-#include "../tools/rk/doctor_wire.h"
+#include "../tools/rk/doctor/doctor_wire.h"
 #include "fuzz.h"
 
 #define PRINTABLE(a) FUZZ_CHECK(fuzz_printable((a), sizeof(a)))

@@ -1,5 +1,5 @@
 /*
- * matrix_wire.c - rk matrix's rendezvous frames (tools/rk/matrix_wire.c),
+ * matrix_wire.c - rk matrix's rendezvous frames (tools/rk/matrix/matrix_wire.c),
  * fed as a rank (or rank 0) would send them: the input in a socketpair,
  * closed after it.
  *

@@ -11,8 +11,8 @@
 #include <json-c/json.h>
 #include <rdmakit/version.h>
 
-#include "bench.h"
-#include "bench_ctl.h"
+#include "bench/bench.h"
+#include "bench/bench_ctl.h"
 #include "matrix_report.h"
 
 static const char *verdict_name(uint32_t v)

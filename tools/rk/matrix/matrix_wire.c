@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "bench_ctl.h"
+#include "bench/bench_ctl.h"
 #include "cli.h"
 #include "matrix_wire.h"
 

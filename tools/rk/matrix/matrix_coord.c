@@ -17,7 +17,7 @@
 
 #include <rdmakit/oob.h>
 
-#include "bench_ctl.h"
+#include "bench/bench_ctl.h"
 #include "cli.h"
 #include "matrix_coord.h"
 #include "matrix_wire.h"

@@ -20,8 +20,8 @@
 #include <xxhash.h>
 #include <rdmakit/version.h>
 
-#include "bench.h"
-#include "bench_ctl.h"
+#include "bench/bench.h"
+#include "bench/bench_ctl.h"
 #include "cli.h"
 #include "commands.h"
 #include "matrix_coord.h"

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench_report.h"
+#include "bench/bench_report.h"
 #include "matrix_pair.h"
 
 unsigned mx_pair_budget_ms(const struct mx_opts *o)
