@@ -194,12 +194,15 @@ static struct cp_rec rec(uint8_t type, uint32_t id, const char *name)
 	return r;
 }
 
+static uint8_t begin_flags; /* the CP_BEGIN_* of upload()'s BEGIN */
+
 /* A whole file @name of @len bytes of @fill, id @id: BEGIN, DATA per chunk, END. */
 static void upload(uint32_t id, const char *name, size_t len, uint8_t fill)
 {
 	static uint8_t content[3 * CHUNK];
 	struct cp_rec r = rec(CP_REC_BEGIN, id, name);
 
+	r.flags = begin_flags;
 	memset(content, fill, len);
 	r.a = len;
 	r.b = 0644;
@@ -230,6 +233,10 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	static const char *const traps[] = {"exists", "hl",	"file-out",  "lonely", "abs/x",
 					    "rel/x",  "up/out", "dangling",  "in/y",   "sub/x",
 					    "fifo",   "loop/x", "sub/back/z"};
+	/* One file onto DEST without '/': a directory, a file, links out, nothing. */
+	static const char *const into[] = {"sub/leaf",	 "exists/leaf", "file-out/leaf",
+					   "abs/leaf",	 "up/leaf",	"nothing/leaf",
+					   "sub/x/leaf", "loop/leaf",	"leaf"};
 	struct cp_rec r[2];
 	uint32_t id = 1;
 
@@ -280,4 +287,11 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	for (int i = 0; i < 5; i++)
 		upload(id++, "many", 10, 'm');
 	emit("limits", sbuf, slen);
+
+	start(0, 0);
+	begin_flags = CP_BEGIN_INTO;
+	for (unsigned i = 0; i < sizeof(into) / sizeof(into[0]); i++)
+		upload(id++, into[i], 100, 'i');
+	begin_flags = 0;
+	emit("into", sbuf, slen);
 }

@@ -344,6 +344,24 @@ static void proof(void **state)
 	assert_int_equal(cp_slot_add(&w, &r), 0);
 	assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 160), 0);
 	assert_int_equal(cp_slot_next(&rd, &g), -EBADMSG);
+	/* INTO travels; a flag no version defines, or one on another record, is refused */
+	r.data_len = 0;
+	for (unsigned bit = 0; bit < 8; bit++) {
+		r.type = CP_REC_BEGIN;
+		r.flags = (uint8_t)(CP_BEGIN_WAIT | 1u << bit);
+		cp_slot_init(&w, buf, sizeof(buf));
+		assert_int_equal(cp_slot_add(&w, &r), 0);
+		assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 0), 0);
+		assert_int_equal(cp_slot_next(&rd, &g), (1u << bit) & CP_BEGIN_ALL ? 1 : -EBADMSG);
+		r.type = CP_REC_END;
+		r.flags = (uint8_t)(1u << bit);
+		r.name_len = 0;
+		cp_slot_init(&w, buf, sizeof(buf));
+		assert_int_equal(cp_slot_add(&w, &r), 0);
+		assert_int_equal(cp_slot_reader_init(&rd, buf, w.len, 0), 0);
+		assert_int_equal(cp_slot_next(&rd, &g), -EBADMSG);
+		r.name_len = 1;
+	}
 }
 
 static void slot_seq(void **state)

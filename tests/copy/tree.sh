@@ -1,7 +1,8 @@
 #!/bin/sh
 # rk copy -r: a tree with nested directories, empty files, an empty
 # directory and 1,000 small files arrives identical (diff -r), in one
-# session whose slots carry many files each.
+# session whose slots carry many files each. Then rsync's path rules: a
+# trailing '/' copies the contents, one file onto a directory lands in it.
 . "$(dirname "$0")/lib.sh"
 port=7912
 D=$W/dir T=$W/src/tree
@@ -30,3 +31,16 @@ diff -r "$T" "$D/dst/tree" || fail "trees differ"
 [ -d "$D/dst/tree/empty-dir" ] || fail "empty directory missing"
 [ -z "$(find "$D" -name '*.rkpart')" ] || fail "temporaries left"
 echo "copy tree: ok"
+
+"$RK" copy -q -r "$T/a/" "$RK_ADDR:$port:contents" || fail "copy -r a/"
+diff -r "$T/a" "$D/contents" || fail "a/: the contents should land in contents/"
+"$RK" copy -q -r "$T/a/b" "$RK_ADDR:$port:itself" || fail "copy -r a/b"
+diff -r "$T/a/b" "$D/itself/b" || fail "a/b: the directory should land in itself/b"
+"$RK" copy -q "$T/a/top.bin" "$RK_ADDR:$port:dst" || fail "a file onto a directory"
+cmp "$T/a/top.bin" "$D/dst/top.bin" || fail "a file onto the directory dst should land in it"
+"$RK" copy -q "$T/a/top.bin" "$RK_ADDR:$port:renamed" || fail "a file onto a new name"
+cmp "$T/a/top.bin" "$D/renamed" || fail "a file onto a new name should take that name"
+"$RK" copy -q "$T/a/top.bin" "$RK_ADDR:$port:fresh/" || fail "a file onto dir/"
+cmp "$T/a/top.bin" "$D/fresh/top.bin" || fail "a file onto fresh/ should land in it"
+[ -z "$(find "$D" -name '*.rkpart')" ] || fail "temporaries left"
+echo "path rules: ok"

@@ -311,6 +311,32 @@ static int64_t resume_point(struct cp_files *fs, struct cp_rfile *f, uint64_t ha
 	return (int64_t)good;
 }
 
+/*
+ * CP_BEGIN_INTO: the name is DEST/LEAF (@parent, @leaf as split). When DEST
+ * is a directory beneath DIR the file goes in it; when nothing or a
+ * non-directory is there, the file is DEST itself, so @name, @parent and
+ * @leaf are made DEST's. A symlink on the way is an error as anywhere
+ * (-EXDEV, -ELOOP). A directory made under DEST between this look and the
+ * file's commit is found there then (CP_E_EXISTS), never written through.
+ */
+static int resolve_into(int rootfd, char *name, char *parent, char *leaf)
+{
+	int fd;
+
+	if (!parent[0])
+		return 0; /* DEST is DIR's top: always a directory */
+	fd = cp_open_dir(rootfd, parent, 0);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (fd != -ENOENT && fd != -ENOTDIR)
+		return fd;
+	memmove(name, parent, strlen(parent) + 1);
+	cp_path_split(name, strlen(name), parent, leaf);
+	return 0;
+}
+
 static void begin_file(struct cp_files *fs, struct cp_credit *c, const struct cp_rec *r,
 		       const uint8_t *data)
 {
@@ -363,6 +389,11 @@ static void begin_file(struct cp_files *fs, struct cp_credit *c, const struct cp
 	if (!f->st)
 		return fail_file(fs, c, f, CP_E_IO, ENOMEM, 0, 0);
 	cp_path_split(r->name, r->name_len, parent, f->leaf);
+	if (r->flags & CP_BEGIN_INTO) {
+		e = resolve_into(fs->srv->rootfd, f->name, parent, f->leaf);
+		if (e)
+			return fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+	}
 	cp_temp_name(f->leaf, f->tmp, sizeof(f->tmp));
 	f->dirfd = cp_open_dir(fs->srv->rootfd, parent, 1);
 	if (f->dirfd < 0) {

@@ -128,6 +128,19 @@ static int walk(struct cp_plan *p, const char *src, const char *dst, char *why, 
 	return r;
 }
 
+/*
+ * Whether directory @src names its contents: a trailing '/', or a last
+ * component "." or ".." (which have no name of their own to land under).
+ */
+static int names_contents(const char *src)
+{
+	size_t n = strlen(src);
+	const char *last = strrchr(src, '/');
+
+	last = last ? last + 1 : src;
+	return (n > 0 && src[n - 1] == '/') || !strcmp(last, ".") || !strcmp(last, "..");
+}
+
 /* The last component of @src, without trailing slashes, into @out. */
 static int base_name(const char *src, char *out, size_t out_len)
 {
@@ -182,18 +195,30 @@ int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *de
 			snprintf(why, why_len, "%s: not a regular file", srcs[i]);
 			return -1;
 		}
-		if (nsrc == 1 && S_ISREG(st.st_mode) && !dest_is_dir) {
-			dst = strdup(dir);
-		} else {
-			if (base_name(srcs[i], base, sizeof(base))) {
-				snprintf(why, why_len,
-					 "%s: cannot tell its name; name the file or "
-					 "directory itself",
-					 srcs[i]);
-				return -1;
+		if (S_ISDIR(st.st_mode) && names_contents(srcs[i])) {
+			/* DEST itself is the directory; its top needs no entry. */
+			r = 0;
+			if (dir[0]) {
+				dst = strdup(dir);
+				if (!dst) {
+					snprintf(why, why_len, "out of memory");
+					return -1;
+				}
+				r = add(p, 1, srcs[i], dst, &st, why, why_len);
 			}
-			dst = join(dir, base);
+			if (!r)
+				r = walk(p, srcs[i], dir, why, why_len);
+			if (r)
+				return r;
+			continue;
 		}
+		if (base_name(srcs[i], base, sizeof(base))) {
+			snprintf(why, why_len,
+				 "%s: cannot tell its name; name the file or directory itself",
+				 srcs[i]);
+			return -1;
+		}
+		dst = join(dir, base);
 		if (!dst) {
 			snprintf(why, why_len, "out of memory");
 			return -1;
@@ -203,6 +228,8 @@ int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *de
 			r = walk(p, srcs[i], p->items[p->n - 1].dst, why, why_len);
 		if (r)
 			return r;
+		/* One file onto a DEST that may be a directory: the server decides. */
+		p->items[p->n - 1].into = nsrc == 1 && S_ISREG(st.st_mode) && !dest_is_dir;
 	}
 	return 0;
 }

@@ -20,6 +20,7 @@ enum cp_item_state {
 
 struct cp_item {
 	int is_dir;
+	int into;  /* dst is DEST/LEAF: DEST itself unless a directory (CP_BEGIN_INTO) */
 	char *src; /* local path */
 	char *dst; /* relative destination path */
 	uint64_t size;
@@ -42,13 +43,20 @@ struct cp_plan {
 };
 
 /*
- * cp_plan_build - expand @srcs into @p. @dest is the path under the served
- * directory: "" or "." is its top; with a single file SRC and no trailing
- * '/', @dest names the file itself; otherwise it is a directory that gets
- * each SRC under its base name (directories only with @recursive). Symlinks
- * met inside a tree are followed to files and skipped for directories.
- * Returns 0, or -1 (a source problem) or -2 (a refused destination name)
- * with @why set.
+ * cp_plan_build - expand @srcs into @p, by rsync's rules. @dest is the path
+ * under the served directory ("" or "." is its top):
+ *
+ *   SRC         DEST        lands at
+ *   file        d/          d/file
+ *   file        d           d/file if d is a directory on the server, else d
+ *   dir         d  or  d/   d/dir/...          (with @recursive)
+ *   dir/        d  or  d/   d/...: the contents (also "dir/." and ".")
+ *   several     d  or  d/   each in d as above
+ *
+ * Only the server knows whether d is a directory: that item is planned as
+ * d/file with .into set. Symlinks met inside a tree are followed to files
+ * and skipped for directories. Returns 0, or -1 (a source problem) or -2
+ * (a refused destination name) with @why set.
  */
 int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *dest, int recursive,
 		  char *why, size_t why_len);

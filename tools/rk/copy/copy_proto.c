@@ -409,6 +409,8 @@ int cp_slot_next(struct cp_slot_reader *rd, struct cp_rec *r)
 	/* Names only where they mean something; data only on DATA records. */
 	if ((r->type == CP_REC_DIR || r->type == CP_REC_BEGIN) != (nl > 0))
 		return -EBADMSG;
+	if (r->flags & ~(r->type == CP_REC_BEGIN ? CP_BEGIN_ALL : 0u))
+		return -EBADMSG;
 	if (r->type == CP_REC_BEGIN && (r->flags & CP_BEGIN_PROOF)) {
 		if (!(r->flags & CP_BEGIN_WAIT) || r->data_len % 16 ||
 		    r->data_len > 16 * CP_PROOF_MAX)

@@ -57,7 +57,7 @@
 
 #define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
 #define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
-#define CP_VERSION    3		  /* 3: resume by proof, results without hashes */
+#define CP_VERSION    4		  /* 3: resume by proof, results without hashes; 4: CP_BEGIN_INTO */
 #define CP_APP_ID     0x524b4350u /* rdma_cm hello app_id of rk copy */
 
 #define CP_MSG_HDR	12
@@ -166,6 +166,13 @@ enum cp_rec_type {
 
 #define CP_BEGIN_WAIT  (1u << 0) /* answer with READY before data comes */
 #define CP_BEGIN_PROOF (1u << 1) /* resume: what the client holds (with WAIT) */
+/*
+ * The name is DEST/LEAF (one file copied to a DEST without a trailing '/'):
+ * the file is DEST/LEAF when DEST is a directory there, else DEST itself,
+ * as cp and rsync decide; only the server can tell, at the moment it looks.
+ */
+#define CP_BEGIN_INTO (1u << 2)
+#define CP_BEGIN_ALL  (CP_BEGIN_WAIT | CP_BEGIN_PROOF | CP_BEGIN_INTO)
 
 /*
  * Resume by proof (--resume). The server never tells a client the size or

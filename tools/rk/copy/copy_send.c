@@ -679,6 +679,7 @@ static int send_small(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 		return 0;
 	}
 	r.type = CP_REC_BEGIN;
+	r.flags = it->into ? CP_BEGIN_INTO : 0;
 	r.a = it->size;
 	r.b = it->mode;
 	r.name = it->dst;
@@ -756,7 +757,8 @@ static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 	uint8_t proof[16 * CP_PROOF_MAX];
 	size_t nl = strlen(it->dst);
 	struct cp_rec r = {.type = CP_REC_BEGIN,
-			   .flags = CP_BEGIN_WAIT | (resume ? CP_BEGIN_PROOF : 0),
+			   .flags = (uint8_t)(CP_BEGIN_WAIT | (resume ? CP_BEGIN_PROOF : 0) |
+					      (it->into ? CP_BEGIN_INTO : 0)),
 			   .file_id = id,
 			   .a = it->size,
 			   .b = it->mode,
