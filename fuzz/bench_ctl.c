@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench_ctl.h"
 #include "fuzz.h"
 
@@ -77,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (;;) {
 		while ((want = ref_frame(data, size, pos, &type, &len)) == 1 &&
 		       type == BM_HEARTBEAT) {
-			uint64_t n = bench_get64(data + pos + 8);
+			uint64_t n = rk_get64(data + pos + 8);
 
 			beat = n > beat ? n : beat;
 			pos += 8 + len;

@@ -10,8 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <rdmakit/wire.h>
+
 #include "rk_internal.h"
-#include "wire.h"
 
 #define HELLO_HDR  16
 #define REJECT_HDR 9

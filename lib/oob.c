@@ -8,8 +8,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include <rdmakit/wire.h>
+
 #include "rk_internal.h"
-#include "wire.h"
 
 static const uint8_t oob_magic[4] = {'R', 'K', 'O', 'B'};
 

@@ -4,8 +4,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include <rdmakit/wire.h>
+
 #include "rpc_wire.h"
-#include "wire.h"
 
 #define ACCEPT_MAGIC 0x524b5241u /* "RKRA" */
 

@@ -23,5 +23,6 @@
 #include <rdmakit/ring.h>
 #include <rdmakit/rpc.h>
 #include <rdmakit/rpc_pool.h>
+#include <rdmakit/wire.h>
 
 #endif

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench_ctl.h"
 #include "bench_result.h"
 #include "cli.h"
@@ -97,9 +99,9 @@ static void out_of_range(void **state)
 			continue;
 		sample(&st);
 		bench_stats_encode(&st, b);
-		bench_put64(b + off, UINT64_MAX);
+		rk_put64(b + off, UINT64_MAX);
 		assert_int_equal(decode(b, &got, why), -1);
-		bench_put64(b + off, 1ull << 50);
+		rk_put64(b + off, 1ull << 50);
 		assert_int_equal(decode(b, &got, why), -1);
 	}
 	sample(&st);
@@ -108,10 +110,10 @@ static void out_of_range(void **state)
 	assert_int_equal(decode(b, &got, why), -1);
 	sample(&st);
 	bench_stats_encode(&st, b);
-	bench_put64(b + 24, UINT64_MAX); /* CPU time */
+	rk_put64(b + 24, UINT64_MAX); /* CPU time */
 	assert_int_equal(decode(b, &got, why), -1);
 	bench_stats_encode(&st, b);
-	bench_put64(b + 32, UINT64_MAX); /* peak bandwidth */
+	rk_put64(b + 32, UINT64_MAX); /* peak bandwidth */
 	assert_int_equal(decode(b, &got, why), -1);
 	/* A bandwidth without a message sent. */
 	sample(&st);
@@ -121,7 +123,7 @@ static void out_of_range(void **state)
 	/* A latency of more than a day. */
 	sample(&st);
 	bench_stats_encode(&st, b);
-	bench_put64(b + 48 + 8 * LAT_MAX, UINT64_MAX);
+	rk_put64(b + 48 + 8 * LAT_MAX, UINT64_MAX);
 	assert_int_equal(decode(b, &got, why), -1);
 }
 

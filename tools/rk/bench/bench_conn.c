@@ -19,6 +19,8 @@
 #include <sys/socket.h>
 #include <sys/utsname.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench_clock.h"
 #include "bench_conn.h"
 #include "bench_rpc.h"
@@ -459,13 +461,13 @@ static void encode_ready(const struct bench_side_info *s, uint8_t *b)
 	memset(b, 0, READY_LEN);
 	memcpy(b, s->dev, sizeof(s->dev));
 	memcpy(b + 32, s->kernel, sizeof(s->kernel));
-	bench_put32(b + 96, s->ib_port);
-	bench_put32(b + 100, (uint32_t)s->gid_index);
-	bench_put32(b + 104, s->roce_v2);
-	bench_put32(b + 108, s->mtu);
-	bench_put64(b + 112, s->buf_addr);
-	bench_put64(b + 120, s->buf_len);
-	bench_put32(b + 128, s->buf_rkey);
+	rk_put32(b + 96, s->ib_port);
+	rk_put32(b + 100, (uint32_t)s->gid_index);
+	rk_put32(b + 104, s->roce_v2);
+	rk_put32(b + 108, s->mtu);
+	rk_put64(b + 112, s->buf_addr);
+	rk_put64(b + 120, s->buf_len);
+	rk_put32(b + 128, s->buf_rkey);
 }
 
 /* A NUL-padded name from the peer: printable before we print it. */
@@ -482,13 +484,13 @@ static int decode_ready(struct bench_ctx *c, const uint8_t *b, struct rk_error *
 
 	clean_text(s->dev, b, sizeof(s->dev));
 	clean_text(s->kernel, b + 32, sizeof(s->kernel));
-	s->ib_port = bench_get32(b + 96);
-	s->gid_index = (int32_t)bench_get32(b + 100);
-	s->roce_v2 = bench_get32(b + 104);
-	s->mtu = bench_get32(b + 108);
-	s->buf_addr = bench_get64(b + 112);
-	s->buf_len = bench_get64(b + 120);
-	s->buf_rkey = bench_get32(b + 128);
+	s->ib_port = rk_get32(b + 96);
+	s->gid_index = (int32_t)rk_get32(b + 100);
+	s->roce_v2 = rk_get32(b + 104);
+	s->mtu = rk_get32(b + 108);
+	s->buf_addr = rk_get64(b + 112);
+	s->buf_len = rk_get64(b + 120);
+	s->buf_rkey = rk_get32(b + 128);
 	if (s->buf_len != want)
 		return bench_fail(err, EPROTO, "the peer's buffer is %llu bytes, expected %llu",
 				  (unsigned long long)s->buf_len, (unsigned long long)want);

@@ -14,38 +14,10 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench_ctl.h"
 #include "cli.h"
-
-void bench_put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 3; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
-void bench_put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
-uint32_t bench_get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 0; i < 4; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-uint64_t bench_get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
 
 int bench_fail(struct rk_error *err, int errnum, const char *fmt, ...)
 {
@@ -157,8 +129,8 @@ static int take_frame(struct bench_ctl *c, struct bench_msg *m, struct rk_error 
 		return 0;
 	if (memcmp(c->in, "RKBC", 4) != 0)
 		return bench_fail(err, EBADMSG, "control channel: bad frame magic");
-	m->type = (uint16_t)(c->in[4] << 8 | c->in[5]);
-	len = (size_t)(c->in[6] << 8 | c->in[7]);
+	m->type = rk_get16(c->in + 4);
+	len = rk_get16(c->in + 6);
 	if (len > BENCH_MSG_MAX || m->type == 0 || m->type >= BM_TYPE_MAX)
 		return bench_fail(err, EBADMSG, "control channel: bad frame (type %u, %zu bytes)",
 				  m->type, len);
@@ -207,7 +179,7 @@ int bench_ctl_recv(struct bench_ctl *c, struct bench_msg *m, int timeout_ms, str
 					return bench_fail(err, EBADMSG,
 							  "control channel: heartbeat of %u bytes",
 							  m->len);
-				n = bench_get64(m->data);
+				n = rk_get64(m->data);
 				if (n > c->beat_count) {
 					c->beat_count = n;
 					c->beat_ns = cli_now_ns();

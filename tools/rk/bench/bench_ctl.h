@@ -80,12 +80,6 @@ int bench_ctl_expect(struct bench_ctl *c, uint16_t type, int len, struct bench_m
 /* bench_ctl_error - tell the peer why we give up (best effort, short deadline). */
 void bench_ctl_error(struct bench_ctl *c, const char *text);
 
-/* Big-endian helpers for payloads. */
-void bench_put32(uint8_t *p, uint32_t v);
-void bench_put64(uint8_t *p, uint64_t v);
-uint32_t bench_get32(const uint8_t *p);
-uint64_t bench_get64(const uint8_t *p);
-
 /* bench_fail - fill @err with a message of our own (errno @errnum). Returns -@errnum. */
 int bench_fail(struct rk_error *err, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench.h"
 
 static const char *const op_names[BENCH_OP_COUNT] = {"send", "write", "write-imm", "read", "rpc"};
@@ -249,19 +251,6 @@ int bench_params_diff(const struct bench_params *s, const struct bench_params *c
 #define NFIELDS 16
 _Static_assert(8 + 4 * NFIELDS <= BENCH_PARAMS_LEN, "parameter message too short");
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static void as_array(const struct bench_params *p, uint32_t v[NFIELDS])
 {
 	const uint32_t src[NFIELDS] = {p->op,	       p->mode,	      p->size_min, p->size_max,
@@ -289,7 +278,7 @@ int bench_params_encode(const struct bench_params *p, uint8_t *buf, size_t len)
 	buf[7] = BENCH_PARAMS_LEN;
 	as_array(p, v);
 	for (int i = 0; i < NFIELDS; i++)
-		put32(buf + 8 + 4 * i, v[i]);
+		rk_put32(buf + 8 + 4 * i, v[i]);
 	return BENCH_PARAMS_LEN;
 }
 
@@ -304,12 +293,12 @@ int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, 
 	}
 	if (buf[4] != 0 || buf[5] != BENCH_PARAMS_VERSION) {
 		snprintf(why, why_len, "parameter message version %u, this rk speaks %u",
-			 (unsigned)buf[4] << 8 | buf[5], (unsigned)BENCH_PARAMS_VERSION);
+			 (unsigned)rk_get16(buf + 4), (unsigned)BENCH_PARAMS_VERSION);
 		return -1;
 	}
 	if (buf[6] != 0 || buf[7] != BENCH_PARAMS_LEN) {
 		snprintf(why, why_len, "parameter message length field %u",
-			 (unsigned)buf[6] << 8 | buf[7]);
+			 (unsigned)rk_get16(buf + 6));
 		return -1;
 	}
 	for (size_t i = 8 + 4 * NFIELDS; i < BENCH_PARAMS_LEN; i++)
@@ -319,7 +308,7 @@ int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, 
 			return -1;
 		}
 	for (int i = 0; i < NFIELDS; i++)
-		v[i] = get32(buf + 8 + 4 * i);
+		v[i] = rk_get32(buf + 8 + 4 * i);
 	p->op = v[0];
 	p->mode = v[1];
 	p->size_min = v[2];

@@ -2,6 +2,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench_ctl.h"
 #include "bench_result.h"
 
@@ -15,14 +17,14 @@
 /* Doubles travel as integers: bits/s and picoseconds are plenty. */
 void bench_stats_encode(const struct bench_side_stats *st, uint8_t *b)
 {
-	bench_put64(b, st->tx_msgs);
-	bench_put64(b + 8, st->rx_msgs);
-	bench_put64(b + 16, st->wall_ns);
-	bench_put64(b + 24, st->cpu_ns);
-	bench_put64(b + 32, (uint64_t)llround(st->peak_bps));
-	bench_put64(b + 40, st->lat_samples);
+	rk_put64(b, st->tx_msgs);
+	rk_put64(b + 8, st->rx_msgs);
+	rk_put64(b + 16, st->wall_ns);
+	rk_put64(b + 24, st->cpu_ns);
+	rk_put64(b + 32, (uint64_t)llround(st->peak_bps));
+	rk_put64(b + 40, st->lat_samples);
 	for (int i = 0; i < LAT_N; i++)
-		bench_put64(b + 48 + 8 * i, (uint64_t)llround(st->lat_ns[i] * 1000.0));
+		rk_put64(b + 48 + 8 * i, (uint64_t)llround(st->lat_ns[i] * 1000.0));
 }
 
 static int bad(char *why, size_t len, const char *what)
@@ -34,13 +36,13 @@ static int bad(char *why, size_t len, const char *what)
 int bench_stats_decode(const uint8_t *b, struct bench_side_stats *st, char *why, size_t why_len)
 {
 	static const int order[] = {LAT_MIN, LAT_MEDIAN, LAT_P99, LAT_P999, LAT_MAX};
-	uint64_t peak = bench_get64(b + 32);
+	uint64_t peak = rk_get64(b + 32);
 
-	st->tx_msgs = bench_get64(b);
-	st->rx_msgs = bench_get64(b + 8);
-	st->wall_ns = bench_get64(b + 16);
-	st->cpu_ns = bench_get64(b + 24);
-	st->lat_samples = bench_get64(b + 40);
+	st->tx_msgs = rk_get64(b);
+	st->rx_msgs = rk_get64(b + 8);
+	st->wall_ns = rk_get64(b + 16);
+	st->cpu_ns = rk_get64(b + 24);
+	st->lat_samples = rk_get64(b + 40);
 	/* Compared as integers: a double of a huge u64 would round past the limit. */
 	if (st->tx_msgs >= MAX_COUNT || st->rx_msgs >= MAX_COUNT || st->lat_samples >= MAX_COUNT)
 		return bad(why, why_len, "a message count beyond 2^50");
@@ -54,7 +56,7 @@ int bench_stats_decode(const uint8_t *b, struct bench_side_stats *st, char *why,
 		return bad(why, why_len, "a bandwidth without messages sent");
 	st->peak_bps = (double)peak;
 	for (int i = 0; i < LAT_N; i++) {
-		uint64_t ps = bench_get64(b + 48 + 8 * i);
+		uint64_t ps = rk_get64(b + 48 + 8 * i);
 
 		if ((double)ps > MAX_LAT_PS)
 			return bad(why, why_len, "a latency beyond a day");

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench_run.h"
 
 #define BEAT_NS 1000000000ull
@@ -92,7 +94,7 @@ int bench_send_done(struct bench_ctx *c, uint64_t count, struct rk_error *err)
 {
 	uint8_t b[8];
 
-	bench_put64(b, count);
+	rk_put64(b, count);
 	return bench_ctl_send(&c->ctl, BM_DONE, b, sizeof(b), bench_step_ms(c), err);
 }
 
@@ -106,7 +108,7 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 	if (now >= w->next_beat) {
 		uint8_t b[8];
 
-		bench_put64(b, w->seen);
+		rk_put64(b, w->seen);
 		r = bench_ctl_send(&c->ctl, BM_HEARTBEAT, b, sizeof(b), bench_step_ms(c), err);
 		if (r)
 			return r;
@@ -125,7 +127,7 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 					  "during a run",
 					  m.type);
 		w->peer_done = 1;
-		w->peer_count = bench_get64(m.data);
+		w->peer_count = rk_get64(m.data);
 		w->peer_done_ns = now;
 	}
 	if (w->passive && c->ctl.beat_ns != w->beat_seen)

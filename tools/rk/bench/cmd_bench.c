@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench.h"
 #include "bench_conn.h"
 #include "bench_report.h"
@@ -31,17 +33,17 @@ static int barrier(struct bench_ctx *c, uint32_t size, uint32_t phase, struct rk
 	struct bench_msg m;
 	int r;
 
-	bench_put32(b, size);
-	bench_put32(b + 4, phase);
+	rk_put32(b, size);
+	rk_put32(b + 4, phase);
 	r = bench_ctl_send(&c->ctl, BM_GO, b, sizeof(b), bench_step_ms(c), err);
 	r = r ?: bench_ctl_expect(&c->ctl, BM_GO, sizeof(b), &m, bench_step_ms(c), err);
 	if (r)
 		return r;
-	if (bench_get32(m.data) != size || bench_get32(m.data + 4) != phase)
+	if (rk_get32(m.data) != size || rk_get32(m.data + 4) != phase)
 		return bench_fail(err, EPROTO,
 				  "protocol error: the peer is at size %u phase %u, "
 				  "we are at %u phase %u",
-				  bench_get32(m.data), bench_get32(m.data + 4), size, phase);
+				  rk_get32(m.data), rk_get32(m.data + 4), size, phase);
 	return 0;
 }
 

@@ -9,43 +9,10 @@
 #include <string.h>
 
 #include <xxhash.h>
+#include <rdmakit/wire.h>
 
 #include "cli.h"
 #include "copy_proto.h"
-
-/* Big-endian put/get helpers: the wire never depends on host layout. */
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	put16(p, (uint16_t)(v >> 16));
-	put16(p + 2, (uint16_t)v);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)get16(p) << 16 | get16(p + 2);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
-}
 
 uint32_t cp_lane_arg(unsigned lane)
 {
@@ -99,11 +66,11 @@ static int msg_header(uint8_t *p, size_t cap, uint8_t type, size_t payload)
 {
 	if (cap < CP_MSG_HDR || payload > cap - CP_MSG_HDR)
 		return -ENOSPC;
-	put32(p, CP_MAGIC);
+	rk_put32(p, CP_MAGIC);
 	p[4] = CP_VERSION;
 	p[5] = type;
-	put16(p + 6, 0);
-	put32(p + 8, (uint32_t)payload);
+	rk_put16(p + 6, 0);
+	rk_put32(p + 8, (uint32_t)payload);
 	return 0;
 }
 
@@ -112,14 +79,14 @@ int cp_msg_peek(const void *buf, size_t len)
 	const uint8_t *p = buf;
 	uint32_t plen;
 
-	if (len < CP_MSG_HDR || get32(p) != CP_MAGIC)
+	if (len < CP_MSG_HDR || rk_get32(p) != CP_MAGIC)
 		return -EBADMSG;
 	if (p[4] != CP_VERSION)
 		return -EPROTO;
 	if (len > CP_MSG_MAX)
 		return -EMSGSIZE;
-	plen = get32(p + 8);
-	if (get16(p + 6) != 0 || (uint64_t)plen + CP_MSG_HDR != len)
+	plen = rk_get32(p + 8);
+	if (rk_get16(p + 6) != 0 || (uint64_t)plen + CP_MSG_HDR != len)
 		return -EBADMSG;
 	switch (p[5]) {
 	case CP_MSG_HELLO:
@@ -147,11 +114,11 @@ int cp_hello_encode(const struct cp_hello *h, void *buf, size_t len)
 
 	if (msg_header(p, len, CP_MSG_HELLO, HELLO_LEN))
 		return -ENOSPC;
-	put32(p + 12, h->chunk);
-	put16(p + 16, h->depth);
-	put16(p + 18, h->flags);
-	put16(p + 20, h->lanes);
-	put16(p + 22, 0);
+	rk_put32(p + 12, h->chunk);
+	rk_put16(p + 16, h->depth);
+	rk_put16(p + 18, h->flags);
+	rk_put16(p + 20, h->lanes);
+	rk_put16(p + 22, 0);
 	return CP_MSG_HDR + HELLO_LEN;
 }
 
@@ -160,12 +127,12 @@ int cp_hello_decode(const void *buf, size_t len, struct cp_hello *h)
 	size_t n;
 	const uint8_t *p = payload(buf, len, CP_MSG_HELLO, &n);
 
-	if (!p || n != HELLO_LEN || get16(p + 10))
+	if (!p || n != HELLO_LEN || rk_get16(p + 10))
 		return -EBADMSG;
-	h->chunk = get32(p);
-	h->depth = get16(p + 4);
-	h->flags = get16(p + 6);
-	h->lanes = get16(p + 8);
+	h->chunk = rk_get32(p);
+	h->depth = rk_get16(p + 4);
+	h->flags = rk_get16(p + 6);
+	h->lanes = rk_get16(p + 8);
 	if (h->chunk < CP_CHUNK_MIN || h->chunk > CP_CHUNK_MAX || h->depth == 0 ||
 	    (h->flags & ~CP_F_ALL) || h->lanes == 0 || h->lanes > CP_MAX_LANES)
 		return -EBADMSG;
@@ -179,14 +146,14 @@ int cp_welcome_encode(const struct cp_welcome *w, void *buf, size_t len)
 	if (msg_header(p, len, CP_MSG_WELCOME, WELCOME_LEN))
 		return -ENOSPC;
 	p += CP_MSG_HDR;
-	put64(p, w->ring_addr);
-	put32(p + 8, w->rkey);
-	put32(p + 12, w->chunk);
-	put16(p + 16, w->nslots);
-	put16(p + 18, w->max_name);
-	put32(p + 20, w->max_files);
-	put64(p + 24, w->max_file_size);
-	put32(p + 32, 0);
+	rk_put64(p, w->ring_addr);
+	rk_put32(p + 8, w->rkey);
+	rk_put32(p + 12, w->chunk);
+	rk_put16(p + 16, w->nslots);
+	rk_put16(p + 18, w->max_name);
+	rk_put32(p + 20, w->max_files);
+	rk_put64(p + 24, w->max_file_size);
+	rk_put32(p + 32, 0);
 	memcpy(p + 36, w->key, CP_KEY_LEN);
 	return CP_MSG_HDR + WELCOME_LEN;
 }
@@ -196,15 +163,15 @@ int cp_welcome_decode(const void *buf, size_t len, struct cp_welcome *w)
 	size_t n;
 	const uint8_t *p = payload(buf, len, CP_MSG_WELCOME, &n);
 
-	if (!p || n != WELCOME_LEN || get32(p + 32) != 0)
+	if (!p || n != WELCOME_LEN || rk_get32(p + 32) != 0)
 		return -EBADMSG;
-	w->ring_addr = get64(p);
-	w->rkey = get32(p + 8);
-	w->chunk = get32(p + 12);
-	w->nslots = get16(p + 16);
-	w->max_name = get16(p + 18);
-	w->max_files = get32(p + 20);
-	w->max_file_size = get64(p + 24);
+	w->ring_addr = rk_get64(p);
+	w->rkey = rk_get32(p + 8);
+	w->chunk = rk_get32(p + 12);
+	w->nslots = rk_get16(p + 16);
+	w->max_name = rk_get16(p + 18);
+	w->max_files = rk_get32(p + 20);
+	w->max_file_size = rk_get64(p + 24);
 	memcpy(w->key, p + 36, CP_KEY_LEN);
 	if (w->chunk < CP_CHUNK_MIN || w->chunk > CP_CHUNK_MAX || w->nslots == 0 ||
 	    w->nslots > CP_MAX_SLOTS || w->max_name == 0)
@@ -220,19 +187,19 @@ int cp_credit_encode(const struct cp_credit *c, void *buf, size_t len)
 	if (c->nres > CP_MAX_RECORDS || msg_header(p, len, CP_MSG_CREDIT, plen))
 		return -ENOSPC;
 	p += CP_MSG_HDR;
-	put16(p, c->slot);
-	put16(p + 2, c->nres);
+	rk_put16(p, c->slot);
+	rk_put16(p + 2, c->nres);
 	p += CREDIT_MIN;
 	for (unsigned i = 0; i < c->nres; i++, p += CP_RESULT_SIZE) {
 		const struct cp_result *r = &c->res[i];
 
-		put32(p, r->file_id);
+		rk_put32(p, r->file_id);
 		p[4] = r->kind;
 		p[5] = r->flags;
-		put16(p + 6, r->code);
-		put32(p + 8, r->sys_errno);
-		put64(p + 12, r->offset);
-		put32(p + 20, 0);
+		rk_put16(p + 6, r->code);
+		rk_put32(p + 8, r->sys_errno);
+		rk_put64(p + 12, r->offset);
+		rk_put32(p + 20, 0);
 	}
 	return (int)(CP_MSG_HDR + plen);
 }
@@ -244,22 +211,22 @@ int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c)
 
 	if (!p || n < CREDIT_MIN)
 		return -EBADMSG;
-	c->slot = get16(p);
-	c->nres = get16(p + 2);
+	c->slot = rk_get16(p);
+	c->nres = rk_get16(p + 2);
 	if (c->nres > CP_MAX_RECORDS || n != CREDIT_MIN + (size_t)c->nres * CP_RESULT_SIZE)
 		return -EBADMSG;
 	p += CREDIT_MIN;
 	for (unsigned i = 0; i < c->nres; i++, p += CP_RESULT_SIZE) {
 		struct cp_result *r = &c->res[i];
 
-		r->file_id = get32(p);
+		r->file_id = rk_get32(p);
 		r->kind = p[4];
 		r->flags = p[5];
-		r->code = get16(p + 6);
-		r->sys_errno = get32(p + 8);
-		r->offset = get64(p + 12);
+		r->code = rk_get16(p + 6);
+		r->sys_errno = rk_get32(p + 8);
+		r->offset = rk_get64(p + 12);
 		if ((r->kind != CP_RES_READY && r->kind != CP_RES_DONE) || r->code > CP_E_LAST ||
-		    r->flags || get32(p + 20))
+		    r->flags || rk_get32(p + 20))
 			return -EBADMSG;
 	}
 	return 0;
@@ -272,8 +239,8 @@ int cp_error_encode(uint16_t code, const char *text, void *buf, size_t len)
 
 	if (msg_header(p, len, CP_MSG_ERROR, ERROR_MIN + tl))
 		return -ENOSPC;
-	put16(p + 12, code);
-	put16(p + 14, (uint16_t)tl);
+	rk_put16(p + 12, code);
+	rk_put16(p + 14, (uint16_t)tl);
 	memcpy(p + 16, text, tl);
 	return (int)(CP_MSG_HDR + ERROR_MIN + tl);
 }
@@ -285,8 +252,8 @@ int cp_error_decode(const void *buf, size_t len, uint16_t *code, char *text, siz
 
 	if (!p || n < ERROR_MIN || text_len == 0)
 		return -EBADMSG;
-	*code = get16(p);
-	tl = get16(p + 2);
+	*code = rk_get16(p);
+	tl = rk_get16(p + 2);
 	if (tl > ERROR_TEXT || n != ERROR_MIN + tl)
 		return -EBADMSG;
 	/* Printable ASCII only: the text ends up on the user's terminal. */
@@ -307,25 +274,25 @@ void cp_slot_init(struct cp_slot_writer *w, void *buf, size_t cap)
 	w->cap = cap;
 	w->len = CP_SLOT_HDR;
 	w->nrec = 0;
-	put32(w->buf, CP_SLOT_MAGIC);
-	put16(w->buf + 4, 0);
-	put16(w->buf + 6, 0);
-	put32(w->buf + 8, 0);
-	put32(w->buf + 12, 0);
+	rk_put32(w->buf, CP_SLOT_MAGIC);
+	rk_put16(w->buf + 4, 0);
+	rk_put16(w->buf + 6, 0);
+	rk_put32(w->buf + 8, 0);
+	rk_put32(w->buf + 12, 0);
 }
 
 void cp_slot_set_seq(struct cp_slot_writer *w, uint32_t seq)
 {
-	put32(w->buf + 8, seq);
+	rk_put32(w->buf + 8, seq);
 }
 
 int64_t cp_slot_seq(const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
 
-	if (len < CP_SLOT_HDR || get32(p) != CP_SLOT_MAGIC)
+	if (len < CP_SLOT_HDR || rk_get32(p) != CP_SLOT_MAGIC)
 		return -EBADMSG;
-	return get32(p + 8);
+	return rk_get32(p + 8);
 }
 
 int cp_slot_room(const struct cp_slot_writer *w, size_t name_len)
@@ -343,19 +310,19 @@ int cp_slot_add(struct cp_slot_writer *w, const struct cp_rec *r)
 		return -ENOSPC;
 	p[0] = r->type;
 	p[1] = r->flags;
-	put16(p + 2, (uint16_t)nl);
-	put32(p + 4, r->file_id);
-	put64(p + 8, r->a);
-	put64(p + 16, r->b);
-	put32(p + 24, r->data_off);
-	put32(p + 28, r->data_len);
+	rk_put16(p + 2, (uint16_t)nl);
+	rk_put32(p + 4, r->file_id);
+	rk_put64(p + 8, r->a);
+	rk_put64(p + 16, r->b);
+	rk_put32(p + 24, r->data_off);
+	rk_put32(p + 28, r->data_len);
 	memcpy(p + 32, r->hash, 16);
 	if (nl)
 		memcpy(p + CP_REC_FIXED, r->name, nl);
 	memset(p + CP_REC_FIXED + nl, 0, pad8(nl) - nl);
 	w->len += CP_REC_FIXED + pad8(nl);
 	w->nrec++;
-	put16(w->buf + 4, (uint16_t)w->nrec);
+	rk_put16(w->buf + 4, (uint16_t)w->nrec);
 	return 0;
 }
 
@@ -363,15 +330,15 @@ int cp_slot_reader_init(struct cp_slot_reader *rd, const void *buf, size_t len, 
 {
 	const uint8_t *p = buf;
 
-	if (len < CP_SLOT_HDR || len > CP_HDR_SIZE || get32(p) != CP_SLOT_MAGIC ||
-	    get16(p + 4) > CP_MAX_RECORDS || get16(p + 6) != 0 || get32(p + 12) != 0)
+	if (len < CP_SLOT_HDR || len > CP_HDR_SIZE || rk_get32(p) != CP_SLOT_MAGIC ||
+	    rk_get16(p + 4) > CP_MAX_RECORDS || rk_get16(p + 6) != 0 || rk_get32(p + 12) != 0)
 		return -EBADMSG;
 	rd->buf = p;
 	rd->len = len;
 	rd->pos = CP_SLOT_HDR;
 	rd->data_len = data_len;
-	rd->nrec = get16(p + 4);
-	rd->seq = get32(p + 8);
+	rd->nrec = rk_get16(p + 4);
+	rd->seq = rk_get32(p + 8);
 	rd->seen = 0;
 	return 0;
 }
@@ -388,12 +355,12 @@ int cp_slot_next(struct cp_slot_reader *rd, struct cp_rec *r)
 	p = rd->buf + rd->pos;
 	r->type = p[0];
 	r->flags = p[1];
-	r->name_len = get16(p + 2);
-	r->file_id = get32(p + 4);
-	r->a = get64(p + 8);
-	r->b = get64(p + 16);
-	r->data_off = get32(p + 24);
-	r->data_len = get32(p + 28);
+	r->name_len = rk_get16(p + 2);
+	r->file_id = rk_get32(p + 4);
+	r->a = rk_get64(p + 8);
+	r->b = rk_get64(p + 16);
+	r->data_off = rk_get32(p + 24);
+	r->data_len = rk_get32(p + 28);
 	memcpy(r->hash, p + 32, 16);
 	nl = r->name_len;
 	if (r->type < CP_REC_DIR || r->type > CP_REC_BYE || nl > CP_NAME_MAX)
@@ -485,14 +452,14 @@ void cp_hash128(const void *data, size_t len, uint8_t out[16])
 {
 	XXH128_hash_t h = XXH3_128bits(data, len);
 
-	put64(out, h.high64);
-	put64(out + 8, h.low64);
+	rk_put64(out, h.high64);
+	rk_put64(out + 8, h.low64);
 }
 
 void cp_hash_digest(const XXH3_state_t *st, uint8_t out[16])
 {
 	XXH128_hash_t h = XXH3_128bits_digest(st);
 
-	put64(out, h.high64);
-	put64(out + 8, h.low64);
+	rk_put64(out, h.high64);
+	rk_put64(out + 8, h.low64);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <rdmakit/wire.h>
 
 #include "cli.h"
 #include "doctor_wire.h"
@@ -124,10 +125,7 @@ int doc_msg_encode(const struct doc_msg *m, uint8_t *buf, size_t len)
 	buf[1] = 'K';
 	buf[2] = 'D';
 	buf[3] = 'R'; /* DOC_WIRE_MAGIC */
-	buf[4] = (uint8_t)(n >> 24);
-	buf[5] = (uint8_t)(n >> 16);
-	buf[6] = (uint8_t)(n >> 8);
-	buf[7] = (uint8_t)n;
+	rk_put32(buf + 4, (uint32_t)n);
 	memcpy(buf + DOC_WIRE_HDR, s, n);
 	json_object_put(o);
 	return (int)(n + DOC_WIRE_HDR);
@@ -141,7 +139,7 @@ int doc_frame_len(const uint8_t hdr[DOC_WIRE_HDR], uint32_t *len)
 
 	if (memcmp(hdr, DOC_WIRE_MAGIC, 4) != 0)
 		return -EBADMSG;
-	n = (uint32_t)hdr[4] << 24 | (uint32_t)hdr[5] << 16 | (uint32_t)hdr[6] << 8 | hdr[7];
+	n = rk_get32(hdr + 4);
 	if (n == 0 || n > DOC_WIRE_MAX)
 		return -EMSGSIZE;
 	*len = n;

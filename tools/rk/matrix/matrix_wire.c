@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <rdmakit/wire.h>
+
 #include "bench/bench_ctl.h"
 #include "cli.h"
 #include "matrix_wire.h"
@@ -62,7 +64,7 @@ int mx_wire_send(int fd, json_object *o, int timeout_ms, struct rk_error *err)
 	if (!text || len > MX_WIRE_MAX)
 		return bench_fail(err, EMSGSIZE, "rendezvous: a message of %zu bytes is too long",
 				  len);
-	bench_put32(head + 4, (uint32_t)len);
+	rk_put32(head + 4, (uint32_t)len);
 	r = io(fd, head, sizeof(head), 1, deadline, err);
 	return r ?: io(fd, (void *)text, len, 1, deadline, err);
 }
@@ -80,7 +82,7 @@ int mx_wire_recv(int fd, json_object **o, int timeout_ms, struct rk_error *err)
 	r = io(fd, head, sizeof(head), 0, deadline, err);
 	if (r)
 		return r;
-	len = bench_get32(head + 4);
+	len = rk_get32(head + 4);
 	if (memcmp(head, "RKMX", 4))
 		return bench_fail(err, EBADMSG, "rendezvous: not an rk matrix frame");
 	if (len > MX_WIRE_MAX || !len)
