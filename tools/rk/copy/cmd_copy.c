@@ -1,5 +1,5 @@
 /*
- * cmd_copy.c - rk copy: send files and trees to an rk serve, like scp.
+ * cmd_copy.c - rk copy: send files and trees to an rk serve, like scp (paths as rsync).
  *
  * This file is the command line: options, the HOST[:PORT]:DEST target, the
  * report at the end (a line per failed file, a summary line or --json) and
