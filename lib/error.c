@@ -66,6 +66,26 @@ static void fill(struct rk_error *e, int err, const char *op, const char *fmt, v
 		snprintf(e->msg + n, sizeof(e->msg) - n, " (hint: %s)", e->hint);
 }
 
+int rk_error_setf(struct rk_error *e, const char *op, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err < 0)
+		err = -err;
+	if (err == 0)
+		err = EIO;
+	if (e) {
+		rk_error_clear(e);
+		e->err = err;
+		snprintf(e->op, sizeof(e->op), "%s", op ? op : "");
+		snprintf(e->err_str, sizeof(e->err_str), "%s", strerror(err));
+		va_start(ap, fmt);
+		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+		va_end(ap);
+	}
+	return -err;
+}
+
 int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
 {
 	va_list ap;

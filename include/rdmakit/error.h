@@ -64,6 +64,20 @@ RK_API const char *rk_wc_status_hint(int wc_status);
 RK_API const char *rk_errno_hint(const char *op, int err);
 
 /*
+ * rk_error_setf - fill @e for a failure of the caller's own, so a tool or
+ * an application on rdmakit reports its errors in the same object as the
+ * library's. @op names the operation ("rk bench", "open source file");
+ * @err is the errno (its sign is ignored; 0 becomes EIO); the formatted
+ * text is the whole one-line story and becomes @e->msg as it is (what
+ * rk_error_str returns). err_str is strerror(err); wc_status is -1, the
+ * hint NULL, the other fields 0. Accepts NULL @e (then it only returns).
+ * Returns -err, so `return rk_error_setf(e, ...);` fails with it. Costs a
+ * vsnprintf; touches only @e.
+ */
+RK_API int rk_error_setf(struct rk_error *e, const char *op, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
  * rk_error_from_wc - describe failed completion @wc (a const struct ibv_wc *,
  * passed as void * so this header does not need verbs.h) in @e.
  * Returns -EIO for a failed completion, 0 (and clears @e) for a successful one.

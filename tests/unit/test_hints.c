@@ -106,6 +106,35 @@ static void from_wc(void **state)
 	rk_error_clear(NULL);
 }
 
+/* rk_error_setf: a caller's own failure in the same object, its text as given. */
+static void setf(void **state)
+{
+	struct rk_error e;
+	char big[2 * RK_ERROR_MSG_MAX];
+
+	(void)state;
+	assert_int_equal(rk_error_setf(&e, "rk bench", ETIMEDOUT, "peer silent for %d s", 10),
+			 -ETIMEDOUT);
+	assert_string_equal(e.op, "rk bench");
+	assert_int_equal(e.err, ETIMEDOUT);
+	assert_string_equal(e.err_str, strerror(ETIMEDOUT));
+	assert_string_equal(rk_error_str(&e), "peer silent for 10 s");
+	assert_int_equal(e.wc_status, -1);
+	assert_null(e.hint);
+	assert_int_equal(e.reject_reason, 0);
+	/* The sign is ignored, 0 is not a success, NULL only returns. */
+	assert_int_equal(rk_error_setf(&e, "x", -EPROTO, "bad"), -EPROTO);
+	assert_int_equal(e.err, EPROTO);
+	assert_int_equal(rk_error_setf(&e, "x", 0, "?"), -EIO);
+	assert_int_equal(rk_error_setf(NULL, "x", ENOMEM, "lost"), -ENOMEM);
+	/* Text and operation longer than their fields are cut, terminated. */
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(rk_error_setf(&e, big, EINVAL, "%s", big), -EINVAL);
+	assert_int_equal(strlen(e.msg), RK_ERROR_MSG_MAX - 1);
+	assert_int_equal(strlen(e.op), RK_ERROR_OP_MAX - 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -113,6 +142,7 @@ int main(void)
 	    cmocka_unit_test(errno_hints),
 	    cmocka_unit_test(hints_from_table),
 	    cmocka_unit_test(from_wc),
+	    cmocka_unit_test(setf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,18 +21,13 @@
 
 int bench_fail(struct rk_error *err, int errnum, const char *fmt, ...)
 {
+	char msg[RK_ERROR_MSG_MAX];
 	va_list ap;
 
-	if (err) {
-		rk_error_clear(err);
-		err->err = errnum;
-		snprintf(err->op, sizeof(err->op), "rk bench");
-		snprintf(err->err_str, sizeof(err->err_str), "%s", strerror(errnum));
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-	}
-	return -errnum;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rk_error_setf(err, "rk bench", errnum, "%s", msg);
 }
 
 void bench_ctl_init(struct bench_ctl *c, int fd)

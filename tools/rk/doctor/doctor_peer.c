@@ -33,18 +33,13 @@ static int fail(struct rk_error *err, int e, const char *op, const char *fmt, ..
 
 static int fail(struct rk_error *err, int e, const char *op, const char *fmt, ...)
 {
+	char msg[RK_ERROR_MSG_MAX];
 	va_list ap;
 
-	if (err) {
-		rk_error_clear(err);
-		err->err = e;
-		snprintf(err->op, sizeof(err->op), "%s", op);
-		snprintf(err->err_str, sizeof(err->err_str), "%s", strerror(e));
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-	}
-	return -e;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rk_error_setf(err, op, e, "%s", msg);
 }
 
 static int remaining_ms(uint64_t deadline)
