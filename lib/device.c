@@ -1,6 +1,6 @@
 /*
- * device.c - open a device by name or by local address, check the port,
- * choose the GID, allocate the PD.
+ * device.c - open a device by name, by local address or by the route to a
+ * peer, check the port, choose the GID, allocate the PD.
  *
  * The device comes from librdmacm's list (rdma_get_devices) rather than
  * ibv_open_device, because rdma_cm ids are bound to librdmacm's contexts:
@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include "rk_internal.h"
 
@@ -72,6 +75,43 @@ static int context_for_addr(const char *addr, struct ibv_context **ctx, uint8_t 
 out:
 	if (rdma_destroy_id(id))
 		rk_warn("rdma_destroy_id: %s", strerror(errno));
+	freeaddrinfo(ai);
+	return r;
+}
+
+/*
+ * The local address the kernel would use to reach @peer, into @out:
+ * connect() on a UDP socket only consults the routing table; it sends
+ * nothing.
+ */
+static int route_source(const char *peer, char *out, size_t len, struct rk_error *err)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	const void *a;
+	int fd, r;
+
+	r = getaddrinfo(peer, "9", &hints, &ai);
+	if (r)
+		return rk_err_set(err, EINVAL, "getaddrinfo", "'%s': %s", peer, gai_strerror(r));
+	fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		r = rk_err_sys(err, "socket", NULL);
+		goto out;
+	}
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+		r = rk_err_sys(err, "connect", "no route to '%s'", peer);
+		goto out;
+	}
+	a = ss.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+				     : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+	r = inet_ntop(ss.ss_family, a, out, (socklen_t)len) ? 0
+							    : rk_err_sys(err, "inet_ntop", NULL);
+out:
+	if (fd >= 0)
+		close(fd);
 	freeaddrinfo(ai);
 	return r;
 }
@@ -221,8 +261,8 @@ static int find_context(struct rk_device *dev, int n, const struct rk_device_opt
 						ibv_get_device_name(dev->list[i]->device));
 		return rk_err_set(
 		    err, ENODEV, "rk_device_open",
-		    "%d RDMA devices (%s) and nothing to choose by: give a device name "
-		    "or a local address",
+		    "%d RDMA devices (%s) and nothing to choose by: give a device name, "
+		    "a local address or the peer",
 		    n, names);
 	}
 	for (int i = 0; i < n; i++) {
@@ -285,13 +325,23 @@ static int query_port(struct rk_device *dev, int gid_index, const char *addr, st
 
 int rk_device_open(const struct rk_device_opts *opts, struct rk_error *err, struct rk_device **out)
 {
-	struct rk_device_opts none = {.gid_index = -1};
+	struct rk_device_opts none = {.gid_index = -1}, routed;
 	const struct rk_device_opts *o = opts ? opts : &none;
+	char src[INET6_ADDRSTRLEN];
 	struct rk_device *dev;
 	uint8_t port = 0;
 	int n = 0, r;
 
 	*out = NULL;
+	if (!o->name && !o->addr && o->peer) {
+		/* By route: from here on, the device that owns the source address. */
+		r = route_source(o->peer, src, sizeof(src), err);
+		if (r)
+			return r;
+		routed = *o;
+		routed.addr = src;
+		o = &routed;
+	}
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return rk_err_set(err, ENOMEM, "rk_device_open", NULL);

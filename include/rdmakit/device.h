@@ -29,6 +29,8 @@ struct rk_device;
 struct rk_device_opts {
 	const char *name; /* device name ("rxe0", "mlx5_0"); NULL: use @addr */
 	const char *addr; /* local IPv4/IPv6 address: the device whose netdev owns it */
+	const char *peer; /* neither given: a remote host (name or address); the device
+			   * owning the local address the kernel routes to it from */
 	uint8_t port;	  /* port number, 0 = 1 */
 	int gid_index;	  /* -1 = choose automatically (RoCE v2 IPv4-mapped first) */
 };
@@ -54,12 +56,15 @@ struct rk_device_info {
 
 /*
  * rk_device_open - open the device named by @opts->name, or the one whose
- * network interface owns @opts->addr, or, given neither, the only device
- * there is; check that the port is ACTIVE, choose the GID index and
- * allocate the PD. On success *@out owns all of that. Returns 0 or a
- * negative errno (-ENODEV: no such device or address, or several devices
- * and neither name nor address: the message names them; -ENETDOWN: port
- * not active). Costs a few syscalls; call once per device.
+ * network interface owns @opts->addr, or the one owning the local address
+ * the kernel would use to reach @opts->peer (what rdma_cm will pick when
+ * connecting there), or, given none of them, the only device there is;
+ * check that the port is ACTIVE, choose the GID index and allocate the PD.
+ * On success *@out owns all of that. Returns 0 or a negative errno
+ * (-ENODEV: no such device or address, or several devices and nothing to
+ * choose by: the message names them; -ENETUNREACH: no route to @peer;
+ * -ENETDOWN: port not active). Costs a few syscalls (a name lookup for a
+ * @peer given by name); call once per device.
  */
 RK_API int rk_device_open(const struct rk_device_opts *opts, struct rk_error *err,
 			  struct rk_device **out);

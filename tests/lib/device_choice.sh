@@ -1,7 +1,8 @@
 #!/bin/sh
 # rk_device_open's choice (lib_device.c): the only device; then, with a
 # second Soft-RoCE device on a dummy netdev, an error naming both unless a
-# name or an address decides. The second device is removed on the way out.
+# name, an address or the route to a peer decides. The second device is
+# removed on the way out.
 set -eu
 bin=$1
 "$bin" one

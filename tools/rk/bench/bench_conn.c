@@ -130,49 +130,16 @@ static int check_device(const struct bench_params *p, const struct rk_device_inf
 }
 
 /*
- * The local address the kernel would use to reach @host: connect() on a
- * UDP socket only consults the routing table, it sends nothing.
+ * The device: --dev, else the server's --bind address (@addr), else the
+ * client's route to the server (what rdma_cm will use).
  */
-static int route_source(const char *host, const char *port, char *out, size_t len,
-			struct rk_error *err)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	const void *a;
-	int fd, r;
-
-	r = getaddrinfo(host, port, &hints, &ai);
-	if (r)
-		return bench_fail(err, EINVAL, "%s: %s", host, gai_strerror(r));
-	fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		r = bench_fail(err, errno, "socket: %s", strerror(errno));
-		goto out;
-	}
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) ||
-	    getsockname(fd, (struct sockaddr *)&ss, &sl)) {
-		r = bench_fail(err, errno, "no route to %s: %s", host, strerror(errno));
-		goto out;
-	}
-	a = ss.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-				     : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
-	if (!inet_ntop(ss.ss_family, a, out, (socklen_t)len))
-		r = bench_fail(err, errno, "inet_ntop: %s", strerror(errno));
-	else
-		r = 0;
-out:
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(ai);
-	return r;
-}
-
-static int open_device(struct bench_ctx *c, const char *addr, struct rk_error *err)
+static int open_device(struct bench_ctx *c, const char *addr, const char *peer,
+		       struct rk_error *err)
 {
 	struct rk_device_opts o = {
 	    .name = c->l->dev_name,
 	    .addr = c->l->dev_name ? NULL : addr,
+	    .peer = peer,
 	    .port = c->l->ib_port,
 	    .gid_index = c->l->gid_index,
 	};
@@ -221,15 +188,10 @@ int bench_client_start(struct bench_ctx *c, struct rk_error *err)
 {
 	uint8_t msg[PARAMS_MSG_LEN];
 	struct bench_msg m;
-	char src[INET6_ADDRSTRLEN], why[200];
+	char why[200];
 	int fd, r;
 
-	if (!c->l->dev_name) {
-		r = route_source(c->l->host, c->l->port, src, sizeof(src), err);
-		if (r)
-			return r;
-	}
-	r = open_device(c, c->l->dev_name ? NULL : src, err);
+	r = open_device(c, NULL, c->l->host, err);
 	if (r)
 		return r;
 	if (check_device(c->p, rk_device_get_info(c->dev), why, sizeof(why)))
@@ -276,7 +238,7 @@ int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 	char why[200];
 	int fd, r;
 
-	r = open_device(c, c->l->bind, err);
+	r = open_device(c, c->l->bind, NULL, err);
 	if (r)
 		return r;
 	c->listen_fd = rk_tcp_listen(c->l->bind, c->l->port, err);

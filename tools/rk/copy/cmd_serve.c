@@ -61,7 +61,8 @@ static void usage(FILE *f)
 	    "  -d, --dir DIR            directory to write into (required)\n"
 	    "  -a, --addr ADDR          local address to listen on (also picks the device)\n"
 	    "  -p, --port PORT          port (default %s)\n"
-	    "      --dev NAME           RDMA device (default: the one owning ADDR, $RK_DEV)\n"
+	    "      --dev NAME           RDMA device (default: the one owning ADDR, $RK_DEV,\n"
+	    "                           or the only one)\n"
 	    "      --token-file FILE    require this access token from clients\n"
 	    "\n"
 	    "limits (per session: one rk copy, whatever its --num-qp):\n"
@@ -274,11 +275,7 @@ int rk_cmd_serve(int argc, char **argv)
 
 	dopts.name = dev_name ? dev_name : (addr ? NULL : getenv("RK_DEV"));
 	dopts.addr = addr;
-	if (!dopts.name && !dopts.addr) {
-		fprintf(stderr, "rk serve: give --addr or --dev (or set RK_DEV)\n");
-		close(srv.rootfd);
-		return RK_EXIT_USAGE;
-	}
+	/* Given neither, the only device; with several the error names them. */
 	if (rk_device_open(&dopts, &err, &srv.dev)) {
 		cli_report("serve", "opening the RDMA device", &err);
 		close(srv.rootfd);

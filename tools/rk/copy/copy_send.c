@@ -936,32 +936,15 @@ static int run(struct sender *s)
 
 /* ---- session set-up ---- */
 
+/* The device: --dev, else $RK_DEV, else the one the route to the server leaves by. */
 static int open_device(const struct cp_send_opts *o, struct rk_device **dev, char *why,
 		       size_t why_len)
 {
 	struct rk_device_opts d = {.gid_index = -1};
-	struct ibv_device **list = NULL;
-	char name[64] = "";
 	struct rk_error e;
-	int n = 0;
 
 	d.name = o->dev ? o->dev : getenv("RK_DEV");
-	if (!d.name) {
-		list = ibv_get_device_list(&n);
-		if (!list || n < 1) {
-			snprintf(why, why_len, "no RDMA device found");
-			if (list)
-				ibv_free_device_list(list);
-			return RK_EXIT_LOST;
-		}
-		snprintf(name, sizeof(name), "%s", ibv_get_device_name(list[0]));
-		ibv_free_device_list(list);
-		if (n > 1) {
-			snprintf(why, why_len, "%d RDMA devices: choose one with --dev", n);
-			return RK_EXIT_USAGE;
-		}
-		d.name = name;
-	}
+	d.peer = d.name ? NULL : o->host;
 	if (rk_device_open(&d, &e, dev)) {
 		snprintf(why, why_len, "%s", rk_error_str(&e));
 		return RK_EXIT_LOST;
