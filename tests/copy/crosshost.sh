@@ -1,8 +1,8 @@
 #!/bin/sh
-# rk copy of 64 MiB of random data from host A to rk serve on host B
-# (scripts/softroce run --hosts 2), then 32 MiB of it striped over two
+# rk copy of 32 MiB of random data from host A to rk serve on host B
+# (scripts/softroce run --hosts 2), then 16 MiB of it striped over two
 # lanes (--num-qp 2); both sides' SHA-256 must agree.
-# Default chunk size (1 MiB) and depth: the emulated wire moves ~3 MB/s.
+# Default chunk size (1 MiB) and depth.
 set -eu
 RK=${RK_BUILD:?}/tools/rk/rk
 port=7915
@@ -12,7 +12,7 @@ src=$(mktemp "$t/rkcopy-src.XXXXXX")
 log=$(mktemp "$t/rkcopy-log.XXXXXX")
 json=$(mktemp "$t/rkcopy-json.XXXXXX")
 trap 'rm -f "$src" "$src.32" "$log" "$json"' EXIT
-head -c $((64 << 20)) /dev/urandom >"$src"
+head -c $((32 << 20)) /dev/urandom >"$src"
 "$RK_SOFTROCE" peer -- sh -c "b=\${TMPDIR:-/tmp}; mkdir -p \$b/rkcopy-dst && echo \$\$ >\$b/rkcopy-srv.pid && exec timeout 500 $RK serve --dir \$b/rkcopy-dst --addr $RK_PEER_ADDR --port $port --idle 30" >"$log" 2>&1 &
 server=$!
 i=0
@@ -24,7 +24,7 @@ done
 "$RK" copy --json "$src" "$RK_PEER_ADDR:$port:big.bin" | tee "$json"
 want=$(sha256sum "$src" | cut -d' ' -f1)
 got=$("$RK_SOFTROCE" peer -- sh -c 'sha256sum "${TMPDIR:-/tmp}/rkcopy-dst/big.bin"' | cut -d' ' -f1)
-head -c $((32 << 20)) "$src" >"$src.32"
+head -c $((16 << 20)) "$src" >"$src.32"
 "$RK" copy -q --num-qp 2 "$src.32" "$RK_PEER_ADDR:$port:lanes.bin" || { echo "crosshost: --num-qp 2 failed" >&2; exit 1; }
 want2=$(sha256sum "$src.32" | cut -d' ' -f1)
 got2=$("$RK_SOFTROCE" peer -- sh -c 'sha256sum "${TMPDIR:-/tmp}/rkcopy-dst/lanes.bin"' | cut -d' ' -f1)

@@ -77,7 +77,7 @@ static int by_name(const void *a, const void *b)
 static void expect(const char *srcs, const char *dest, int recursive, const char *want)
 {
 	char *argv[8], buf[256], got[512] = "", why[256] = "";
-	char *names[32];
+	char *names[32] = {0};
 	struct cp_plan p;
 	int n = 0;
 
