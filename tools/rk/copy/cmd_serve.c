@@ -125,7 +125,7 @@ static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int
 			return;
 		}
 		snprintf(text, sizeof(text), "%s", rk_cm_request_peer(req));
-		if (cp_session_join(req, lane, h->token)) /* req is gone now */
+		if (cp_session_join(srv, req, lane, h->token)) /* req is gone now */
 			fprintf(stderr, "rk serve: %s: refused a lane for an unknown session\n",
 				text);
 		return;
@@ -272,12 +272,18 @@ int rk_cmd_serve(int argc, char **argv)
 	srv.idle_ms = (int)idle * 1000;
 	srv.stop = &stop;
 	atomic_init(&srv.active, 0);
+	if (cp_server_registry_init(&srv)) {
+		fprintf(stderr, "rk serve: cannot set up the lane registry\n");
+		close(srv.rootfd);
+		return RK_EXIT_FAILURE;
+	}
 
 	dopts.name = dev_name ? dev_name : (addr ? NULL : getenv("RK_DEV"));
 	dopts.addr = addr;
 	/* Given neither, the only device; with several the error names them. */
 	if (rk_device_open(&dopts, &err, &srv.dev)) {
 		cli_report("serve", "opening the RDMA device", &err);
+		cp_server_registry_fini(&srv);
 		close(srv.rootfd);
 		return RK_EXIT_FAILURE;
 	}
@@ -345,6 +351,7 @@ out:
 		usleep(50000);
 	}
 	rk_device_close(srv.dev);
+	cp_server_registry_fini(&srv);
 	close(srv.rootfd);
 	printf("rk serve: stopped\n");
 	return rc;

@@ -82,7 +82,7 @@ struct session {
 	struct pending pend[CP_MAX_SLOTS];
 	uint8_t slot_pending[CP_MAX_SLOTS];
 	uint32_t next_seq;
-	/* Joining lanes: set by the listener thread under reg_mu. */
+	/* Joining lanes: set by the listener thread under srv->reg_mu. */
 	uint8_t key[CP_KEY_LEN];
 	struct rk_cm_request *joins[CP_MAX_LANES];
 	uint32_t claimed; /* lanes handed over so far (bit per lane) */
@@ -99,12 +99,21 @@ struct session {
 };
 
 /*
- * Sessions that accept lanes, for cp_session_join (listener thread). A
- * session is registered once it has sent WELCOME (so has a key) and
- * unregistered before it is freed; both under reg_mu.
+ * The server's sessions that accept lanes (srv->reg_head), for
+ * cp_session_join on the listener thread. A session is registered once it
+ * has sent WELCOME (so has a key) and unregistered before it is freed;
+ * both under srv->reg_mu.
  */
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct session *reg_head;
+int cp_server_registry_init(struct cp_server *srv)
+{
+	srv->reg_head = NULL;
+	return -pthread_mutex_init(&srv->reg_mu, NULL);
+}
+
+void cp_server_registry_fini(struct cp_server *srv)
+{
+	pthread_mutex_destroy(&srv->reg_mu);
+}
 
 static void slog(const struct session *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -296,11 +305,11 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 		return -EPROTO;
 	s->hello_done = 1;
 	if (s->want_lanes > 1) {
-		pthread_mutex_lock(&reg_mu);
-		s->reg_next = reg_head;
-		reg_head = s;
+		pthread_mutex_lock(&s->srv->reg_mu);
+		s->reg_next = s->srv->reg_head;
+		s->srv->reg_head = s;
 		s->registered = 1;
-		pthread_mutex_unlock(&reg_mu);
+		pthread_mutex_unlock(&s->srv->reg_mu);
 	}
 	return send_msg(s, 0, msg, (size_t)n, err);
 }
@@ -428,10 +437,10 @@ static int take_joins(struct session *s, struct rk_error *err)
 
 	if (read(s->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return -errno;
-	pthread_mutex_lock(&reg_mu);
+	pthread_mutex_lock(&s->srv->reg_mu);
 	memcpy(reqs, s->joins, sizeof(reqs));
 	memset(s->joins, 0, sizeof(s->joins));
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&s->srv->reg_mu);
 	for (unsigned l = 1; l < CP_MAX_LANES; l++) {
 		struct rk_conn_opts o = conn_opts(s);
 		struct rk_conn *conn = NULL;
@@ -538,9 +547,9 @@ static int serve(struct session *s, struct rk_error *err)
 /* Leave the registry; lanes handed over but not taken are refused. */
 static void unregister(struct session *s)
 {
-	pthread_mutex_lock(&reg_mu);
+	pthread_mutex_lock(&s->srv->reg_mu);
 	if (s->registered) {
-		struct session **pp = &reg_head;
+		struct session **pp = &s->srv->reg_head;
 
 		while (*pp && *pp != s)
 			pp = &(*pp)->reg_next;
@@ -553,7 +562,7 @@ static void unregister(struct session *s)
 			rk_cm_request_reject(s->joins[l], RK_REJECT_APP, "session is over", NULL);
 		s->joins[l] = NULL;
 	}
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&s->srv->reg_mu);
 }
 
 static void session_free(struct session *s)
@@ -666,18 +675,19 @@ reject:
 	return r;
 }
 
-int cp_session_join(struct rk_cm_request *req, unsigned lane, const uint8_t *key)
+int cp_session_join(struct cp_server *srv, struct rk_cm_request *req, unsigned lane,
+		    const uint8_t *key)
 {
 	struct session *found = NULL;
 	uint64_t one = 1;
 
-	pthread_mutex_lock(&reg_mu);
+	pthread_mutex_lock(&srv->reg_mu);
 	/* Compare with every session, in constant time each: no early exit. */
-	for (struct session *s = reg_head; s; s = s->reg_next)
+	for (struct session *s = srv->reg_head; s; s = s->reg_next)
 		if (cp_token_equal(s->key, key, CP_KEY_LEN))
 			found = s;
 	if (!found || lane >= found->want_lanes || (found->claimed & 1u << lane)) {
-		pthread_mutex_unlock(&reg_mu);
+		pthread_mutex_unlock(&srv->reg_mu);
 		rk_cm_request_reject(req, RK_REJECT_APP, "no such session or lane", NULL);
 		return -ENOENT;
 	}
@@ -687,7 +697,7 @@ int cp_session_join(struct rk_cm_request *req, unsigned lane, const uint8_t *key
 		/* Cannot happen with an eventfd below its maximum; the session
 		 * still finds the request on its next wake-up. */
 	}
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&srv->reg_mu);
 	return 0;
 }
 

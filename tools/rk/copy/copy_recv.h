@@ -23,6 +23,7 @@
 #ifndef RK_COPY_RECV_H
 #define RK_COPY_RECV_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -32,7 +33,9 @@
 
 #define CP_SERVE_MAX_OPEN 128u /* largest --max-open */
 
-/* What every session shares; read-only while sessions run (but @active). */
+struct session; /* copy_recv.c's own */
+
+/* What every session shares; read-only while sessions run (but @active and the registry). */
 struct cp_server {
 	struct rk_device *dev;
 	int rootfd; /* the served directory, O_DIRECTORY */
@@ -44,7 +47,20 @@ struct cp_server {
 	int idle_ms;	   /* end a session that moves nothing for this long */
 	atomic_int *stop;  /* set on SIGINT/SIGTERM */
 	atomic_int active; /* sessions running */
+	/*
+	 * Sessions that take more lanes (cp_session_join), this server's alone:
+	 * two servers in one process never see each other's. reg_mu is set up
+	 * by cp_server_registry_init, before the first session.
+	 */
+	pthread_mutex_t reg_mu;
+	struct session *reg_head;
 };
+
+/* cp_server_registry_init - an empty lane registry in @srv; 0 or a negative errno. */
+int cp_server_registry_init(struct cp_server *srv);
+
+/* cp_server_registry_fini - release it, once no session runs. */
+void cp_server_registry_fini(struct cp_server *srv);
 
 /*
  * cp_session_fds - the most file descriptors one session holds with
@@ -72,11 +88,12 @@ int cp_session_start(struct cp_server *srv, struct rk_cm_request *req);
 
 /*
  * cp_session_join - hand the connect request of lane @lane (1..) to the
- * running session whose key is @key (CP_KEY_LEN bytes, compared in
+ * running session of @srv whose key is @key (CP_KEY_LEN bytes, compared in
  * constant time); that session's thread accepts it. Rejects @req and
  * returns -ENOENT when no session has that key or the lane is not expected
  * or taken. Takes ownership of @req. Called from the listener thread.
  */
-int cp_session_join(struct rk_cm_request *req, unsigned lane, const uint8_t *key);
+int cp_session_join(struct cp_server *srv, struct rk_cm_request *req, unsigned lane,
+		    const uint8_t *key);
 
 #endif
