@@ -147,15 +147,19 @@ static void post_recv(struct side *s, uint32_t i, int with_buffer)
  * The CM channel does say it: when a process with a connected rdma_cm id
  * exits, its kernel disconnects, and our side gets DISCONNECTED. Look there
  * (a poll() that does not wait) every CM_CHECK_NS while spinning.
+ *
+ * A peer that sends its last message and disconnects at once is not gone
+ * mid-run: that message completed here before its DISCONNECTED came (the
+ * peer's send completed only once our side had received it), but it may
+ * have done so just after our last look at the CQ. So on a CM event, look
+ * at the CQ once more, and leave the event to whoever waits for it.
  */
 #define CM_CHECK_NS 1000000ull
 
-static void check_peer(struct side *s)
+static void peer_gone(struct side *s)
 {
 	struct rdma_cm_event *ev;
 
-	if (!ex_wait_fd(s->cm->fd, 0))
-		return;
 	if (rdma_get_cm_event(s->cm, &ev))
 		ex_die_errno("rdma_get_cm_event");
 	ex_die("the peer went away mid-run (%s)", rdma_event_str(ev->event));
@@ -173,7 +177,12 @@ static void poll_one(struct side *s, struct ibv_cq *cq, struct ibv_wc *wc)
 		if (now > deadline)
 			ex_die("no completion within %d ms: is the peer alive?", TIMEOUT_MS);
 		if (now > next_check) {
-			check_peer(s);
+			if (ex_wait_fd(s->cm->fd, 0)) {
+				n = ibv_poll_cq(cq, 1, wc);
+				if (n)
+					break;
+				peer_gone(s);
+			}
 			next_check = now + CM_CHECK_NS;
 		}
 	}
