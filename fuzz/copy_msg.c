@@ -119,6 +119,10 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 
 	n = cp_hello_encode(&h, buf, sizeof(buf));
 	emit("hello", buf, (size_t)n);
+	h.flags |= CP_F_REPLACES;
+	memcpy(h.replaces, w.key, CP_KEY_LEN);
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	emit("hello-replaces", buf, (size_t)n);
 	n = cp_welcome_encode(&w, buf, sizeof(buf));
 	emit("welcome", buf, (size_t)n);
 	c.res[0] = (struct cp_result){.file_id = 1, .kind = CP_RES_READY, .offset = 4096};

@@ -19,6 +19,12 @@
  *	disk) or the XXH3-128 of any of its 4 KiB-aligned prefixes, whole or
  *	either half.
  *
+ *   copy_abuse replace ADDR PORT NAME
+ *	Session A begins NAME and holds it. Session B, with CP_F_REPLACES and
+ *	a key of its own making, must find NAME busy (a guessed key ends
+ *	nobody's session). Session C, with A's key, must get NAME READY, and
+ *	A must have been disconnected by then.
+ *
  * RK_DEV names the device. Exit 0 when the server behaved.
  */
 #include <errno.h>
@@ -117,7 +123,9 @@ static int recv_msg(struct cl *c, void *out, int timeout_ms)
 	return 0;
 }
 
-static int session_open(struct cl *c, const char *addr, const char *port, uint16_t flags)
+/* A session; with @replaces (CP_KEY_LEN bytes) it asks to replace that one. */
+static int session_open(struct cl *c, const char *addr, const char *port, uint16_t flags,
+			const uint8_t *replaces)
 {
 	struct rk_hello h = {.app_id = CP_APP_ID, .app_arg = cp_lane_arg(0)};
 	struct rk_cm_connect_opts co = {.host = addr, .port = port, .hello = &h};
@@ -127,6 +135,10 @@ static int session_open(struct cl *c, const char *addr, const char *port, uint16
 	struct rk_error e;
 	int n;
 
+	if (replaces) {
+		hello.flags |= CP_F_REPLACES;
+		memcpy(hello.replaces, replaces, CP_KEY_LEN);
+	}
 	o.name = getenv("RK_DEV");
 	o.addr = o.name ? NULL : addr;
 	if (rk_device_open(&o, &e, &c->dev) ||
@@ -422,30 +434,117 @@ static int do_oracle(struct cl *c, const char *name, uint64_t size, int nsecret,
 	return bad;
 }
 
+/* BEGIN (WAIT) @name as file 1: the result's code, 0 for READY, -1 when the session is gone. */
+static int begin_one(struct cl *c, const char *name)
+{
+	struct cp_rec r = {.type = CP_REC_BEGIN,
+			   .flags = CP_BEGIN_WAIT,
+			   .file_id = 1,
+			   .a = 1u << 20,
+			   .b = 0644,
+			   .name = name,
+			   .name_len = (uint16_t)strlen(name)};
+	struct cp_slot_writer w;
+	struct cp_credit cr;
+
+	slot_begin(c, &w);
+	cp_slot_add(&w, &r);
+	if (slot_roundtrip(c, &w, 0, &cr) || cr.nres != 1)
+		return -1;
+	return cr.res[0].kind == CP_RES_READY ? 0 : cr.res[0].code;
+}
+
+static int do_replace(const char *addr, const char *port, const char *name)
+{
+	struct cl a = {0}, b = {0}, c = {0};
+	uint8_t guess[CP_KEY_LEN];
+	struct rk_error e;
+	int r, bad = 1, st = RK_CONN_CONNECTED;
+
+	if (session_open(&a, addr, port, 0, NULL) || begin_one(&a, name) != 0) {
+		fprintf(stderr, "copy_abuse replace: A could not begin %s\n", name);
+		goto out;
+	}
+	random_bytes(guess, sizeof(guess));
+	if (session_open(&b, addr, port, CP_F_RESUME, guess)) {
+		fprintf(stderr, "copy_abuse replace: B (a guessed key) was not welcomed\n");
+		goto out;
+	}
+	r = begin_one(&b, name);
+	if (r != CP_E_BUSY) {
+		fprintf(stderr, "copy_abuse replace: B (a guessed key) got %s, not busy\n",
+			r < 0 ? "no answer"
+			: r   ? cp_code_str((uint16_t)r)
+			      : "READY");
+		goto out;
+	}
+	if (bye(&b))
+		goto out;
+	if (session_open(&c, addr, port, CP_F_RESUME, a.w.key)) {
+		fprintf(stderr, "copy_abuse replace: C (A's key) was not welcomed\n");
+		goto out;
+	}
+	r = begin_one(&c, name);
+	if (r != 0) {
+		fprintf(stderr, "copy_abuse replace: C (A's key) got %s, not READY\n",
+			r < 0 ? "no answer" : cp_code_str((uint16_t)r));
+		goto out;
+	}
+	/* A was ended before C's WELCOME; its DREQ may take a moment to arrive. */
+	for (int i = 0; i < 50 && st == RK_CONN_CONNECTED; i++) {
+		st = rk_conn_progress(a.conn, 0, &e);
+		if (st == RK_CONN_CONNECTED)
+			usleep(100000);
+	}
+	if (st == RK_CONN_CONNECTED) {
+		fprintf(stderr, "copy_abuse replace: A is still connected\n");
+		goto out;
+	}
+	{
+		struct cp_rec ab = {.type = CP_REC_ABORT, .file_id = 1};
+		struct cp_slot_writer w;
+		struct cp_credit cr;
+
+		slot_begin(&c, &w);
+		cp_slot_add(&w, &ab);
+		if (slot_roundtrip(&c, &w, 0, &cr) || bye(&c))
+			goto out;
+	}
+	printf("replace: a guessed key: busy; A's key: READY, A disconnected\n");
+	bad = 0;
+out:
+	session_close(&c);
+	session_close(&b);
+	session_close(&a);
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	struct cl c = {0};
 	int rc = 2;
 
 	if (argc >= 7 && !strcmp(argv[1], "open")) {
-		if (!session_open(&c, argv[2], argv[3], 0))
+		if (!session_open(&c, argv[2], argv[3], 0, NULL))
 			rc = do_open(&c, argv[4], (unsigned)strtoul(argv[5], NULL, 10), argv[6]);
 		else
 			rc = 1;
 	} else if (argc >= 6 && !strcmp(argv[1], "idle")) {
-		if (!session_open(&c, argv[2], argv[3], 0))
+		if (!session_open(&c, argv[2], argv[3], 0, NULL))
 			rc = do_idle(&c, (unsigned)strtoul(argv[4], NULL, 10),
 				     (unsigned)strtoul(argv[5], NULL, 10));
 		else
 			rc = 1;
 	} else if (argc >= 7 && !strcmp(argv[1], "oracle")) {
-		if (!session_open(&c, argv[2], argv[3], CP_F_RESUME))
+		if (!session_open(&c, argv[2], argv[3], CP_F_RESUME, NULL))
 			rc = do_oracle(&c, argv[4], strtoull(argv[5], NULL, 0), argc - 6, argv + 6);
 		else
 			rc = 1;
+	} else if (argc >= 5 && !strcmp(argv[1], "replace")) {
+		rc = do_replace(argv[2], argv[3], argv[4]);
 	} else {
-		fprintf(stderr,
-			"usage: copy_abuse open|idle|oracle ADDR PORT ... (see the source)\n");
+		fprintf(stderr, "usage: copy_abuse open|idle|oracle|replace ADDR PORT ... (see the "
+				"source)\n");
 	}
 	session_close(&c);
 	return rc;

@@ -61,4 +61,14 @@ cmp "$W/big.bin" "$D/big.bin" || fail "resumed file differs (server kill)"
 # 3. --resume with the file already complete: up to date, nothing sent.
 "$RK" copy --resume "$W/big.bin" "$RK_ADDR:$port:" >"$W/out" || fail "resume of a complete file"
 grep -q "up to date" "$W/out" || fail "not reported up to date: $(cat "$W/out")"
+
+# 4. A client back after a loss the server has not seen (its QP failed and
+# its DREQ was lost too) names its previous session by the key WELCOME
+# gave it; the server ends that session, so the files it held are not
+# busy. A key the client made up ends nobody's session.
+"$RK_BUILD/tests/copy/copy_abuse" replace "$RK_ADDR" $port held.bin >"$W/replace.out" 2>&1 ||
+	fail "replace: $(cat "$W/replace.out")"
+cat "$W/replace.out"
+server_log | grep -q "replaced by a new connection of the same client" ||
+	fail "the server did not log the replaced session"
 echo "copy resume: ok"

@@ -27,6 +27,14 @@ static void hello_roundtrip(void **state)
 	assert_int_equal(g.depth, 8);
 	assert_int_equal(g.flags, CP_F_RESUME);
 	assert_int_equal(g.lanes, 4);
+	/* a session that replaces another carries its key */
+	h.flags = CP_F_RESUME | CP_F_REPLACES;
+	memset(h.replaces, 0xa5, sizeof(h.replaces));
+	h.replaces[0] = 0;
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), 0);
+	assert_int_equal(g.flags, CP_F_RESUME | CP_F_REPLACES);
+	assert_memory_equal(g.replaces, h.replaces, CP_KEY_LEN);
 }
 
 static void hello_bad(void **state)
@@ -70,6 +78,11 @@ static void hello_bad(void **state)
 	n = cp_hello_encode(&h, buf, sizeof(buf));
 	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), -EBADMSG);
 	h.lanes = 1;
+	/* a key without CP_F_REPLACES */
+	h.replaces[3] = 1;
+	n = cp_hello_encode(&h, buf, sizeof(buf));
+	assert_int_equal(cp_hello_decode(buf, (size_t)n, &g), -EBADMSG);
+	h.replaces[3] = 0;
 	/* a HELLO is not a WELCOME */
 	n = cp_hello_encode(&h, buf, sizeof(buf));
 	{

@@ -7,7 +7,8 @@
  *
  *  1. Control messages (SEND): a 12-byte header {magic "RKCP", u8 version,
  *     u8 type, u16 zero, u32 payload length} then the payload. The client
- *     sends one, HELLO (chunk size, depth, flags, lanes); everything else
+ *     sends one, HELLO (chunk size, depth, flags, lanes, the key of the
+ *     session it replaces after a reconnect); everything else
  *     flows server -> client: WELCOME (the ring and a session key), CREDIT
  *     (a slot given back plus per-file results), ERROR (fatal, with text).
  *
@@ -57,7 +58,7 @@
 
 #define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
 #define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
-#define CP_VERSION    4		  /* 3: resume by proof, results without hashes; 4: CP_BEGIN_INTO */
+#define CP_VERSION    5		  /* 3: resume by proof; 4: CP_BEGIN_INTO; 5: CP_F_REPLACES */
 #define CP_APP_ID     0x524b4350u /* rdma_cm hello app_id of rk copy */
 
 #define CP_MSG_HDR	12
@@ -88,13 +89,23 @@ enum cp_msg_type {
 /* Session flags (HELLO). */
 #define CP_F_FORCE  (1u << 0) /* overwrite existing files */
 #define CP_F_RESUME (1u << 1) /* continue from verified temporary files */
-#define CP_F_ALL    (CP_F_FORCE | CP_F_RESUME)
+/*
+ * This session takes over from the client's previous one, named by the
+ * key its WELCOME gave (cp_hello.replaces): after a lost connection the
+ * server may not have noticed yet (the client's QP failed, the DREQ was
+ * lost too), and until it does, that session holds the locks of the files
+ * it was writing. The key is a secret only the client and the server hold,
+ * so it proves the old session was this client's.
+ */
+#define CP_F_REPLACES (1u << 2)
+#define CP_F_ALL      (CP_F_FORCE | CP_F_RESUME | CP_F_REPLACES)
 
 struct cp_hello {
 	uint32_t chunk;
 	uint16_t depth;
 	uint16_t flags;
-	uint16_t lanes; /* 1..CP_MAX_LANES connections in this session */
+	uint16_t lanes;		      /* 1..CP_MAX_LANES connections in this session */
+	uint8_t replaces[CP_KEY_LEN]; /* with CP_F_REPLACES; else all zero */
 };
 
 /* cp_slot_stride - a ring slot's bytes: its header block, then @chunk data rounded up to 4 KiB. */

@@ -24,6 +24,12 @@
  * loop. Slots may then arrive out of sequence; they wait in a small
  * reorder window (never larger than the ring) and are handled strictly in
  * sequence, so everything below sees the same order as with one lane.
+ *
+ * The same registry lets a reconnecting client end its previous session
+ * (CP_F_REPLACES with that session's key): a client whose QP failed under
+ * loss may be back before this side has seen anything (its DREQ lost too,
+ * no more completions), and until the old session ends it holds the locks
+ * of the files it was writing, so the resumed copy would find them busy.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -56,6 +63,7 @@
 #define ACCEPT_MS     5000
 #define SEND_TAG      (1ull << 32)
 #define BYE_LINGER_NS 2000000000ull
+#define REPLACE_MS    5000 /* the most a new session waits for the one it replaces */
 
 /* One connection of the session and its receive buffers. */
 struct lane {
@@ -88,6 +96,7 @@ struct session {
 	uint32_t claimed; /* lanes handed over so far (bit per lane) */
 	int evfd, registered;
 	struct session *reg_next;
+	atomic_int replaced; /* a new session of the same client took over: end */
 	uint32_t chunk;
 	uint16_t nslots, flags;
 	size_t stride;
@@ -99,19 +108,36 @@ struct session {
 };
 
 /*
- * The server's sessions that accept lanes (srv->reg_head), for
- * cp_session_join on the listener thread. A session is registered once it
- * has sent WELCOME (so has a key) and unregistered before it is freed;
- * both under srv->reg_mu.
+ * The server's sessions by key (srv->reg_head): for cp_session_join on the
+ * listener thread and for a session that replaces another. A session is
+ * registered once it has sent WELCOME (so has a key) and unregistered
+ * once its files are closed, before it is freed; both under srv->reg_mu,
+ * and unregistering wakes srv->reg_cv (a replacing session waits on it).
  */
 int cp_server_registry_init(struct cp_server *srv)
 {
+	pthread_condattr_t ca;
+	int r;
+
 	srv->reg_head = NULL;
-	return -pthread_mutex_init(&srv->reg_mu, NULL);
+	r = pthread_mutex_init(&srv->reg_mu, NULL);
+	if (r)
+		return -r;
+	r = pthread_condattr_init(&ca);
+	if (!r) {
+		r = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		if (!r)
+			r = pthread_cond_init(&srv->reg_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	if (r)
+		pthread_mutex_destroy(&srv->reg_mu);
+	return -r;
 }
 
 void cp_server_registry_fini(struct cp_server *srv)
 {
+	pthread_cond_destroy(&srv->reg_cv);
 	pthread_mutex_destroy(&srv->reg_mu);
 }
 
@@ -246,6 +272,52 @@ static int slot_arrived(struct session *s, unsigned lane, uint32_t imm, uint32_t
 }
 
 /* HELLO: size the ring to the client's chunk and depth, within our limit. */
+/* The registered session whose key is @key, or NULL; under reg_mu. */
+static struct session *find_session(struct cp_server *srv, const uint8_t *key)
+{
+	struct session *found = NULL;
+
+	/* Compare with every session, in constant time each: no early exit. */
+	for (struct session *s = srv->reg_head; s; s = s->reg_next)
+		if (cp_token_equal(s->key, key, CP_KEY_LEN))
+			found = s;
+	return found;
+}
+
+/*
+ * CP_F_REPLACES: tell the session @key names to end, and wait until it has
+ * closed its files (it leaves the registry then), at most REPLACE_MS. A
+ * key that names no session is no error: it ended already, and what it
+ * held is free. Should the old session not end in time, its files are
+ * refused as busy and the client tries them again later.
+ */
+static void replace_session(struct session *s, const uint8_t *key)
+{
+	struct cp_server *srv = s->srv;
+	struct timespec dl;
+	uint64_t one = 1;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += REPLACE_MS / 1000;
+	pthread_mutex_lock(&srv->reg_mu);
+	for (;;) {
+		struct session *old = find_session(srv, key);
+
+		if (!old)
+			break;
+		if (!atomic_exchange(&old->replaced, 1)) {
+			slog(s, "replaces this client's session from %s", old->peer);
+			if (write(old->evfd, &one, sizeof(one)) < 0) {
+				/* Cannot fail below the eventfd's maximum; the
+				 * old session also checks on its next wake-up. */
+			}
+		}
+		if (pthread_cond_timedwait(&srv->reg_cv, &srv->reg_mu, &dl) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&srv->reg_mu);
+}
+
 static int handle_hello(struct session *s, const void *buf, uint32_t len, struct rk_error *err)
 {
 	struct cp_welcome w = {0};
@@ -260,6 +332,8 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	}
 	if (cp_hello_decode(buf, len, &h))
 		return -EPROTO;
+	if (h.flags & CP_F_REPLACES)
+		replace_session(s, h.replaces);
 	s->chunk = s->fs.chunk = h.chunk;
 	s->flags = s->fs.flags = h.flags;
 	s->want_lanes = h.lanes;
@@ -304,13 +378,11 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	if (n < 0)
 		return -EPROTO;
 	s->hello_done = 1;
-	if (s->want_lanes > 1) {
-		pthread_mutex_lock(&s->srv->reg_mu);
-		s->reg_next = s->srv->reg_head;
-		s->srv->reg_head = s;
-		s->registered = 1;
-		pthread_mutex_unlock(&s->srv->reg_mu);
-	}
+	pthread_mutex_lock(&s->srv->reg_mu);
+	s->reg_next = s->srv->reg_head;
+	s->srv->reg_head = s;
+	s->registered = 1;
+	pthread_mutex_unlock(&s->srv->reg_mu);
 	return send_msg(s, 0, msg, (size_t)n, err);
 }
 
@@ -501,6 +573,8 @@ static int serve(struct session *s, struct rk_error *err)
 			return 0;
 		if (atomic_load(s->srv->stop))
 			return -ESHUTDOWN;
+		if (atomic_load(&s->replaced))
+			return -ECANCELED;
 		if (!s->hello_done && cli_now_ns() - last > (uint64_t)HELLO_MS * 1000000)
 			return -ETIMEDOUT;
 		if (cli_now_ns() - s->progress_ns > (uint64_t)s->srv->idle_ms * 1000000)
@@ -544,7 +618,10 @@ static int serve(struct session *s, struct rk_error *err)
 	}
 }
 
-/* Leave the registry; lanes handed over but not taken are refused. */
+/*
+ * Leave the registry; lanes handed over but not taken are refused, and a
+ * session waiting to replace this one is woken.
+ */
 static void unregister(struct session *s)
 {
 	pthread_mutex_lock(&s->srv->reg_mu);
@@ -556,6 +633,7 @@ static void unregister(struct session *s)
 		if (*pp)
 			*pp = s->reg_next;
 		s->registered = 0;
+		pthread_cond_broadcast(&s->srv->reg_cv);
 	}
 	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
 		if (s->joins[l])
@@ -567,8 +645,9 @@ static void unregister(struct session *s)
 
 static void session_free(struct session *s)
 {
-	unregister(s);
+	/* Files first: a replacing session waits until their locks are free. */
 	cp_files_close(&s->fs);
+	unregister(s);
 	for (unsigned l = CP_MAX_LANES; l-- > 0;) {
 		rk_conn_destroy(s->lanes[l].conn);
 		rk_mr_dereg(s->lanes[l].rbufs);
@@ -609,6 +688,8 @@ static void *session_main(void *arg)
 			     s->srv->idle_ms / 1000);
 		else if (r == -ESHUTDOWN)
 			slog(s, "server shutting down");
+		else if (r == -ECANCELED)
+			slog(s, "replaced by a new connection of the same client; closed");
 		else if (r == -EPROTO)
 			slog(s, "protocol error; connection closed");
 		else
@@ -678,14 +759,11 @@ reject:
 int cp_session_join(struct cp_server *srv, struct rk_cm_request *req, unsigned lane,
 		    const uint8_t *key)
 {
-	struct session *found = NULL;
+	struct session *found;
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&srv->reg_mu);
-	/* Compare with every session, in constant time each: no early exit. */
-	for (struct session *s = srv->reg_head; s; s = s->reg_next)
-		if (cp_token_equal(s->key, key, CP_KEY_LEN))
-			found = s;
+	found = find_session(srv, key);
 	if (!found || lane >= found->want_lanes || (found->claimed & 1u << lane)) {
 		pthread_mutex_unlock(&srv->reg_mu);
 		rk_cm_request_reject(req, RK_REJECT_APP, "no such session or lane", NULL);

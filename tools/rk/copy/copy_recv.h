@@ -48,11 +48,13 @@ struct cp_server {
 	atomic_int *stop;  /* set on SIGINT/SIGTERM */
 	atomic_int active; /* sessions running */
 	/*
-	 * Sessions that take more lanes (cp_session_join), this server's alone:
-	 * two servers in one process never see each other's. reg_mu is set up
+	 * Sessions by key, for lanes that join (cp_session_join) and sessions
+	 * that replace one (CP_F_REPLACES); this server's alone: two servers
+	 * in one process never see each other's. reg_mu and reg_cv are set up
 	 * by cp_server_registry_init, before the first session.
 	 */
 	pthread_mutex_t reg_mu;
+	pthread_cond_t reg_cv; /* broadcast when a session leaves the registry */
 	struct session *reg_head;
 };
 

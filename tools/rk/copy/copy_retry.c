@@ -166,6 +166,14 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		st->depth = o->depth;
 		st->ack_timeout = o->ack_timeout;
 		rc = cp_send(o, plan, &fate, why, why_len);
+		/*
+		 * The next session names this one, so that the server ends it
+		 * and frees its files at once rather than after --idle.
+		 */
+		if (fate.established) {
+			o->replacing = 1;
+			memcpy(o->replaces, fate.key, CP_KEY_LEN);
+		}
 		/* A later session may meet the previous one's lock on a file: try again. */
 		busy = st->reconnects && rc == RK_EXIT_OK && count_busy(plan);
 		if ((rc == RK_EXIT_OK && !busy) || (rc != RK_EXIT_OK && !fate.transport))

@@ -48,9 +48,11 @@ struct cp_retry_stats {
  * item is settled, a session ends for a reason other than the transport
  * (refused, protocol error, the server's ERROR), or the budget of @r is
  * spent: r->retries reconnects, or r->window_s seconds in which no session
- * moved any data. Sessions after the first run with CP_F_RESUME. A file the
- * server calls busy in a later session (the previous one not yet torn down
- * there) is tried again. Returns cp_send's code for the last session; @why
+ * moved any data. Sessions after the first run with CP_F_RESUME, and each
+ * after an established one with CP_F_REPLACES and its key, so the server
+ * ends that one (it may not have noticed the loss) and its file locks go
+ * with it. A file the server still calls busy in a later session is tried
+ * again. Returns cp_send's code for the last session; @why
  * says what ended it. Blocks; not thread-safe (uses o->progress).
  */
 int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_plan *plan,

@@ -1038,6 +1038,10 @@ static int connect_and_hello(struct sender *s)
 		hello.token_len = CP_TOKEN_LEN;
 		memcpy(hello.token, s->o->token, CP_TOKEN_LEN);
 	}
+	if (s->o->replacing) {
+		h.flags |= CP_F_REPLACES;
+		memcpy(h.replaces, s->o->replaces, CP_KEY_LEN);
+	}
 	if (lane_init(s, 0) || lane_connect(s, 0, &hello))
 		return -1;
 	n = cp_hello_encode(&h, rk_mr_addr(s->hello), CP_MSG_MAX);
@@ -1132,6 +1136,8 @@ out:
 	r = s.fatal;
 	fate->transport = s.fatal == RK_EXIT_LOST && s.transport;
 	fate->established = s.welcomed;
+	if (s.welcomed)
+		memcpy(fate->key, s.w.key, CP_KEY_LEN);
 	fate->refused = s.refused;
 out_sync:
 	pthread_cond_destroy(&s.cv);

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "copy_plan.h"
 #include "copy_progress.h"
+#include "copy_proto.h"
 
 struct cp_send_opts {
 	const char *host, *port;
@@ -23,6 +24,9 @@ struct cp_send_opts {
 	unsigned flags;	     /* CP_F_FORCE, CP_F_RESUME */
 	int idle_ms;	     /* give up on a server silent this long */
 	uint8_t ack_timeout; /* QP ACK timeout exponent (4.096 us * 2^n); 0: the library's */
+	/* With @replacing: the key of this client's previous session, which this one replaces. */
+	int replacing;
+	uint8_t replaces[CP_KEY_LEN];
 	struct cp_progress *progress;
 };
 
@@ -35,8 +39,9 @@ struct cp_send_fate {
 	 * ERROR from the server, local faults. A reconnect may cure these.
 	 */
 	int transport;
-	int established; /* the server welcomed the session (the data path was in use) */
-	int refused;	 /* the first lane's connect found nobody listening */
+	int established;	 /* the server welcomed the session (the data path was in use) */
+	int refused;		 /* the first lane's connect found nobody listening */
+	uint8_t key[CP_KEY_LEN]; /* the session's key, once established: what a next one replaces */
 };
 
 /*
