@@ -5,6 +5,12 @@
 #   rdma   needs an RDMA device: run inside scripts/softroce (make check does)
 #   rdma2  needs two hosts: run inside scripts/softroce run --hosts 2
 # Tests find the device and addresses in RK_DEV / RK_ADDR / RK_PEER_ADDR.
+#
+# The rdma label runs as many tests at once as the sandbox guest has CPUs
+# (scripts/check-rdma; two): each test listens on ports of its own, tests
+# that share ports hold a RESOURCE_LOCK, and tests that change the machine
+# (a device down, a second device) are RUN_SERIAL. COST starts the longest
+# first, so the two slots end together.
 enable_testing()
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 

@@ -4,7 +4,7 @@
 # one; both processes must end with no leak and no memory error. The
 # server is stopped with SIGTERM, its normal way out.
 . "$(dirname "$0")/lib.sh"
-port=7917
+port=7920
 vg="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect"
 vg="$vg --suppressions=$(dirname "$0")/../../examples/valgrind.supp"
 S=$W/src

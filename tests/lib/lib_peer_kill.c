@@ -151,8 +151,8 @@ int main(int argc, char **argv)
 	const char *addr = lt_env("RK_ADDR");
 
 	lt_prog = "lib_peer_kill";
-	survive(addr, "7501", 0);
-	survive(addr, "7502", 1);
+	survive(addr, "7497", 0);
+	survive(addr, "7498", 1);
 	printf("lib_peer_kill: all ok\n");
 	return 0;
 }
