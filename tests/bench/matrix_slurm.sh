@@ -19,8 +19,12 @@ RK=${RK_BUILD:?}/tools/rk/rk
 [ -n "${RK_PEER_ADDR:-}" ] || { echo "matrix_slurm: needs scripts/softroce run --hosts 2" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 node="$here/matrix_slurm_node.sh"
-# Shared by both hosts: the configuration, the key, the JSON documents.
-W=$(mktemp -d /tmp/rkmxslurm.XXXXXX)
+# Shared by both hosts: the configuration, the key, the JSON documents. In
+# the sandbox's job directory, which both guests mount uncached: the host's
+# / is cached in each guest, and a file one guest has just written there
+# can look short to the other (seen: host B's munged found the key "less
+# than 32 bytes").
+W=$(mktemp -d "${RK_PEER_DIR:?}/rkmxslurm.XXXXXX")
 export SLURM_CONF="$W/slurm.conf"
 peer() { "$RK_SOFTROCE" peer -- sh "$node" "$@"; }
 cleanup() {
