@@ -1,5 +1,5 @@
 /*
- * copy_msg.c - rk copy's control messages (HELLO, WELCOME, CREDIT, ERROR),
+ * copy_msg.c - rk copy's control messages (HELLO, WELCOME, CREDIT, ERROR, PULL),
  * the rdma_cm hello's lane argument and a slot's immediate.
  *
  * Asserts, for any bytes:
@@ -75,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cp_hello h;
 	struct cp_welcome w;
 	struct cp_credit c;
+	struct cp_pull p;
 	int type = cp_msg_peek(data, size), accepted = 0;
 
 	if (cp_hello_decode(data, size, &h) == 0) {
@@ -92,6 +93,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(type == CP_MSG_CREDIT);
 		FUZZ_CHECK(c.nres <= CP_MAX_RECORDS);
 		same_bytes(data, size, enc, cp_credit_encode(&c, enc, sizeof(enc)));
+		accepted++;
+	}
+	if (cp_pull_decode(data, size, &p) == 0) {
+		FUZZ_CHECK(type == CP_MSG_PULL);
+		FUZZ_CHECK(p.nsrc >= 1 && p.nsrc <= CP_PULL_MAX_SRC && p.dest_len <= CP_NAME_MAX);
+		for (unsigned i = 0; i < p.nsrc; i++)
+			FUZZ_CHECK(p.src_len[i] >= 1 && p.src_len[i] <= CP_NAME_MAX &&
+				   !memchr(p.src[i], 0, p.src_len[i]));
+		same_bytes(data, size, enc, cp_pull_encode(&p, enc, sizeof(enc)));
 		accepted++;
 	}
 	FUZZ_CHECK(accepted <= 1);
@@ -123,6 +133,20 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	memcpy(h.replaces, w.key, CP_KEY_LEN);
 	n = cp_hello_encode(&h, buf, sizeof(buf));
 	emit("hello-replaces", buf, (size_t)n);
+	{
+		struct cp_pull p = {.chunk = 1 << 20,
+				    .depth = 8,
+				    .flags = CP_F_RESUME,
+				    .options = CP_PULL_RECURSIVE,
+				    .nsrc = 2,
+				    .dest = "ckpt",
+				    .dest_len = 4,
+				    .src = {"data/", "run/step-100.bin"},
+				    .src_len = {5, 16}};
+
+		n = cp_pull_encode(&p, buf, sizeof(buf));
+		emit("pull", buf, (size_t)n);
+	}
 	n = cp_welcome_encode(&w, buf, sizeof(buf));
 	emit("welcome", buf, (size_t)n);
 	c.res[0] = (struct cp_result){.file_id = 1, .kind = CP_RES_READY, .offset = 4096};

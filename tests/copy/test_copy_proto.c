@@ -92,6 +92,87 @@ static void hello_bad(void **state)
 	}
 }
 
+static void pull_roundtrip_and_bad(void **state)
+{
+	struct cp_pull p = {.chunk = 1 << 20,
+			    .depth = 8,
+			    .flags = CP_F_RESUME,
+			    .options = CP_PULL_RECURSIVE,
+			    .nsrc = 2,
+			    .dest = "d",
+			    .dest_len = 1};
+	uint8_t buf[CP_MSG_MAX], big[CP_NAME_MAX + 1];
+	struct cp_pull g;
+	int n;
+
+	(void)state;
+	p.src[0] = "data/";
+	p.src_len[0] = 5;
+	p.src[1] = "ckpt.bin";
+	p.src_len[1] = 8;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(cp_msg_peek(buf, (size_t)n), CP_MSG_PULL);
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), 0);
+	assert_int_equal(g.chunk, p.chunk);
+	assert_int_equal(g.depth, 8);
+	assert_int_equal(g.flags, CP_F_RESUME);
+	assert_int_equal(g.options, CP_PULL_RECURSIVE);
+	assert_int_equal(g.nsrc, 2);
+	assert_int_equal(g.dest_len, 1);
+	assert_memory_equal(g.dest, "d", 1);
+	assert_int_equal(g.src_len[1], 8);
+	assert_memory_equal(g.src[1], "ckpt.bin", 8);
+	/* every truncation, and a byte too many */
+	for (int i = 0; i < n; i++)
+		assert_int_not_equal(cp_pull_decode(buf, (size_t)i, &g), 0);
+	assert_int_not_equal(cp_pull_decode(buf, (size_t)n + 1, &g), 0);
+	/* a NUL inside a name */
+	p.src[1] = "ck\0t.bin";
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
+	p.src[1] = "ckpt.bin";
+	/* an empty source; no sources; an unknown flag or option; CP_F_REPLACES */
+	p.src_len[1] = 0;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
+	p.src_len[1] = 8;
+	p.nsrc = 0;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
+	p.nsrc = 2;
+	p.options = 2;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
+	p.options = 0;
+	p.flags = CP_F_REPLACES;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
+	p.flags = 0;
+	/* a name over CP_NAME_MAX; sources that do not fit one message */
+	memset(big, 'a', sizeof(big));
+	p.src[0] = (const char *)big;
+	p.src_len[0] = CP_NAME_MAX + 1;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
+	p.src_len[0] = CP_NAME_MAX;
+	p.src[1] = (const char *)big;
+	p.src_len[1] = CP_NAME_MAX;
+	p.nsrc = 4;
+	p.src[2] = p.src[3] = (const char *)big;
+	p.src_len[2] = p.src_len[3] = CP_NAME_MAX;
+	assert_int_equal(cp_pull_encode(&p, buf, sizeof(buf)), -ENOSPC);
+	/* a PULL is no HELLO */
+	p.nsrc = 1;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_true(n > 0);
+	{
+		struct cp_hello h;
+
+		assert_int_not_equal(cp_hello_decode(buf, (size_t)n, &h), 0);
+	}
+}
+
 static void oversized(void **state)
 {
 	uint8_t *buf = calloc(1, CP_MSG_MAX * 2);
@@ -439,6 +520,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(hello_roundtrip),
 	    cmocka_unit_test(hello_bad),
+	    cmocka_unit_test(pull_roundtrip_and_bad),
 	    cmocka_unit_test(oversized),
 	    cmocka_unit_test(welcome_roundtrip_and_bounds),
 	    cmocka_unit_test(credit_roundtrip_and_bad),

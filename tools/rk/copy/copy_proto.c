@@ -93,6 +93,7 @@ int cp_msg_peek(const void *buf, size_t len)
 	case CP_MSG_WELCOME:
 	case CP_MSG_CREDIT:
 	case CP_MSG_ERROR:
+	case CP_MSG_PULL:
 		return p[5];
 	default:
 		return -EBADMSG;
@@ -239,6 +240,85 @@ int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c)
 			return -EBADMSG;
 	}
 	return 0;
+}
+
+/* PULL payload: chunk u32, depth u16, flags u16, options u8, zero u8, nsrc u16, dest (u16 + bytes),
+ * sources (u16 + bytes each). */
+#define PULL_FIXED 12
+
+static int pull_put(uint8_t *p, size_t *off, size_t cap, const char *s, uint16_t n)
+{
+	if (*off + 2 + n > cap)
+		return -ENOSPC;
+	rk_put16(p + *off, n);
+	memcpy(p + *off + 2, s, n);
+	*off += 2 + (size_t)n;
+	return 0;
+}
+
+int cp_pull_encode(const struct cp_pull *p, void *buf, size_t len)
+{
+	uint8_t *b = buf;
+	size_t off = CP_MSG_HDR + PULL_FIXED, cap = len < CP_MSG_MAX ? len : CP_MSG_MAX;
+
+	if (cap < off || p->nsrc > CP_PULL_MAX_SRC)
+		return -ENOSPC;
+	if (pull_put(b, &off, cap, p->dest, p->dest_len))
+		return -ENOSPC;
+	for (unsigned i = 0; i < p->nsrc; i++)
+		if (pull_put(b, &off, cap, p->src[i], p->src_len[i]))
+			return -ENOSPC;
+	if (msg_header(b, len, CP_MSG_PULL, off - CP_MSG_HDR))
+		return -ENOSPC;
+	rk_put32(b + 12, p->chunk);
+	rk_put16(b + 16, p->depth);
+	rk_put16(b + 18, p->flags);
+	b[20] = p->options;
+	b[21] = 0;
+	rk_put16(b + 22, p->nsrc);
+	return (int)off;
+}
+
+/* One length-prefixed string at *off of the @n-byte payload: 0 or -EBADMSG. */
+static int pull_get(const uint8_t *p, size_t n, size_t *off, size_t min, const char **s,
+		    uint16_t *slen)
+{
+	uint16_t l;
+
+	if (*off + 2 > n)
+		return -EBADMSG;
+	l = rk_get16(p + *off);
+	if (l < min || l > CP_NAME_MAX || *off + 2 + l > n || memchr(p + *off + 2, 0, l))
+		return -EBADMSG;
+	*s = (const char *)p + *off + 2;
+	*slen = l;
+	*off += 2 + (size_t)l;
+	return 0;
+}
+
+int cp_pull_decode(const void *buf, size_t len, struct cp_pull *p)
+{
+	size_t n, off = PULL_FIXED;
+	const uint8_t *b = payload(buf, len, CP_MSG_PULL, &n);
+
+	if (!b || n < PULL_FIXED)
+		return -EBADMSG;
+	memset(p, 0, sizeof(*p));
+	p->chunk = rk_get32(b);
+	p->depth = rk_get16(b + 4);
+	p->flags = rk_get16(b + 6);
+	p->options = b[8];
+	p->nsrc = rk_get16(b + 10);
+	if (p->chunk < CP_CHUNK_MIN || p->chunk > CP_CHUNK_MAX || p->depth == 0 ||
+	    (p->flags & ~(CP_F_FORCE | CP_F_RESUME)) || (p->options & ~CP_PULL_RECURSIVE) || b[9] ||
+	    p->nsrc == 0 || p->nsrc > CP_PULL_MAX_SRC)
+		return -EBADMSG;
+	if (pull_get(b, n, &off, 0, &p->dest, &p->dest_len))
+		return -EBADMSG;
+	for (unsigned i = 0; i < p->nsrc; i++)
+		if (pull_get(b, n, &off, 1, &p->src[i], &p->src_len[i]))
+			return -EBADMSG;
+	return off == n ? 0 : -EBADMSG;
 }
 
 int cp_error_encode(uint16_t code, const char *text, void *buf, size_t len)

@@ -84,6 +84,7 @@ enum cp_msg_type {
 	CP_MSG_WELCOME = 2, /* S->C: ring and limits */
 	CP_MSG_CREDIT = 3,  /* S->C: a slot back, results of its records */
 	CP_MSG_ERROR = 4,   /* S->C: fatal, code and text */
+	CP_MSG_PULL = 5,    /* C->S: what to fetch (a server with --read) */
 };
 
 /* Session flags (HELLO). */
@@ -106,6 +107,29 @@ struct cp_hello {
 	uint16_t flags;
 	uint16_t lanes;		      /* 1..CP_MAX_LANES connections in this session */
 	uint8_t replaces[CP_KEY_LEN]; /* with CP_F_REPLACES; else all zero */
+};
+
+/*
+ * PULL: the first message of a client that fetches (rk copy HOST:SRC
+ * DEST). The sources are paths under the served directory; the server
+ * expands them by the rules of a push (cp_plan_build) with @dest as the
+ * destination prefix, and sends what it planned as a pushing client
+ * would. Sources and dest point into the decoded buffer, are not
+ * NUL-terminated, hold no NUL, and are 1..CP_NAME_MAX bytes (dest 0..).
+ */
+#define CP_PULL_MAX_SRC	  64
+#define CP_PULL_RECURSIVE (1u << 0)
+
+struct cp_pull {
+	uint32_t chunk;
+	uint16_t depth;
+	uint16_t flags;	 /* CP_F_FORCE, CP_F_RESUME */
+	uint8_t options; /* CP_PULL_RECURSIVE */
+	uint16_t nsrc;	 /* 1..CP_PULL_MAX_SRC */
+	uint16_t dest_len;
+	const char *dest;
+	uint16_t src_len[CP_PULL_MAX_SRC];
+	const char *src[CP_PULL_MAX_SRC];
 };
 
 /* cp_slot_stride - a ring slot's bytes: its header block, then @chunk data rounded up to 4 KiB. */
@@ -243,6 +267,9 @@ int cp_welcome_encode(const struct cp_welcome *w, void *buf, size_t len);
 int cp_welcome_decode(const void *buf, size_t len, struct cp_welcome *w);
 int cp_credit_encode(const struct cp_credit *c, void *buf, size_t len);
 int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c);
+/* PULL: -ENOSPC when the sources do not fit one CP_MSG_MAX message. */
+int cp_pull_encode(const struct cp_pull *p, void *buf, size_t len);
+int cp_pull_decode(const void *buf, size_t len, struct cp_pull *p);
 int cp_error_encode(uint16_t code, const char *text, void *buf, size_t len);
 int cp_error_decode(const void *buf, size_t len, uint16_t *code, char *text, size_t text_len);
 
