@@ -161,14 +161,11 @@ static inline int fix_wc(struct rk_cq *cq, struct ibv_wc *wc)
 	return 0;
 }
 
-int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err)
+int rk_cq_take(struct rk_cq *cq, struct ibv_wc *wc, int n)
 {
-	int r, kept = 0;
+	int kept = 0;
 
-	r = ibv_poll_cq(cq->cq, n, wc);
-	if (r <= 0)
-		return r < 0 ? rk_err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)") : 0;
-	for (int i = 0; i < r; i++) {
+	for (int i = 0; i < n; i++) {
 		if (fix_wc(cq, &wc[i]))
 			continue;
 		if (kept != i)
@@ -176,6 +173,15 @@ int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err)
 		kept++;
 	}
 	return kept;
+}
+
+int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err)
+{
+	int r = ibv_poll_cq(cq->cq, n, wc);
+
+	if (r <= 0)
+		return r < 0 ? rk_err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)") : 0;
+	return rk_cq_take(cq, wc, r);
 }
 
 /* Read every pending channel event; ack in batches. */

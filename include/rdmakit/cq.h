@@ -66,6 +66,20 @@ RK_API void rk_cq_destroy(struct rk_cq *cq);
 RK_API int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err);
 
 /*
+ * rk_cq_take - what rk_cq_poll does after its ibv_poll_cq, for a caller
+ * that polled rk_cq_ibv(@cq) itself: the @n completions in @wc are mapped
+ * back to their connections and wr_ids, their slots retired, failed ones
+ * recorded as their connection's first error. Completions of a QP that is
+ * gone are dropped and the rest moved up; returns how many are left. Lets
+ * a latency loop spin on ibv_poll_cq alone (one indirect call, as
+ * perftest's does) and pay for the translation only once something came.
+ * Every completion polled from the CQ must come here, at once and in
+ * order, or the connections' slots are never retired. Same thread-safety
+ * as rk_cq_poll.
+ */
+RK_API int rk_cq_take(struct rk_cq *cq, struct ibv_wc *wc, int n);
+
+/*
  * rk_cq_wait - wait in the CQ's mode until at least one completion is there
  * (returns 1..@n) or @timeout_ms passes (-ETIMEDOUT; -1 waits forever).
  */
@@ -85,7 +99,7 @@ RK_API int rk_cq_arm(struct rk_cq *cq, struct rk_error *err);
 /* rk_cq_mode - the wait mode given at creation. */
 RK_API enum rk_wait_mode rk_cq_mode(const struct rk_cq *cq);
 
-/* rk_cq_ibv - the struct ibv_cq (escape hatch; do not poll it directly). */
+/* rk_cq_ibv - the struct ibv_cq (escape hatch; poll it only to hand what comes to rk_cq_take). */
 RK_API struct ibv_cq *rk_cq_ibv(const struct rk_cq *cq);
 
 /* rk_cq_events - how many channel events were received (for statistics). */

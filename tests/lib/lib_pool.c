@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "lt.h"
 
@@ -88,6 +89,45 @@ int main(void)
 		if (lt_check(live[i].addr, lens[i], i) >= 0)
 			LT_FAIL("pool buffer %u (%u bytes) corrupted", i, lens[i]);
 	printf("remote writes into %u pool buffers verified\n", nlive < WRITES ? nlive : WRITES);
+
+	/* rk_cq_take: completions polled from the verbs CQ directly, translated after. */
+	{
+		struct ibv_cq *vcq = rk_cq_ibv(rk_conn_cq(a));
+		uint32_t room = rk_sq_room(a), got = 0;
+		struct timespec t0, t;
+
+		for (uint32_t i = 0; i < 8; i++) {
+			struct rk_wr wr = {.op = RK_OP_WRITE,
+					   .flags = RK_WR_SIGNALED,
+					   .wr_id = 5000 + i,
+					   .addr = srcb.addr,
+					   .lkey = srcb.lkey,
+					   .len = 1,
+					   .remote_addr = (uintptr_t)live[0].addr,
+					   .rkey = live[0].rkey};
+
+			LT_CHECK(rk_post(a, &wr, &e), &e);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		t = t0;
+		while (got < 8 && t.tv_sec - t0.tv_sec < 10) {
+			int n = ibv_poll_cq(vcq, 16, wc);
+
+			if (n < 0)
+				LT_FAIL("ibv_poll_cq failed");
+			n = rk_cq_take(rk_conn_cq(a), wc, n);
+			for (int k = 0; k < n; k++, got++)
+				if (wc[k].status != IBV_WC_SUCCESS || wc[k].wr_id != 5000 + got)
+					LT_FAIL("rk_cq_take: completion %u: status %d, wr_id %llu",
+						got, wc[k].status, (unsigned long long)wc[k].wr_id);
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		}
+		if (got != 8)
+			LT_FAIL("rk_cq_take: %u of 8 completions in 10 s", got);
+		if (rk_sq_room(a) != room)
+			LT_FAIL("rk_cq_take: send queue room %u, was %u", rk_sq_room(a), room);
+		printf("rk_cq_take: 8 completions polled raw, wr_ids translated, slots retired\n");
+	}
 	rk_conn_destroy(a);
 	rk_conn_destroy(b);
 	rk_pool_free(src_pool, &srcb);

@@ -494,6 +494,7 @@ static int connect_qps(struct bench_ctx *c, struct rk_error *err)
 	r = rk_cq_create(c->dev, &co, err, &c->cq);
 	if (r)
 		return r;
+	c->vcq = rk_cq_ibv(c->cq);
 	c->qps = calloc(p->num_qp, sizeof(*c->qps));
 	if (!c->qps)
 		return bench_fail(err, ENOMEM, "out of memory for %u QPs", p->num_qp);
@@ -574,6 +575,7 @@ void bench_ctx_release(struct bench_ctx *c)
 	}
 	rk_cq_destroy(c->cq);
 	c->cq = NULL;
+	c->vcq = NULL;
 	rk_mr_dereg(c->mr);
 	c->mr = NULL;
 	rk_listener_destroy(c->lis);

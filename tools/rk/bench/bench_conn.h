@@ -58,6 +58,7 @@ struct bench_ctx {
 	struct rk_listener *lis;
 	struct rk_device *dev;
 	struct rk_cq *cq;
+	struct ibv_cq *vcq; /* cq's verbs CQ: busy loops poll it directly (bench_poll) */
 	struct rk_mr *mr;
 	uint8_t *base; /* the send region; QP regions follow */
 	uint32_t lkey;

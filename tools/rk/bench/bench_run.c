@@ -155,6 +155,11 @@ int bench_poll_wait(struct bench_ctx *c, struct rk_error *err)
 	return n == -ETIMEDOUT ? 0 : n;
 }
 
+int bench_poll_failed(struct rk_error *err)
+{
+	return bench_fail(err, EIO, "ibv_poll_cq failed: CQ in error (overrun?)");
+}
+
 int bench_wc_failed(const struct ibv_wc *wc, struct rk_error *err)
 {
 	/* The library's text names the status, the QP and a hint. */
