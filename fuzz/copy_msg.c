@@ -9,8 +9,8 @@
  *    when the text was printable; otherwise the decoded text is printable,
  *    NUL-terminated and within the caller's buffer, and re-encoding it
  *    decodes to the same);
- *  - cp_lane_parse / cp_imm_parse accept exactly what cp_lane_arg / cp_imm
- *    produce, and give back its arguments.
+ *  - cp_lane_parse / cp_imm_parse accept exactly what cp_lane_arg,
+ *    cp_pull_arg / cp_imm produce, and give back their arguments.
  */
 #include <string.h>
 
@@ -57,7 +57,9 @@ static void check_lane_imm(const uint8_t *data, size_t size)
 		return;
 	v = (uint32_t)data[0] << 24 | (uint32_t)data[1] << 16 | (uint32_t)data[2] << 8 | data[3];
 	r = cp_lane_parse(v, &lane);
-	if (r >= 0) {
+	if (r == 2) {
+		FUZZ_CHECK(lane == 0 && cp_pull_arg() == v);
+	} else if (r >= 0) {
 		FUZZ_CHECK(r == (lane != 0));
 		FUZZ_CHECK(lane < CP_MAX_LANES);
 		FUZZ_CHECK(cp_lane_arg(lane) == v);

@@ -432,6 +432,35 @@ static void test_into(void **state)
 	free(p);
 }
 
+/*
+ * A client that pulls into DEST takes names at DEST or beneath it only: a
+ * server that names a sibling of DEST, or DEST's parent, gets CP_E_PATH.
+ */
+static void test_only_under(void **state)
+{
+	uint8_t *p = pattern(100, 3);
+	struct sess s;
+
+	(void)state;
+	sess_open(&s, 0);
+	s.srv.only_under = "dest";
+	assert_int_equal(rec_dir(&s, 1, "dest"), CP_OK);
+	assert_int_equal(rec_dir(&s, 2, "dest/sub"), CP_OK);
+	assert_int_equal(send_flags(&s, 3, "dest/sub/f", 0, p, 100), CP_OK);
+	assert_true(file_is(dir, "dest/sub/f", p, 100));
+	assert_int_equal(send_flags(&s, 4, "dest/g", CP_BEGIN_INTO, p, 100), CP_OK);
+	assert_int_equal(rec_dir(&s, 5, "destx"), CP_E_PATH);
+	assert_int_equal(rec_dir(&s, 6, "other"), CP_E_PATH);
+	assert_int_equal(send_flags(&s, 7, "destx/f", 0, p, 100), CP_E_PATH);
+	assert_int_equal(send_flags(&s, 8, ".bashrc", 0, p, 100), CP_E_PATH);
+	assert_int_equal(send_flags(&s, 9, "des", 0, p, 100), CP_E_PATH);
+	assert_false(exists(dir, "destx"));
+	assert_false(exists(dir, ".bashrc"));
+	assert_false(exists(dir, "des"));
+	sess_close(&s);
+	free(p);
+}
+
 /* Every way out of DIR is refused, and nothing outside is touched. */
 static void test_escapes(void **state)
 {
@@ -579,6 +608,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_resume_prefix, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resume_unproven, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_into, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_only_under, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_escapes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hashes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_out_of_line, setup, teardown),

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
@@ -49,7 +51,16 @@ static int setup(void **state)
 	make("dir/x", 0);
 	make("dir/sub", 1);
 	make("dir/sub/y", 0);
+	/* What a server serves to a client that pulls: links that leave, a FIFO. */
+	make("served", 1);
+	make("served/a.bin", 0);
+	make("served/d", 1);
+	make("served/d/x", 0);
 	assert_int_equal(chdir(top), 0);
+	assert_int_equal(symlink("../a.bin", "served/d/ln"), 0);
+	assert_int_equal(symlink("/etc/passwd", "served/d/out"), 0);
+	assert_int_equal(symlink("/etc", "served/esc"), 0);
+	assert_int_equal(mkfifo("served/d/fifo", 0600), 0);
 	return 0;
 }
 
@@ -175,12 +186,121 @@ static void test_refusals(void **state)
 	cp_plan_free(&p);
 }
 
+/* As expect(), for a server's plan of what a client pulls from "served". */
+static void expect_beneath(const char *srcs, const char *dest, int recursive, const char *want)
+{
+	char *argv[8], buf[256], got[512] = "", why[256] = "", *names[32] = {0};
+	int root = open("served", O_RDONLY | O_DIRECTORY), n = 0;
+	struct cp_plan p;
+
+	assert_true(root >= 0);
+	snprintf(buf, sizeof(buf), "%s", srcs);
+	for (char *t = strtok(buf, " "); t; t = strtok(NULL, " "))
+		argv[n++] = t;
+	if (cp_plan_build_beneath(&p, root, argv, n, dest, recursive, 0, why, sizeof(why)))
+		fail_msg("pull %s: %s", srcs, why);
+	assert_true(p.n < 32);
+	for (size_t i = 0; i < p.n; i++) {
+		names[i] = malloc(strlen(p.items[i].dst) + 2);
+		assert_non_null(names[i]);
+		sprintf(names[i], "%s%s", p.items[i].dst,
+			p.items[i].is_dir ? "/" : (p.items[i].into ? ">" : ""));
+		/* sources are paths under the top, opened beneath it */
+		assert_true(p.items[i].src[0] != '/');
+		if (!p.items[i].is_dir) {
+			int fd = cp_plan_open(&p, &p.items[i]);
+
+			assert_true(fd >= 0);
+			close(fd);
+		}
+	}
+	qsort(names, p.n, sizeof(names[0]), by_name);
+	for (size_t i = 0; i < p.n; i++) {
+		strcat(got, i ? " " : "");
+		strcat(got, names[i]);
+		free(names[i]);
+	}
+	cp_plan_free(&p);
+	close(root);
+	if (strcmp(got, want))
+		fail_msg("pull %s%s %s: got '%s', want '%s'", recursive ? "-r " : "", srcs, dest,
+			 got, want);
+}
+
+static void test_beneath(void **state)
+{
+	(void)state;
+	expect_beneath("a.bin", "", 0, "a.bin");
+	expect_beneath("a.bin", "n", 0, "n/a.bin>");
+	expect_beneath("d/x", "k/", 0, "k/x");
+	/* symlinks (in or out) and the FIFO are skipped, as rsync does without -l */
+	expect_beneath("d", "", 1, "d/ d/x");
+	expect_beneath("d/", "k", 1, "k/ k/x");
+	expect_beneath("d/.", "", 1, "x");
+	expect_beneath(".", "", 1, "a.bin d/ d/x");
+	expect_beneath("./", "top", 1, "top/ top/a.bin top/d/ top/d/x");
+}
+
+/* A refused pull source: @rc and a word of @why. */
+static void refused_beneath(const char *src, int recursive, int rc, const char *word)
+{
+	char *argv[1] = {(char *)src}, why[256] = "";
+	int root = open("served", O_RDONLY | O_DIRECTORY);
+	struct cp_plan p;
+
+	assert_true(root >= 0);
+	if (cp_plan_build_beneath(&p, root, argv, 1, "", recursive, 0, why, sizeof(why)) != rc ||
+	    !strstr(why, word))
+		fail_msg("pull %s: want %d and '%s', got: %s", src, rc, word, why);
+	cp_plan_free(&p);
+	close(root);
+}
+
+static void test_beneath_refusals(void **state)
+{
+	char *argv[1] = {"."}, why[256];
+	int root = open("served", O_RDONLY | O_DIRECTORY), fd;
+	struct cp_plan p;
+
+	(void)state;
+	refused_beneath("../file", 0, -2, "not a path under");
+	refused_beneath("/etc/passwd", 0, -2, "not a path under");
+	refused_beneath("d/../../file", 0, -2, "not a path under");
+	refused_beneath("d/..", 1, -2, "not a path under");
+	refused_beneath("..", 1, -2, "not a path under");
+	refused_beneath("esc", 1, -1, "symbolic link");
+	refused_beneath("esc/passwd", 0, -1, "symbolic link");
+	refused_beneath("d/out", 0, -1, "symbolic link");
+	refused_beneath("d/ln", 0, -1, "symbolic link");
+	refused_beneath("d/fifo", 0, -1, "not a regular file");
+	refused_beneath("missing", 0, -1, "No such file");
+	refused_beneath("d", 0, -1, "use -r");
+	/* at most max_items */
+	assert_true(root >= 0);
+	assert_int_equal(cp_plan_build_beneath(&p, root, argv, 1, "", 1, 2, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "limit"));
+	cp_plan_free(&p);
+	/* a file swapped for a link after planning is not opened through it */
+	argv[0] = "d";
+	assert_int_equal(cp_plan_build_beneath(&p, root, argv, 1, "", 1, 0, why, sizeof(why)), 0);
+	assert_int_equal(p.n, 2);
+	assert_int_equal(rename("served/d/x", "served/d/x.was"), 0);
+	assert_int_equal(symlink("/etc/passwd", "served/d/x"), 0);
+	fd = cp_plan_open(&p, &p.items[1]);
+	assert_true(fd == -ELOOP || fd == -EXDEV);
+	assert_int_equal(unlink("served/d/x"), 0);
+	assert_int_equal(rename("served/d/x.was", "served/d/x"), 0);
+	cp_plan_free(&p);
+	close(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_one_file),	     cmocka_unit_test(test_several),
 	    cmocka_unit_test(test_directory_itself), cmocka_unit_test(test_contents),
-	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_refusals),	     cmocka_unit_test(test_beneath),
+	    cmocka_unit_test(test_beneath_refusals),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -491,6 +491,12 @@ static void lane_args(void **state)
 	assert_int_equal(cp_lane_parse(CP_VERSION | 1u << 16, &lane), -EBADMSG);
 	assert_int_equal(cp_lane_parse(CP_VERSION + 1, &lane), -EPROTO);
 	assert_int_equal(cp_lane_parse(1, &lane), -EPROTO); /* a version 1 client */
+	/* a pull: one connection, nothing else in the argument */
+	lane = 9;
+	assert_int_equal(cp_lane_parse(cp_pull_arg(), &lane), 2);
+	assert_int_equal(lane, 0);
+	assert_int_equal(cp_lane_parse(cp_pull_arg() | CP_LANE_JOIN, &lane), -EBADMSG);
+	assert_int_equal(cp_lane_parse(cp_pull_arg() | 1u << 16, &lane), -EBADMSG);
 }
 
 static void imm(void **state)

@@ -20,6 +20,7 @@
 #include "copy_plan.h"
 #include "copy_progress.h"
 #include "copy_proto.h"
+#include "copy_pull.h"
 #include "copy_retry.h"
 #include "copy_send.h"
 #include "copy_token.h"
@@ -28,7 +29,8 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: rk copy [OPTIONS] SRC... HOST[:PORT]:DEST\n"
+	    "usage: rk copy [OPTIONS] SRC... HOST[:PORT]:DEST      (push)\n"
+	    "       rk copy [OPTIONS] HOST[:PORT]:SRC... DEST      (pull)\n"
 	    "\n"
 	    "Copy files (and with -r, directory trees) to an 'rk serve' over RDMA. DEST is\n"
 	    "relative to the server's directory ('' or '.' is its top). Every chunk and\n"
@@ -40,6 +42,13 @@ static void usage(FILE *f)
 	    "  rk copy -r src host:d[/]        d/src/...  (the directory itself)\n"
 	    "  rk copy -r src/ host:d[/]       d/...      (its contents; also src/. and .)\n"
 	    "  rk copy a b host:d[/]           d/a, d/b\n"
+	    "\n"
+	    "A pull fetches from an 'rk serve --read' by the same rules, SRC relative to the\n"
+	    "server's directory and DEST local: 'rk copy -r host:data/ d' puts data's contents\n"
+	    "in d. Nothing is written but DEST and what lies beneath it, whatever names the\n"
+	    "server sends; symlinks on the server are not followed (inside trees: skipped).\n"
+	    "A pull uses one connection (no --num-qp) and does not reconnect by itself: a\n"
+	    "lost one exits 4; run it again with --resume.\n"
 	    "\n"
 	    "options:\n"
 	    "  -r, --recursive       copy directories\n"
@@ -81,6 +90,7 @@ static void usage(FILE *f)
 	    "  rk copy -r dataset 10.0.0.1:7900:incoming   # tree under DIR/incoming/dataset\n"
 	    "  rk copy -r dataset/ 10.0.0.1:incoming       # its contents under DIR/incoming\n"
 	    "  rk copy --resume big.img 10.0.0.1:          # after an interruption\n"
+	    "  rk copy -r 10.0.0.1:ckpt/step-900 ./restore # pull: ./restore/step-900/...\n"
 	    "  rk copy --token-file ~/.rk-token --json a b 10.0.0.1:x/\n",
 	    CP_MAX_SLOTS, CP_RETRIES_DEFAULT, CP_WINDOW_DEFAULT);
 }
@@ -235,6 +245,64 @@ static void print_json(const struct cp_plan *p, const struct tally *t, double se
 	json_object_put(o);
 }
 
+/*
+ * HOST[:PORT]:SRC... DEST: every source on the same server; then copy_pull.c.
+ * @n operands in @ops; @so holds the options parsed.
+ */
+static int pull(int n, char **ops, const struct cp_send_opts *so, int recursive, int idle_ms,
+		const char *token_file, int quiet, int json)
+{
+	char host[256] = "", port[16], h2[256] = "", p2[16], why[256];
+	uint8_t token[CP_TOKEN_LEN];
+	char *srcs[CP_PULL_MAX_SRC];
+	struct cp_pull_opts o = {.dev = so->dev,
+				 .dest = ops[n - 1],
+				 .chunk = so->chunk,
+				 .depth = so->depth,
+				 .flags = so->flags,
+				 .recursive = recursive,
+				 .idle_ms = idle_ms,
+				 .quiet = quiet,
+				 .json = json};
+	const char *path;
+
+	if (so->lanes > 1) {
+		fprintf(stderr, "rk copy: --num-qp: a pull uses one connection\n");
+		return RK_EXIT_USAGE;
+	}
+	if (n - 1 > CP_PULL_MAX_SRC) {
+		fprintf(stderr, "rk copy: at most %d sources from a server at once\n",
+			CP_PULL_MAX_SRC);
+		return RK_EXIT_USAGE;
+	}
+	snprintf(port, sizeof(port), "%s", CP_DEFAULT_PORT);
+	for (int i = 0; i < n - 1; i++) {
+		snprintf(p2, sizeof(p2), "%s", CP_DEFAULT_PORT);
+		if (parse_target(ops[i], i ? h2 : host, sizeof(host), i ? p2 : port, sizeof(port),
+				 &path) ||
+		    (i && (strcmp(h2, host) || strcmp(p2, port)))) {
+			fprintf(stderr,
+				"rk copy: '%s': every source must be HOST[:PORT]:PATH on the same "
+				"server\n",
+				ops[i]);
+			return RK_EXIT_USAGE;
+		}
+		srcs[i] = (char *)path;
+	}
+	o.host = host;
+	o.port = port;
+	o.srcs = srcs;
+	o.nsrc = n - 1;
+	if (token_file) {
+		if (cp_token_load(token_file, token, why, sizeof(why))) {
+			fprintf(stderr, "rk copy: token: %s\n", why);
+			return RK_EXIT_USAGE;
+		}
+		o.token = token;
+	}
+	return cp_pull_run(&o);
+}
+
 int rk_cmd_copy(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -348,8 +416,13 @@ int rk_cmd_copy(int argc, char **argv)
 		return RK_EXIT_USAGE;
 	}
 	snprintf(port, sizeof(port), "%s", CP_DEFAULT_PORT);
+	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest) &&
+	    !parse_target(argv[optind], host, sizeof(host), port, sizeof(port), &dest))
+		return pull(argc - optind, argv + optind, &so, recursive, (int)timeout * 1000,
+			    token_file, quiet, json);
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest)) {
-		fprintf(stderr, "rk copy: '%s' is not HOST[:PORT]:DEST\n", argv[argc - 1]);
+		fprintf(stderr, "rk copy: neither '%s' nor '%s' is HOST[:PORT]:PATH\n",
+			argv[optind], argv[argc - 1]);
 		return RK_EXIT_USAGE;
 	}
 	so.host = host;

@@ -30,6 +30,7 @@
 #include "copy_proto.h"
 #include "copy_recv.h"
 #include "copy_budget.h"
+#include "copy_serve_pull.h"
 #include "copy_sweep.h"
 #include "copy_token.h"
 
@@ -53,7 +54,8 @@ static void usage(FILE *f)
 	    f,
 	    "usage: rk serve --dir DIR [OPTIONS]\n"
 	    "\n"
-	    "Receive files sent by 'rk copy' into DIR, over RDMA. Many clients at once, each\n"
+	    "Receive files sent by 'rk copy' into DIR, over RDMA (and with --read, send files\n"
+	    "from DIR to clients that fetch them). Many clients at once, each\n"
 	    "with its own registered ring; files appear only once complete and verified\n"
 	    "(XXH3-128), under DIR and nowhere else.\n"
 	    "\n"
@@ -64,6 +66,8 @@ static void usage(FILE *f)
 	    "      --dev NAME           RDMA device (default: the one owning ADDR, $RK_DEV,\n"
 	    "                           or the only one)\n"
 	    "      --token-file FILE    require this access token from clients\n"
+	    "      --read               also let clients fetch files from DIR (rk copy\n"
+	    "                           HOST:SRC DEST); off by default\n"
 	    "\n"
 	    "limits (per session: one rk copy, whatever its --num-qp):\n"
 	    "      --max-clients N      sessions at once; more are refused busy (default 16)\n"
@@ -137,12 +141,19 @@ static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int
 		rk_cm_request_reject(req, RK_REJECT_TOKEN, "access token refused", NULL);
 		return;
 	}
+	if (kind == 2 && !srv->serve_reads) {
+		fprintf(stderr, "rk serve: %s: refused a pull (no --read)\n",
+			rk_cm_request_peer(req));
+		rk_cm_request_reject(req, RK_REJECT_APP,
+				     "this server does not serve reads (rk serve --read)", NULL);
+		return;
+	}
 	if ((unsigned)atomic_load(&srv->active) >= max_clients) {
 		snprintf(text, sizeof(text), "server busy (%u clients)", max_clients);
 		rk_cm_request_reject(req, RK_REJECT_BUSY, text, NULL);
 		return;
 	}
-	if (cp_session_start(srv, req))
+	if ((kind == 2 ? cp_pull_session_start(srv, req) : cp_session_start(srv, req)))
 		fprintf(stderr, "rk serve: could not start a session\n");
 }
 
@@ -162,6 +173,7 @@ int rk_cmd_serve(int argc, char **argv)
 	    {"max-open", required_argument, NULL, 'o'},
 	    {"tmp-age", required_argument, NULL, 'A'},
 	    {"max-ring", required_argument, NULL, 'R'},
+	    {"read", no_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -231,6 +243,9 @@ int rk_cmd_serve(int argc, char **argv)
 			if (cli_parse_size(optarg, &max_ring) ||
 			    max_ring < CP_HDR_SIZE + CP_CHUNK_MIN || max_ring > (1u << 30))
 				goto bad;
+			break;
+		case 'r':
+			srv.serve_reads = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -303,8 +318,9 @@ int rk_cmd_serve(int argc, char **argv)
 	if (!has_token)
 		fprintf(stderr,
 			"rk serve: warning: no --token-file: anyone who can reach %s:%u can write "
-			"files into %s\n",
-			addr ? addr : "*", rk_listener_port(lis), dir);
+			"files into %s%s\n",
+			addr ? addr : "*", rk_listener_port(lis), dir,
+			srv.serve_reads ? " and read every file under it" : "");
 	{
 		char ring[32], lock[48] = "no locked-memory limit";
 
@@ -320,8 +336,9 @@ int rk_cmd_serve(int argc, char **argv)
 	if (cp_sweeper_start(&sweeper, srv.rootfd, tmp_age, &stop))
 		fprintf(stderr, "rk serve: warning: no thread for the sweep of temporaries: "
 				"only the one at start ran\n");
-	printf("rk serve: listening on %s:%u, writing into %s%s\n", addr ? addr : "*",
-	       rk_listener_port(lis), dir, has_token ? " (token required)" : "");
+	printf("rk serve: listening on %s:%u, writing into %s%s%s\n", addr ? addr : "*",
+	       rk_listener_port(lis), dir, srv.serve_reads ? ", reads allowed (--read)" : "",
+	       has_token ? " (token required)" : "");
 	fflush(stdout);
 
 	while (!stop) {

@@ -26,10 +26,12 @@ static void flog(const struct cp_files *fs, const char *fmt, ...)
 	char line[1536];
 	va_list ap;
 
+	if (fs->srv->quiet)
+		return;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	printf("rk serve: %s: %s\n", fs->peer, line);
+	printf("%s: %s: %s\n", fs->srv->who ? fs->srv->who : "rk serve", fs->peer, line);
 	fflush(stdout);
 }
 
@@ -87,6 +89,7 @@ static void fail_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile 
 		      int sys_errno, uint64_t offset, int unlink_tmp)
 {
 	result(c, f->id, CP_RES_DONE, code, sys_errno, offset);
+	fs->n_failed++;
 	flog(fs, "%s: FAILED at offset %llu: %s%s%s", f->name, (unsigned long long)offset,
 	     cp_code_str(code), sys_errno ? ": " : "", sys_errno ? strerror(abs(sys_errno)) : "");
 	close_file(f, unlink_tmp);
@@ -186,8 +189,24 @@ static void begin_existing(struct cp_files *fs, struct cp_credit *c, struct cp_r
 	if (!cp_token_equal(h, whole, 16))
 		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
 	result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
+	fs->n_uptodate++;
 	flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
 	close_file(f, 0);
+}
+
+/*
+ * Whether the sender may use @name (@len bytes): a checked relative path
+ * (cp_path_check) and, where srv->only_under is set, that name or one
+ * beneath it.
+ */
+static int name_ok(const struct cp_files *fs, const char *name, size_t len)
+{
+	const char *u = fs->srv->only_under;
+	size_t ul = u ? strlen(u) : 0;
+
+	if (cp_path_check(name, len))
+		return 0;
+	return ul == 0 || (len >= ul && !memcmp(name, u, ul) && (len == ul || name[ul] == '/'));
 }
 
 /*
@@ -369,7 +388,7 @@ static void begin_file(struct cp_files *fs, struct cp_credit *c, const struct cp
 	f->t0 = cli_now_ns();
 	memcpy(f->name, r->name, r->name_len);
 	f->name[r->name_len] = '\0';
-	if (cp_path_check(r->name, r->name_len)) {
+	if (!name_ok(fs, r->name, r->name_len)) {
 		snprintf(f->name, sizeof(f->name), "(refused name)");
 		return fail_file(fs, c, f, CP_E_PATH, 0, 0, 0);
 	}
@@ -493,6 +512,7 @@ static void end_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *
 		if (memcmp(r->hash, f->existing_hash, 16))
 			return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
 		result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
+		fs->n_uptodate++;
 		flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
 		return close_file(f, 0);
 	}
@@ -528,6 +548,8 @@ static void end_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *
 			  sizeof(rate)),
 	     f->start_off ? " (resumed)" : "");
 	result(c, f->id, CP_RES_DONE, CP_OK, 0, f->size);
+	fs->n_ok++;
+	fs->bytes_ok += f->size;
 	close_file(f, 0);
 }
 
@@ -536,18 +558,25 @@ static void make_dir(struct cp_files *fs, struct cp_credit *c, const struct cp_r
 	char name[CP_NAME_MAX + 1];
 	int fd;
 
-	if (cp_path_check(r->name, r->name_len))
+	if (!name_ok(fs, r->name, r->name_len)) {
+		fs->n_failed++;
+		flog(fs, "(refused name)/: FAILED: %s", cp_code_str(CP_E_PATH));
 		return result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
-	if (++fs->nfiles > fs->srv->max_files)
+	}
+	if (++fs->nfiles > fs->srv->max_files) {
+		fs->n_failed++;
 		return result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
+	}
 	memcpy(name, r->name, r->name_len);
 	name[r->name_len] = '\0';
 	fd = cp_open_dir(fs->srv->rootfd, name, 1);
 	if (fd < 0) {
 		flog(fs, "%s/: FAILED: %s", name, strerror(-fd));
+		fs->n_failed++;
 		return result(c, r->file_id, CP_RES_DONE, open_errno_code(fd), fd, 0);
 	}
 	close(fd);
+	fs->n_dirs++;
 	result(c, r->file_id, CP_RES_DONE, CP_OK, 0, 0);
 }
 

@@ -63,6 +63,9 @@ struct cp_files {
 	uint64_t bytes;	     /* announced by the files begun (--max-bytes) */
 	uint64_t progressed; /* what counts against --idle since the caller last zeroed it */
 	int bye;	     /* the client said BYE: no further records */
+	/* Outcomes so far: files committed (and their bytes), up to date, failed; directories. */
+	uint32_t n_ok, n_uptodate, n_failed, n_dirs;
+	uint64_t bytes_ok;
 	uint8_t *hashbuf;
 	struct cp_rfile files[CP_SERVE_MAX_OPEN];
 };

@@ -1,13 +1,17 @@
 /*
- * copy_plan.c - see copy_plan.h. The walk uses lstat and opendir only; it
+ * copy_plan.c - see copy_plan.h. The walk uses fstatat and openat only; it
  * never follows a directory symlink, so a tree with a loop cannot make it
  * spin.
  */
+#define _GNU_SOURCE /* O_PATH */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "copy_path.h"
@@ -75,14 +79,38 @@ static int add(struct cp_plan *p, int is_dir, const char *src, char *dst, const 
 	return 0;
 }
 
-static int walk(struct cp_plan *p, const char *src, const char *dst, char *why, size_t why_len)
+/*
+ * How sources are found. A client's own files (@confined 0): by path from
+ * the working directory, a top-level symlink followed, inside a tree a
+ * symlink to a regular file taken as that file. A server's files for a
+ * client that pulls (@confined 1): beneath @rootfd, never through a
+ * symlink (cp_openat_beneath), and symlinks inside a tree skipped.
+ */
+struct walker {
+	int rootfd;
+	int confined;
+	size_t max_items;
+};
+
+static int too_many(const struct walker *w, struct cp_plan *p, char *why, size_t why_len)
 {
-	DIR *d = opendir(src);
+	if (!w->max_items || p->n < w->max_items)
+		return 0;
+	snprintf(why, why_len, "limit: more than %zu files and directories", w->max_items);
+	return -1;
+}
+
+/* Walk the open directory @fd (taken over) named @src, planning under @dst. */
+static int walk(const struct walker *w, struct cp_plan *p, int fd, const char *src, const char *dst,
+		char *why, size_t why_len)
+{
+	DIR *d = fdopendir(fd);
 	struct dirent *e;
 	int r = 0;
 
 	if (!d) {
 		snprintf(why, why_len, "%s: %s", src, strerror(errno));
+		close(fd);
 		return -1;
 	}
 	while (!r && (errno = 0, e = readdir(d))) {
@@ -100,20 +128,38 @@ static int walk(struct cp_plan *p, const char *src, const char *dst, char *why, 
 			r = -1;
 			break;
 		}
-		if (lstat(s, &st)) {
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
 			snprintf(why, why_len, "%s: %s", s, strerror(errno));
 			r = -1;
 		} else if (S_ISDIR(st.st_mode)) {
-			r = add(p, 1, s, t, &st, why, why_len);
-			if (!r)
-				r = walk(p, s, t, why, why_len);
-			t = NULL;
+			int sub = openat(dirfd(d), e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub < 0) {
+				snprintf(why, why_len, "%s: %s", s, strerror(errno));
+				r = -1;
+			} else if (too_many(w, p, why, why_len)) {
+				close(sub);
+				r = -1;
+			} else {
+				/* add() takes t (keeps it or frees it); walk() takes sub. */
+				r = add(p, 1, s, t, &st, why, why_len);
+				if (!r)
+					r = walk(w, p, sub, s, t, why, why_len);
+				else
+					close(sub);
+				t = NULL;
+			}
 		} else if (S_ISREG(st.st_mode) ||
-			   (S_ISLNK(st.st_mode) && stat(s, &st) == 0 && S_ISREG(st.st_mode))) {
+			   (!w->confined && S_ISLNK(st.st_mode) &&
+			    fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))) {
 			/* a symlink counts only when it leads to a regular file */
-			r = add(p, 0, s, t, &st, why, why_len);
-			t = NULL;
-		} else {
+			r = too_many(w, p, why, why_len);
+			if (!r) {
+				r = add(p, 0, s, t, &st, why, why_len);
+				t = NULL;
+			}
+		} else if (!w->confined) {
 			fprintf(stderr, "rk copy: skipping %s (not a regular file or directory)\n",
 				s);
 		}
@@ -160,14 +206,102 @@ static int base_name(const char *src, char *out, size_t out_len)
 	return 0;
 }
 
-int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *dest, int recursive,
-		  char *why, size_t why_len)
+/*
+ * Find source @src: *@st filled and, for a directory, *@fd open on it
+ * (else -1). Confined, @src is first made a path under the root: trailing
+ * '/' and a last "." dropped into @rel (then it names its contents, as
+ * *@contents says), and refused unless it passes cp_path_check.
+ */
+static int open_source(const struct walker *w, const char *src, char *rel, size_t rel_len,
+		       struct stat *st, int *fd, int *contents, char *why, size_t why_len)
 {
-	char dir[CP_NAME_MAX + 2], base[256];
+	size_t n = strlen(src);
+	int pfd;
+
+	*fd = -1;
+	*contents = names_contents(src);
+	if (!w->confined) {
+		if (n >= rel_len) {
+			snprintf(why, why_len, "%s: path too long", src);
+			return -1;
+		}
+		memcpy(rel, src, n + 1);
+		if (stat(src, st)) {
+			snprintf(why, why_len, "%s: %s", src, strerror(errno));
+			return -1;
+		}
+		if (S_ISDIR(st->st_mode)) {
+			*fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (*fd < 0) {
+				snprintf(why, why_len, "%s: %s", src, strerror(errno));
+				return -1;
+			}
+		}
+		return 0;
+	}
+	while (n > 0 && src[n - 1] == '/')
+		n--;
+	if (n == 1 && src[0] == '.')
+		n = 0;
+	else if (n >= 2 && src[n - 1] == '.' && src[n - 2] == '/')
+		n -= 2;
+	if (n >= rel_len || n > CP_NAME_MAX) {
+		snprintf(why, why_len, "%.64s...: path too long", src);
+		return -2;
+	}
+	memcpy(rel, src, n);
+	rel[n] = '\0';
+	*contents |= n == 0;
+	if (n && cp_path_check(rel, n)) {
+		snprintf(why, why_len,
+			 "%.200s: not a path under the served directory (absolute, '..', empty "
+			 "component or control character)",
+			 src);
+		return -2;
+	}
+	/* O_PATH: nothing is opened for reading until we know it is a file or directory. */
+	pfd = n ? cp_openat_beneath(w->rootfd, rel, O_PATH, 0)
+		: openat(w->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0) {
+		int e = n ? -pfd : errno;
+
+		snprintf(why, why_len, "%.200s: %s", src,
+			 e == ELOOP || e == EXDEV ? "a symbolic link (not followed)" : strerror(e));
+		return -1;
+	}
+	if (fstat(pfd, st)) {
+		snprintf(why, why_len, "%.200s: %s", src, strerror(errno));
+		close(pfd);
+		return -1;
+	}
+	if (S_ISLNK(st->st_mode)) {
+		/* O_PATH | O_NOFOLLOW opens a last component that is a link as the link. */
+		snprintf(why, why_len, "%.200s: a symbolic link (not followed)", src);
+		close(pfd);
+		return -1;
+	}
+	if (S_ISDIR(st->st_mode)) {
+		*fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (*fd < 0) {
+			snprintf(why, why_len, "%.200s: %s", src, strerror(errno));
+			close(pfd);
+			return -1;
+		}
+	}
+	close(pfd);
+	return 0;
+}
+
+static int plan_build(const struct walker *w, struct cp_plan *p, char *const *srcs, int nsrc,
+		      const char *dest, int recursive, char *why, size_t why_len)
+{
+	char dir[CP_NAME_MAX + 2], base[256], rel[PATH_MAX];
 	size_t dl = strlen(dest);
 	int dest_is_dir, r;
 
 	memset(p, 0, sizeof(*p));
+	p->confined = w->confined;
+	p->rootfd = w->rootfd;
 	if (dl > CP_NAME_MAX) {
 		snprintf(why, why_len, "destination path too long");
 		return -1;
@@ -181,57 +315,99 @@ int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *de
 	dest_is_dir |= dir[0] == '\0';
 	for (int i = 0; i < nsrc; i++) {
 		struct stat st;
+		int fd, contents;
 		char *dst;
 
-		if (stat(srcs[i], &st)) {
-			snprintf(why, why_len, "%s: %s", srcs[i], strerror(errno));
-			return -1;
-		}
+		r = open_source(w, srcs[i], rel, sizeof(rel), &st, &fd, &contents, why, why_len);
+		if (r)
+			return r;
 		if (S_ISDIR(st.st_mode) && !recursive) {
-			snprintf(why, why_len, "%s: is a directory (use -r)", srcs[i]);
+			snprintf(why, why_len, "%.200s: is a directory (use -r)", srcs[i]);
+			close(fd);
 			return -1;
 		}
 		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-			snprintf(why, why_len, "%s: not a regular file", srcs[i]);
+			snprintf(why, why_len, "%.200s: not a regular file", srcs[i]);
 			return -1;
 		}
-		if (S_ISDIR(st.st_mode) && names_contents(srcs[i])) {
+		if (too_many(w, p, why, why_len)) {
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		if (S_ISDIR(st.st_mode) && contents) {
 			/* DEST itself is the directory; its top needs no entry. */
 			r = 0;
 			if (dir[0]) {
 				dst = strdup(dir);
 				if (!dst) {
 					snprintf(why, why_len, "out of memory");
+					close(fd);
 					return -1;
 				}
-				r = add(p, 1, srcs[i], dst, &st, why, why_len);
+				r = add(p, 1, rel, dst, &st, why, why_len);
 			}
 			if (!r)
-				r = walk(p, srcs[i], dir, why, why_len);
+				r = walk(w, p, fd, rel, dir, why, why_len);
+			else
+				close(fd);
 			if (r)
 				return r;
 			continue;
 		}
-		if (base_name(srcs[i], base, sizeof(base))) {
+		if (base_name(rel, base, sizeof(base))) {
 			snprintf(why, why_len,
-				 "%s: cannot tell its name; name the file or directory itself",
+				 "%.200s: cannot tell its name; name the file or directory itself",
 				 srcs[i]);
+			if (fd >= 0)
+				close(fd);
 			return -1;
 		}
 		dst = join(dir, base);
 		if (!dst) {
 			snprintf(why, why_len, "out of memory");
+			if (fd >= 0)
+				close(fd);
 			return -1;
 		}
-		r = add(p, S_ISDIR(st.st_mode), srcs[i], dst, &st, why, why_len);
-		if (!r && S_ISDIR(st.st_mode))
-			r = walk(p, srcs[i], p->items[p->n - 1].dst, why, why_len);
+		r = add(p, S_ISDIR(st.st_mode), rel, dst, &st, why, why_len);
+		if (!r && fd >= 0)
+			r = walk(w, p, fd, rel, p->items[p->n - 1].dst, why, why_len);
+		else if (fd >= 0)
+			close(fd);
 		if (r)
 			return r;
 		/* One file onto a DEST that may be a directory: the server decides. */
 		p->items[p->n - 1].into = nsrc == 1 && S_ISREG(st.st_mode) && !dest_is_dir;
 	}
 	return 0;
+}
+
+int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *dest, int recursive,
+		  char *why, size_t why_len)
+{
+	const struct walker w = {.rootfd = AT_FDCWD};
+
+	return plan_build(&w, p, srcs, nsrc, dest, recursive, why, why_len);
+}
+
+int cp_plan_build_beneath(struct cp_plan *p, int rootfd, char *const *srcs, int nsrc,
+			  const char *dest, int recursive, size_t max_items, char *why,
+			  size_t why_len)
+{
+	const struct walker w = {.rootfd = rootfd, .confined = 1, .max_items = max_items};
+
+	return plan_build(&w, p, srcs, nsrc, dest, recursive, why, why_len);
+}
+
+int cp_plan_open(const struct cp_plan *p, const struct cp_item *it)
+{
+	int fd;
+
+	if (p->confined)
+		return cp_openat_beneath(p->rootfd, it->src, O_RDONLY | O_NONBLOCK, 0);
+	fd = open(it->src, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
 }
 
 void cp_plan_free(struct cp_plan *p)

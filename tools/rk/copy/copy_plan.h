@@ -40,6 +40,8 @@ struct cp_plan {
 	size_t n, cap;
 	size_t files, dirs;
 	uint64_t bytes;
+	int confined; /* items' src are under rootfd (cp_plan_build_beneath) */
+	int rootfd;
 };
 
 /*
@@ -60,6 +62,27 @@ struct cp_plan {
  */
 int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *dest, int recursive,
 		  char *why, size_t why_len);
+
+/*
+ * cp_plan_build_beneath - the same for a server whose client pulls: the
+ * @srcs (a client's words: hostile) are paths under the directory
+ * @rootfd, "." or "" its top. Each must pass cp_path_check once a trailing
+ * '/' or "/." is dropped (which, as above, names a directory's contents),
+ * and is looked up beneath @rootfd without following any symlink; inside
+ * a tree symlinks and other non-regular files are skipped (as rsync does
+ * without -l). At most @max_items items (0: no limit). Returns 0, -1 (a
+ * source problem or the limit) or -2 (a source that is no path under the
+ * top), with @why set. @rootfd must stay open while the plan is used.
+ */
+int cp_plan_build_beneath(struct cp_plan *p, int rootfd, char *const *srcs, int nsrc,
+			  const char *dest, int recursive, size_t max_items, char *why,
+			  size_t why_len);
+
+/*
+ * cp_plan_open - open item @it's file for reading: by its path, or beneath
+ * the plan's root without following symlinks. The fd, or a negative errno.
+ */
+int cp_plan_open(const struct cp_plan *p, const struct cp_item *it);
 
 void cp_plan_free(struct cp_plan *p);
 

@@ -19,12 +19,23 @@ uint32_t cp_lane_arg(unsigned lane)
 	return lane ? CP_VERSION | CP_LANE_JOIN | (uint32_t)lane << 16 : CP_VERSION;
 }
 
+uint32_t cp_pull_arg(void)
+{
+	return CP_VERSION | CP_LANE_PULL;
+}
+
 int cp_lane_parse(uint32_t app_arg, unsigned *lane)
 {
 	unsigned l = (app_arg >> 16) & 0x7fff;
 
 	if ((app_arg & 0xffff) != CP_VERSION)
 		return -EPROTO;
+	if (app_arg & CP_LANE_PULL) {
+		if (app_arg != cp_pull_arg())
+			return -EBADMSG;
+		*lane = 0;
+		return 2;
+	}
 	if (!(app_arg & CP_LANE_JOIN)) {
 		if (l)
 			return -EBADMSG;

@@ -243,11 +243,20 @@ struct cp_rec {
  * The rdma_cm hello's app_arg: CP_VERSION for lane 0 (a new session),
  * CP_VERSION | CP_LANE_JOIN | lane << 16 for lanes 1.. (token = key).
  * cp_lane_parse returns 0 (new session, *lane = 0), 1 (join of *lane,
- * 1..CP_MAX_LANES-1), -EPROTO (another version) or -EBADMSG.
+ * 1..CP_MAX_LANES-1), 2 (a pull, *lane = 0), -EPROTO (another version)
+ * or -EBADMSG.
  */
 #define CP_LANE_JOIN (1u << 31)
 uint32_t cp_lane_arg(unsigned lane);
 int cp_lane_parse(uint32_t app_arg, unsigned *lane);
+
+/*
+ * A client that pulls (a server with --read sends, the client receives):
+ * CP_VERSION | CP_LANE_PULL, with the access token; cp_lane_parse returns
+ * 2 for it. One connection: a pull has no further lanes.
+ */
+#define CP_LANE_PULL (1u << 30)
+uint32_t cp_pull_arg(void);
 
 /* cp_imm - the immediate of a slot's data WRITE; cp_imm_parse checks it. */
 uint32_t cp_imm(uint16_t slot, uint16_t hdr_len);

@@ -105,6 +105,7 @@ struct session {
 	struct cp_files fs;	  /* the files: what the records do (copy_files.c) */
 	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
 	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
+	char refused[256];	  /* a pull: the server's ERROR, before its HELLO */
 };
 
 /*
@@ -149,10 +150,12 @@ static void slog(const struct session *s, const char *fmt, ...)
 	char line[1536];
 	va_list ap;
 
+	if (s->srv->quiet)
+		return;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	printf("rk serve: %s: %s\n", s->peer, line);
+	printf("%s: %s: %s\n", s->srv->who ? s->srv->who : "rk serve", s->peer, line);
 	fflush(stdout);
 }
 
@@ -329,6 +332,14 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	if (cp_msg_peek(buf, len) == -EPROTO) {
 		send_error(s, CP_E_PROTO, "protocol version not supported");
 		return -EPROTO;
+	}
+	if (cp_msg_peek(buf, len) == CP_MSG_ERROR) {
+		/* A server we pull from refuses what we asked for (its words, cleaned). */
+		uint16_t code;
+
+		if (cp_error_decode(buf, len, &code, s->refused, sizeof(s->refused)))
+			return -EPROTO;
+		return -ECONNREFUSED;
 	}
 	if (cp_hello_decode(buf, len, &h))
 		return -EPROTO;
@@ -702,25 +713,24 @@ static void *session_main(void *arg)
 	return NULL;
 }
 
-int cp_session_start(struct cp_server *srv, struct rk_cm_request *req)
+/* A session's state before any connection: its PD, buffers, file sink. NULL when out of resources.
+ */
+static struct session *session_new(struct cp_server *srv, const char *peer)
 {
 	struct session *s = calloc(1, sizeof(*s));
 	struct rk_error err;
-	pthread_attr_t attr;
-	pthread_t th;
-	int r = -ENOMEM;
+	int r;
 
 	if (!s)
-		goto reject;
+		return NULL;
 	s->srv = srv;
-	s->req = req;
 	s->evfd = -1;
-	snprintf(s->peer, sizeof(s->peer), "%s", rk_cm_request_peer(req));
+	snprintf(s->peer, sizeof(s->peer), "%s", peer);
 	if (cp_files_init(&s->fs, srv, s->peer))
-		goto reject;
+		goto fail;
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->evfd < 0)
-		goto reject;
+		goto fail;
 	r = rk_pd_alloc(srv->dev, &err, &s->pd);
 	if (!r)
 		r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
@@ -729,9 +739,26 @@ int cp_session_start(struct cp_server *srv, struct rk_cm_request *req)
 		r = rk_mr_alloc_pd(s->pd, (size_t)NSEND * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
 				   &s->sbufs);
 	if (r) {
-		fprintf(stderr, "rk serve: %s: %s\n", s->peer, rk_error_str(&err));
-		goto reject;
+		fprintf(stderr, "%s: %s: %s\n", srv->who ? srv->who : "rk serve", s->peer,
+			rk_error_str(&err));
+		goto fail;
 	}
+	return s;
+fail:
+	session_free(s);
+	return NULL;
+}
+
+int cp_session_start(struct cp_server *srv, struct rk_cm_request *req)
+{
+	struct session *s = session_new(srv, rk_cm_request_peer(req));
+	pthread_attr_t attr;
+	pthread_t th;
+	int r = -ENOMEM;
+
+	if (!s)
+		goto reject;
+	s->req = req;
 	r = pthread_attr_init(&attr);
 	if (r) {
 		r = -r;
@@ -753,6 +780,52 @@ reject:
 		s->req = NULL;
 		session_free(s);
 	}
+	return r;
+}
+
+int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, const void *pull,
+		 size_t len, struct cp_recv_stats *st, struct rk_error *err)
+{
+	struct rk_cm_connect_opts c = *co;
+	struct rk_conn *conn = NULL;
+	struct session *s;
+	char peer[80];
+	int r;
+
+	memset(st, 0, sizeof(*st));
+	snprintf(peer, sizeof(peer), "%s:%s", co->host, co->port);
+	s = session_new(srv, peer);
+	if (!s)
+		return rk_error_setf(err, "rk copy", ENOMEM, "out of memory or registered memory");
+	c.conn = conn_opts(s);
+	s->prep_lane = 0;
+	r = rk_cm_connect(srv->dev, &c, err, &conn);
+	if (r) {
+		s->lanes[0].conn = NULL; /* prepare saw it; the library destroyed it */
+		session_free(s);
+		return r;
+	}
+	s->lanes[0].conn = conn;
+	r = send_msg(s, 0, pull, len, err);
+	if (!r)
+		r = serve(s, err);
+	if (r == -ECONNREFUSED && s->refused[0])
+		rk_error_setf(err, "rk copy", ECONNREFUSED, "refused by the server: %s",
+			      s->refused);
+	else if (r == -ETIMEDOUT)
+		rk_error_setf(err, "rk copy", ETIMEDOUT, "the server sent nothing for %d s",
+			      srv->idle_ms / 1000);
+	else if (r == -ECONNRESET)
+		rk_error_setf(err, "rk copy", ECONNRESET,
+			      "connection lost: the server closed it before its last file");
+	else if (r == -EPROTO)
+		rk_error_setf(err, "rk copy", EPROTO, "protocol error from the server");
+	st->files = s->fs.n_ok;
+	st->up_to_date = s->fs.n_uptodate;
+	st->failed = s->fs.n_failed;
+	st->dirs = s->fs.n_dirs;
+	st->bytes = s->fs.bytes_ok;
+	session_free(s);
 	return r;
 }
 

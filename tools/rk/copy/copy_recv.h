@@ -45,6 +45,15 @@ struct cp_server {
 	uint32_t max_open;  /* files open at once per session, <= CP_SERVE_MAX_OPEN */
 	uint32_t max_ring; /* bytes of ring per session; a chunk whose slot exceeds it is refused */
 	int idle_ms;	   /* end a session that moves nothing for this long */
+	/*
+	 * Names the sender may use: this one and those beneath it (NULL: any
+	 * beneath rootfd). A client that pulls receives where DEST is, and the
+	 * server, which it does not trust, must not write beside DEST.
+	 */
+	const char *only_under;
+	int serve_reads;   /* rk serve --read: clients may pull files from DIR */
+	const char *who;   /* log lines start "WHO: PEER: " (NULL: "rk serve") */
+	int quiet;	   /* no log lines about files and sessions */
 	atomic_int *stop;  /* set on SIGINT/SIGTERM */
 	atomic_int active; /* sessions running */
 	/*
@@ -87,6 +96,26 @@ uint64_t cp_session_pinned(uint32_t max_ring);
  * session from now until its thread ends. Returns 0 or a negative errno.
  */
 int cp_session_start(struct cp_server *srv, struct rk_cm_request *req);
+
+/* What a pulling client received (cp_recv_pull). */
+struct cp_recv_stats {
+	uint32_t files, up_to_date, failed, dirs;
+	uint64_t bytes;
+};
+
+/*
+ * cp_recv_pull - the receiving side over a connection this process makes
+ * (rk copy HOST:SRC DEST): connect with @co (its hello asks for a pull),
+ * send the PULL message @pull (@len bytes), then take what the server
+ * sends exactly as an rk serve session takes a push, into @srv's
+ * directory (@srv->only_under: DEST), until the server hangs up after its
+ * BYE. @srv must have its registry set up (cp_server_registry_init).
+ * Counts land in @st; @err says why a session failed; a refusal the
+ * server sent as ERROR is -ECONNREFUSED with its text in @err. Blocks;
+ * every wait is bounded by @srv->idle_ms.
+ */
+int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, const void *pull,
+		 size_t len, struct cp_recv_stats *st, struct rk_error *err);
 
 /*
  * cp_session_join - hand the connect request of lane @lane (1..) to the

@@ -58,6 +58,7 @@
 #define RQ_DEPTH      (CP_MAX_SLOTS + 8)
 #define SQ_DEPTH      (2 * CP_MAX_SLOTS + 8)
 #define HELLO_WRID    (1ull << 40)
+#define ACCEPT_MS     5000
 #define WAIT_MS	      200
 #define HASH_BUF      (1u << 20)
 #define GONE_GRACE_NS 1000000000ull /* other lanes may still hold the last CREDITs */
@@ -113,6 +114,12 @@ struct sender {
 	uint64_t last_ns;
 	XXH3_state_t *st;
 	uint8_t *hashbuf;
+	const char *them; /* "server", or "client" when serving a pull */
+	/* Serving a pull: the PULL as it came, and the options it sets. */
+	int pulled;
+	uint32_t pull_len;
+	uint8_t pull_buf[CP_MSG_MAX];
+	struct cp_send_opts own;
 };
 
 static void fatal(struct sender *s, int code, const char *fmt, ...)
@@ -223,7 +230,8 @@ static void on_credit(struct sender *s, const void *buf, uint32_t len)
 	struct lslot *ls;
 
 	if (cp_credit_decode(buf, len, &c) || c.slot >= s->w.nslots)
-		return fatal(s, RK_EXIT_LOST, "protocol error: malformed credit from the server");
+		return fatal(s, RK_EXIT_LOST, "protocol error: malformed credit from the %s",
+			     s->them);
 	ls = &s->slots[c.slot];
 	if (ls->state != LS_POSTED || ls->credited)
 		return fatal(s, RK_EXIT_LOST, "protocol error: credit for slot %u not in flight",
@@ -251,11 +259,16 @@ static void on_message(struct sender *s, const void *buf, uint32_t len)
 		   cp_error_decode(buf, len, &code, text, sizeof(text)) == 0) {
 		/* A limit (e.g. the chunk does not fit the server's ring) is a refusal. */
 		fatal(s, code == CP_E_LIMIT ? RK_EXIT_REFUSED : RK_EXIT_LOST,
-		      "the server ended the session: %s", text);
+		      "the %s ended the session: %s", s->them, text);
 	} else if (type == -EPROTO) {
-		fatal(s, RK_EXIT_LOST, "the server speaks another protocol version");
+		fatal(s, RK_EXIT_LOST, "the %s speaks another protocol version", s->them);
+	} else if (type == CP_MSG_PULL && s->o->accept && !s->pulled && len <= CP_MSG_MAX) {
+		/* Kept whole: the decoded PULL points into it. */
+		memcpy(s->pull_buf, buf, len);
+		s->pull_len = len;
+		s->pulled = 1;
 	} else {
-		fatal(s, RK_EXIT_LOST, "protocol error: unexpected message from the server");
+		fatal(s, RK_EXIT_LOST, "protocol error: unexpected message from the %s", s->them);
 	}
 }
 
@@ -304,7 +317,8 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 		return;
 	}
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-		return fatal(s, RK_EXIT_LOST, "protocol error: the server wrote into our memory");
+		return fatal(s, RK_EXIT_LOST, "protocol error: the %s wrote into our memory",
+			     s->them);
 	if (wc->wr_id == HELLO_WRID || !(wc->wr_id & 1))
 		return; /* hello SEND, or a header WRITE: the data WRITE follows */
 	if ((wc->wr_id >> 1) < CP_MAX_SLOTS) {
@@ -380,9 +394,10 @@ static int pump_lane(struct lane *l, int wait_ms)
 			s->gone_ns = cli_now_ns();
 		/* Before the threads start there is no other lane to wait for. */
 		if (!s->fatal && (!s->threaded || !s->welcomed) && !all_done(s))
-			lost(l, "(the server closed it)");
+			lost(l, s->o->accept ? "(the client closed it)" : "(the server closed it)");
 		if (!s->fatal && !s->welcomed)
-			lost(l, "(the server closed it before the session began)");
+			lost(l, s->o->accept ? "(the client closed it before the session began)"
+					     : "(the server closed it before the session began)");
 	}
 	over = s->fatal ? -1 : 0;
 	pthread_cond_broadcast(&s->cv);
@@ -400,9 +415,9 @@ static int check_session(struct sender *s)
 	uint64_t now = cli_now_ns();
 
 	if (!s->fatal && s->gone_ns && now - s->gone_ns > GONE_GRACE_NS && !all_done(s))
-		fatal_transport(s, "connection lost (the server closed it)");
+		fatal_transport(s, "connection lost (the %s closed it)", s->them);
 	if (!s->fatal && now - s->last_ns > (uint64_t)s->o->idle_ms * 1000000)
-		fatal_transport(s, "the server did not answer for %d s", s->o->idle_ms / 1000);
+		fatal_transport(s, "the %s did not answer for %d s", s->them, s->o->idle_ms / 1000);
 	return s->fatal ? -1 : 0;
 }
 
@@ -879,9 +894,9 @@ static int send_item(struct sender *s, size_t idx)
 		it->state = CP_ITEM_SENT;
 		return 0;
 	}
-	fd = open(it->src, O_RDONLY | O_CLOEXEC);
+	fd = cp_plan_open(s->plan, it);
 	if (fd < 0) {
-		local_fail(it, "open", -errno);
+		local_fail(it, "open", fd);
 		return 0;
 	}
 	if (fstat(fd, &st)) { /* st is unset: its mode says nothing */
@@ -952,6 +967,13 @@ static int open_device(const struct cp_send_opts *o, struct rk_device **dev, cha
 	return 0;
 }
 
+/* Local-access memory: in the caller's protection domain if it gave one. */
+static int alloc_mr(struct sender *s, size_t len, struct rk_error *e, struct rk_mr **mr)
+{
+	return s->o->pd ? rk_mr_alloc_pd(s->o->pd, len, RK_ACCESS_LOCAL, e, mr)
+			: rk_mr_alloc(s->dev, len, RK_ACCESS_LOCAL, e, mr);
+}
+
 /* Lane @l: its receive buffers, its wake-up fd, and (after WELCOME, l > 0) its connection. */
 static int lane_init(struct sender *s, unsigned idx)
 {
@@ -964,7 +986,7 @@ static int lane_init(struct sender *s, unsigned idx)
 		fatal(s, RK_EXIT_LOST, "eventfd: %s", strerror(errno));
 		return -1;
 	}
-	if (rk_mr_alloc(s->dev, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &l->rbufs)) {
+	if (alloc_mr(s, (size_t)RQ_DEPTH * CP_MSG_MAX, &e, &l->rbufs)) {
 		fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		return -1;
 	}
@@ -1018,32 +1040,109 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 	return 0;
 }
 
+/* Serving a pull: lane 0 is the connection the client asked for. */
+static int lane_accept(struct sender *s)
+{
+	struct lane *l = &s->lanes[0];
+	struct rk_conn_opts co = {.sq_depth = SQ_DEPTH,
+				  .rq_depth = RQ_DEPTH,
+				  .wait_mode = RK_WAIT_EVENT,
+				  .ack_timeout = s->o->ack_timeout,
+				  .prepare = prepare,
+				  .prepare_arg = l,
+				  .pd = s->o->pd};
+	struct rk_conn *conn = NULL;
+	struct rk_error e;
+
+	if (rk_cm_request_accept(s->o->accept, &co, NULL, 0, ACCEPT_MS, &e, &conn)) {
+		l->conn = NULL;
+		fatal(s, RK_EXIT_LOST, "accept: %s", rk_error_str(&e));
+		return -1;
+	}
+	l->conn = conn;
+	return 0;
+}
+
+/* Send an ERROR (code, text) on lane 0 and wait a moment for it to leave. */
+static void send_error(struct sender *s, uint16_t code, const char *text)
+{
+	struct rk_wr wr = {.op = RK_OP_SEND, .flags = RK_WR_SIGNALED, .wr_id = HELLO_WRID};
+	int n = cp_error_encode(code, text, rk_mr_addr(s->hello), CP_MSG_MAX);
+	struct rk_error e;
+	struct ibv_wc wc;
+
+	wr.addr = rk_mr_addr(s->hello);
+	wr.len = (uint32_t)n;
+	wr.lkey = rk_mr_lkey(s->hello);
+	if (n > 0 && rk_post(s->lanes[0].conn, &wr, &e) == 0)
+		rk_cq_wait(rk_conn_cq(s->lanes[0].conn), &wc, 1, 2000, &e);
+}
+
 /*
- * Lane 0: connect with the access token, HELLO, wait for WELCOME (the
+ * Serving a pull: wait for the client's PULL, let the caller plan it
+ * (o->on_pull), and take its chunk, depth and flags as a client's own.
+ */
+static int take_pull(struct sender *s)
+{
+	struct cp_pull p;
+	char why[256] = "";
+	int code;
+
+	s->last_ns = cli_now_ns();
+	while (!s->pulled)
+		if (pump(s, WAIT_MS))
+			return -1;
+	if (cp_pull_decode(s->pull_buf, s->pull_len, &p)) {
+		send_error(s, CP_E_PROTO, "malformed PULL");
+		fatal(s, RK_EXIT_LOST, "protocol error: malformed PULL");
+		return -1;
+	}
+	s->own.chunk = p.chunk;
+	s->own.depth = p.depth < CP_MAX_SLOTS ? p.depth : CP_MAX_SLOTS;
+	s->own.flags = p.flags;
+	code = s->o->on_pull(s->o->on_pull_arg, &p, s->plan, why, sizeof(why));
+	if (code) {
+		send_error(s, (uint16_t)code, why);
+		fatal(s, RK_EXIT_REFUSED, "%s", why);
+		return -1;
+	}
+	cp_progress_init(s->o->progress, s->plan->bytes, 0);
+	return 0;
+}
+
+/*
+ * Lane 0: connect with the access token (or, serving a pull, accept the
+ * client's connection and take its PULL), HELLO, wait for WELCOME (the
  * ring and the session key). Then the other lanes join with the key, and
  * the staging slots are registered.
  */
 static int connect_and_hello(struct sender *s)
 {
 	struct rk_hello hello = {.app_id = CP_APP_ID, .app_arg = cp_lane_arg(0)};
-	struct cp_hello h = {.chunk = s->o->chunk,
-			     .depth = (uint16_t)s->o->depth,
-			     .flags = (uint16_t)s->o->flags,
-			     .lanes = (uint16_t)s->nlanes};
+	struct cp_hello h = {0};
 	struct rk_wr wr = {.op = RK_OP_SEND, .flags = RK_WR_SIGNALED, .wr_id = HELLO_WRID};
 	struct rk_error e;
 	int n, r;
 
-	if (s->o->token) {
-		hello.token_len = CP_TOKEN_LEN;
-		memcpy(hello.token, s->o->token, CP_TOKEN_LEN);
+	if (s->o->accept) {
+		if (lane_init(s, 0) || lane_accept(s) || take_pull(s))
+			return -1;
+	} else {
+		if (s->o->token) {
+			hello.token_len = CP_TOKEN_LEN;
+			memcpy(hello.token, s->o->token, CP_TOKEN_LEN);
+		}
+		if (lane_init(s, 0) || lane_connect(s, 0, &hello))
+			return -1;
 	}
+	h.chunk = s->o->chunk;
+	h.depth = (uint16_t)s->o->depth;
+	h.flags = (uint16_t)s->o->flags;
+	h.lanes = (uint16_t)s->nlanes;
 	if (s->o->replacing) {
 		h.flags |= CP_F_REPLACES;
 		memcpy(h.replaces, s->o->replaces, CP_KEY_LEN);
 	}
-	if (lane_init(s, 0) || lane_connect(s, 0, &hello))
-		return -1;
 	n = cp_hello_encode(&h, rk_mr_addr(s->hello), CP_MSG_MAX);
 	wr.addr = rk_mr_addr(s->hello);
 	wr.len = (uint32_t)n;
@@ -1065,7 +1164,7 @@ static int connect_and_hello(struct sender *s)
 			return -1;
 	}
 	s->stride = cp_slot_stride(s->w.chunk);
-	r = rk_mr_alloc(s->dev, s->w.nslots * s->stride, RK_ACCESS_LOCAL, &e, &s->stage);
+	r = alloc_mr(s, s->w.nslots * s->stride, &e, &s->stage);
 	if (r) {
 		fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		return -1;
@@ -1076,8 +1175,9 @@ static int connect_and_hello(struct sender *s)
 int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_fate *fate,
 	    char *why, size_t why_len)
 {
-	struct sender s = {.o = o,
+	struct sender s = {.own = *o,
 			   .plan = plan,
+			   .them = o->accept ? "client" : "server",
 			   .cur = -1,
 			   .why = why,
 			   .why_len = why_len,
@@ -1085,6 +1185,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 	struct rk_error e;
 	int r;
 
+	s.o = &s.own;
 	why[0] = '\0';
 	memset(fate, 0, sizeof(*fate));
 	for (unsigned i = 0; i < CP_MAX_LANES; i++)
@@ -1099,8 +1200,9 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 		pthread_cond_init(&s.cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	r = open_device(o, &s.dev, why, why_len);
-	if (r)
+	if (o->device)
+		s.dev = o->device;
+	else if ((r = open_device(o, &s.dev, why, why_len)) != 0)
 		goto out_sync;
 	s.st = XXH3_createState();
 	s.hashbuf = malloc(HASH_BUF);
@@ -1108,7 +1210,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 		fatal(&s, RK_EXIT_LOST, "out of memory");
 		goto out;
 	}
-	r = rk_mr_alloc(s.dev, CP_MSG_MAX, RK_ACCESS_LOCAL, &e, &s.hello);
+	r = alloc_mr(&s, CP_MSG_MAX, &e, &s.hello);
 	if (r) {
 		fatal(&s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		goto out;
@@ -1132,7 +1234,8 @@ out:
 	rk_mr_dereg(s.hello);
 	free(s.hashbuf);
 	XXH3_freeState(s.st);
-	rk_device_close(s.dev);
+	if (!o->device)
+		rk_device_close(s.dev);
 	r = s.fatal;
 	fate->transport = s.fatal == RK_EXIT_LOST && s.transport;
 	fate->established = s.welcomed;

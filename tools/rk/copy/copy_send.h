@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <rdmakit/cm.h>
+#include <rdmakit/device.h>
+#include <rdmakit/pd.h>
+
 #include "commands.h"
 #include "copy_plan.h"
 #include "copy_progress.h"
@@ -28,6 +32,20 @@ struct cp_send_opts {
 	int replacing;
 	uint8_t replaces[CP_KEY_LEN];
 	struct cp_progress *progress;
+	/*
+	 * Serving a pull (rk serve --read) instead of connecting: @device (the
+	 * listener's, borrowed) and @pd (this session's alone) hold what the
+	 * session registers; lane 0 is @accept, taken over; its first message
+	 * must be a PULL, which @on_pull turns into @plan (0, or a CP_E_* code
+	 * with @why, sent to the client as an ERROR). Chunk, depth and flags
+	 * then come from the PULL.
+	 */
+	struct rk_device *device;
+	struct rk_pd *pd;
+	struct rk_cm_request *accept;
+	int (*on_pull)(void *arg, const struct cp_pull *p, struct cp_plan *plan, char *why,
+		       size_t why_len);
+	void *on_pull_arg;
 };
 
 /* How a session ended, beyond its exit code: what a caller retrying it needs. */

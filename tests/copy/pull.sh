@@ -1,0 +1,102 @@
+#!/bin/sh
+# Pull: rk copy HOST:SRC DEST from an rk serve --read. A server without
+# --read refuses with a message (exit 3); a 64 MiB file and a tree arrive
+# identical, placed by rsync's rules on this side; sources outside DIR
+# ('..', absolute, through a symlink) are refused by name (exit 3) and
+# symlinks inside a tree are skipped; an existing file is kept without
+# --force; --resume after the client is killed goes on from the verified
+# prefix; and a server that sends names outside DEST ('..', absolute, a
+# sibling of DEST) gets them refused, with nothing written outside DEST.
+. "$(dirname "$0")/lib.sh"
+port=7923
+S=$W/served L=$W/local
+mkdir -p "$S/tree/sub" "$L"
+random "$S/big.bin" $((64 << 20))
+random "$S/tree/a" 1000
+random "$S/tree/sub/b" 300000
+random "$S/tree/empty" 0
+ln -s /etc/passwd "$S/tree/evil"
+ln -s ../big.bin "$S/tree/inside"
+ln -s /etc "$S/etc"
+
+pull_rc() { # WANT ARGS... - rk copy ARGS, fail unless it exits WANT; stderr in $W/err
+	want=$1
+	shift
+	set +e
+	"$RK" copy "$@" 2>"$W/err" >"$W/out"
+	got=$?
+	set -e
+	[ "$got" = "$want" ] || fail "rk copy $*: exit $got, expected $want: $(cat "$W/err" "$W/out")"
+}
+
+# 1. Without --read the server refuses, and says how to allow it.
+start_server $port "$S"
+pull_rc 3 -q "$RK_ADDR:$port:big.bin" "$L/"
+grep -q -- "--read" "$W/err" || fail "no word of --read: $(cat "$W/err")"
+stop_server
+
+start_server $port "$S" --read
+grep -q "reads allowed" "$W/server.2.log" || fail "the server does not say it serves reads"
+# 2. A 64 MiB file into a directory; one onto a new name.
+"$RK" copy "$RK_ADDR:$port:big.bin" "$L/" >"$W/out" || fail "pull of big.bin: $(cat "$W/out")"
+cmp "$S/big.bin" "$L/big.bin" || fail "big.bin differs"
+grep -q "1 files received" "$W/out" || fail "summary: $(cat "$W/out")"
+"$RK" copy -q "$RK_ADDR:$port:tree/a" "$L/renamed" || fail "pull onto a name"
+cmp "$S/tree/a" "$L/renamed" || fail "renamed differs"
+# 3. A tree: the directory itself, then its contents; symlinks skipped.
+"$RK" copy -q -r "$RK_ADDR:$port:tree" "$L/t1" || fail "pull -r tree"
+"$RK" copy -q -r --json "$RK_ADDR:$port:tree/" "$L/t2" >"$W/json" || fail "pull -r tree/"
+for f in a sub/b empty; do
+	cmp "$S/tree/$f" "$L/t1/tree/$f" || fail "t1/tree/$f differs"
+	cmp "$S/tree/$f" "$L/t2/$f" || fail "t2/$f differs"
+done
+[ ! -e "$L/t1/tree/evil" ] && [ ! -e "$L/t1/tree/inside" ] || fail "a symlink was followed"
+grep -q '"files_copied":3' "$W/json" || fail "json: $(cat "$W/json")"
+# 4. Sources that leave DIR are refused by name.
+for src in ../x /etc/passwd etc/passwd tree/evil tree/../../x; do
+	pull_rc 3 -q "$RK_ADDR:$port:$src" "$L/"
+	grep -qE "not a path under|symbolic link" "$W/err" || fail "$src: $(cat "$W/err")"
+done
+pull_rc 3 -q "$RK_ADDR:$port:missing" "$L/"
+pull_rc 3 -q "$RK_ADDR:$port:tree" "$L/"
+grep -q -- "-r" "$W/err" || fail "a directory without -r: $(cat "$W/err")"
+# 5. An existing file is kept without --force, replaced with it.
+printf 'mine' >"$L/keep"
+pull_rc 1 -q "$RK_ADDR:$port:tree/a" "$L/keep"
+[ "$(cat "$L/keep")" = mine ] || fail "an existing file was overwritten"
+"$RK" copy -q --force "$RK_ADDR:$port:tree/a" "$L/keep" || fail "--force"
+cmp "$S/tree/a" "$L/keep" || fail "keep differs after --force"
+# 6. The client killed mid-file: --resume goes on from the verified prefix.
+mkdir -p "$L/r"
+"$RK" copy -q "$RK_ADDR:$port:big.bin" "$L/r/" &
+c=$!
+i=0
+until [ "$(stat -c %s "$L/r/.big.bin.rkpart" 2>/dev/null || echo 0)" -ge $((8 << 20)) ]; do
+	i=$((i + 1))
+	[ $i -lt 600 ] || fail "the pull did not progress"
+	sleep 0.05
+done
+kill -9 $c
+wait $c 2>/dev/null || true
+[ ! -e "$L/r/big.bin" ] || fail "final file visible after the client was killed"
+"$RK" copy --resume "$RK_ADDR:$port:big.bin" "$L/r/" >"$W/out" || fail "pull --resume: $(cat "$W/out")"
+cmp "$S/big.bin" "$L/r/big.bin" || fail "resumed big.bin differs"
+grep -q "(resumed)" "$W/out" || fail "not resumed from a prefix: $(cat "$W/out")"
+"$RK" copy --resume "$RK_ADDR:$port:big.bin" "$L/r/" >"$W/out" || fail "pull --resume again"
+grep -q "up to date" "$W/out" || fail "not up to date: $(cat "$W/out")"
+stop_server
+
+# 7. A hostile server: names outside DEST ('..', absolute, a sibling of DEST).
+mkdir -p "$L/h"
+for evil in ../escape /tmp/rkpull-abs sibling; do
+	export RK_COPY_TEST_UNCHECKED_NAMES=1 RK_SERVE_TEST_PULL_DEST="$evil"
+	start_server $port "$S" --read
+	unset RK_COPY_TEST_UNCHECKED_NAMES RK_SERVE_TEST_PULL_DEST
+	pull_rc 1 -q "$RK_ADDR:$port:tree/a" "$L/h/dest"
+	# Into a directory DEST, a sibling of it is beneath it: only the others are out.
+	[ "$evil" = sibling ] || pull_rc 1 -q -r "$RK_ADDR:$port:tree" "$L/h/"
+	stop_server
+	[ ! -e "$L/escape" ] && [ ! -e "$W/escape" ] && [ ! -e /tmp/rkpull-abs ] &&
+		[ ! -e "$L/h/sibling" ] && [ ! -e "$L/h/dest" ] || fail "$evil: written outside DEST"
+done
+echo "copy pull: ok"
