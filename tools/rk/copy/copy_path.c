@@ -138,6 +138,43 @@ int cp_openat_beneath(int dirfd, const char *name, int flags, mode_t mode)
 	return open_component(dirfd, name, flags, mode);
 }
 
+int cp_open_path_beneath(int rootfd, const char *rel, int flags)
+{
+	char comp[CP_NAME_MAX + 1];
+	const char *p = rel;
+	int parent, fd;
+
+	if (strlen(rel) > CP_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (atomic_load(&use_openat2)) {
+		fd = openat2_beneath(rootfd, rel, flags | O_NOFOLLOW, 0, RESOLVE_NO_SYMLINKS);
+		if (fd != -ENOSYS)
+			return fd;
+	}
+	/* Without openat2: a component at a time, none of them a symlink. */
+	parent = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (parent < 0)
+		return -errno;
+	for (;;) {
+		size_t n = strcspn(p, "/");
+
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		p += n;
+		if (!*p) {
+			fd = open_component(parent, comp, flags, 0);
+			close(parent);
+			return fd;
+		}
+		p++;
+		fd = open_component(parent, comp, O_RDONLY | O_DIRECTORY, 0);
+		close(parent);
+		if (fd < 0)
+			return fd;
+		parent = fd;
+	}
+}
+
 /* cp_open_dir without openat2: from the top, a component at a time. */
 static int open_dir_walk(int rootfd, const char *rel, int create)
 {

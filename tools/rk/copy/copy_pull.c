@@ -166,7 +166,11 @@ int cp_pull_run(const struct cp_pull_opts *o)
 		close(srv.rootfd);
 		return RK_EXIT_LOST;
 	}
-	/* What a server can make us hold is what we asked for; the ring stays bounded. */
+	/*
+	 * The ring stays bounded; files, bytes and sizes are what we asked
+	 * for, so we do not cap them (a server that sends more than its files
+	 * fills DEST's file system as a copy of those files would).
+	 */
 	srv.max_file_size = UINT64_MAX;
 	srv.max_bytes = UINT64_MAX;
 	srv.max_files = UINT32_MAX - 1;
@@ -186,7 +190,7 @@ int cp_pull_run(const struct cp_pull_opts *o)
 	}
 	t0 = cli_now_ns();
 	rk_error_clear(&e);
-	r = cp_recv_pull(&srv, &co, msg, (size_t)n, &st, &e);
+	r = cp_recv_pull(&srv, &co, msg, (size_t)n, o->flags, &st, &e);
 	if (r == 0)
 		rc = st.failed ? RK_EXIT_FAILURE : RK_EXIT_OK;
 	else if (r == -ECONNREFUSED && (e.reject_reason || !strncmp(e.msg, "refused", 7)))

@@ -106,6 +106,7 @@ struct session {
 	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
 	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
 	char refused[256];	  /* a pull: the server's ERROR, before its HELLO */
+	uint16_t allow_flags;	  /* HELLO flags we accept (a pull: only what we asked for) */
 };
 
 /*
@@ -343,6 +344,11 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	}
 	if (cp_hello_decode(buf, len, &h))
 		return -EPROTO;
+	if (h.flags & ~s->allow_flags) {
+		/* A server we pull from may not turn on --force or --resume for us. */
+		send_error(s, CP_E_PROTO, "flags not asked for");
+		return -EPROTO;
+	}
 	if (h.flags & CP_F_REPLACES)
 		replace_session(s, h.replaces);
 	s->chunk = s->fs.chunk = h.chunk;
@@ -725,6 +731,7 @@ static struct session *session_new(struct cp_server *srv, const char *peer)
 		return NULL;
 	s->srv = srv;
 	s->evfd = -1;
+	s->allow_flags = CP_F_ALL;
 	snprintf(s->peer, sizeof(s->peer), "%s", peer);
 	if (cp_files_init(&s->fs, srv, s->peer))
 		goto fail;
@@ -784,7 +791,7 @@ reject:
 }
 
 int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, const void *pull,
-		 size_t len, struct cp_recv_stats *st, struct rk_error *err)
+		 size_t len, unsigned flags, struct cp_recv_stats *st, struct rk_error *err)
 {
 	struct rk_cm_connect_opts c = *co;
 	struct rk_conn *conn = NULL;
@@ -799,6 +806,7 @@ int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, con
 		return rk_error_setf(err, "rk copy", ENOMEM, "out of memory or registered memory");
 	c.conn = conn_opts(s);
 	s->prep_lane = 0;
+	s->allow_flags = (uint16_t)(flags & (CP_F_FORCE | CP_F_RESUME));
 	r = rk_cm_connect(srv->dev, &c, err, &conn);
 	if (r) {
 		s->lanes[0].conn = NULL; /* prepare saw it; the library destroyed it */

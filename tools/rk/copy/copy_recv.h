@@ -109,13 +109,15 @@ struct cp_recv_stats {
  * send the PULL message @pull (@len bytes), then take what the server
  * sends exactly as an rk serve session takes a push, into @srv's
  * directory (@srv->only_under: DEST), until the server hangs up after its
- * BYE. @srv must have its registry set up (cp_server_registry_init).
+ * BYE. The server's HELLO may carry no flag but those of @flags (the
+ * PULL's: --force, --resume). @srv must have its registry set up
+ * (cp_server_registry_init).
  * Counts land in @st; @err says why a session failed; a refusal the
  * server sent as ERROR is -ECONNREFUSED with its text in @err. Blocks;
  * every wait is bounded by @srv->idle_ms.
  */
 int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, const void *pull,
-		 size_t len, struct cp_recv_stats *st, struct rk_error *err);
+		 size_t len, unsigned flags, struct cp_recv_stats *st, struct rk_error *err);
 
 /*
  * cp_session_join - hand the connect request of lane @lane (1..) to the

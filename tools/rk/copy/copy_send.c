@@ -51,6 +51,7 @@
 #include <rdmakit/post.h>
 
 #include "cli.h"
+#include "copy_files.h"
 #include "copy_proto.h"
 #include "copy_send.h"
 #include "copy_token.h"
@@ -59,6 +60,7 @@
 #define SQ_DEPTH      (2 * CP_MAX_SLOTS + 8)
 #define HELLO_WRID    (1ull << 40)
 #define ACCEPT_MS     5000
+#define PULL_MS	      10000 /* serving a pull: the PULL must come this soon */
 #define WAIT_MS	      200
 #define HASH_BUF      (1u << 20)
 #define GONE_GRACE_NS 1000000000ull /* other lanes may still hold the last CREDITs */
@@ -116,7 +118,8 @@ struct sender {
 	uint8_t *hashbuf;
 	const char *them; /* "server", or "client" when serving a pull */
 	/* Serving a pull: the PULL as it came, and the options it sets. */
-	int pulled;
+	int pulled, accept_used;
+	uint64_t rate_ns, rate_moved, moved; /* serving a pull: the minimum rate (as --idle) */
 	uint32_t pull_len;
 	uint8_t pull_buf[CP_MSG_MAX];
 	struct cp_send_opts own;
@@ -252,7 +255,8 @@ static void on_message(struct sender *s, const void *buf, uint32_t len)
 	if (type == CP_MSG_CREDIT && s->welcomed) {
 		on_credit(s, buf, len);
 	} else if (type == CP_MSG_WELCOME && !s->welcomed) {
-		if (cp_welcome_decode(buf, len, &s->w) || s->w.chunk != s->o->chunk)
+		if (cp_welcome_decode(buf, len, &s->w) || s->w.chunk != s->o->chunk ||
+		    s->w.nslots > s->o->depth)
 			return fatal(s, RK_EXIT_LOST, "protocol error: malformed welcome");
 		s->welcomed = 1;
 	} else if (type == CP_MSG_ERROR &&
@@ -418,6 +422,23 @@ static int check_session(struct sender *s)
 		fatal_transport(s, "connection lost (the %s closed it)", s->them);
 	if (!s->fatal && now - s->last_ns > (uint64_t)s->o->idle_ms * 1000000)
 		fatal_transport(s, "the %s did not answer for %d s", s->them, s->o->idle_ms / 1000);
+	if (!s->fatal && s->o->stop && atomic_load(s->o->stop))
+		fatal(s, RK_EXIT_LOST, "server shutting down");
+	/*
+	 * Serving a pull, as rk serve's sessions (copy_files.h): a client must
+	 * take CP_IDLE_MIN_BYTES in every --idle period (an entry counts
+	 * CP_ENTRY_BYTES), or a trickle of CREDITs would hold a session for ever.
+	 */
+	if (!s->fatal && s->o->accept && s->welcomed &&
+	    now - s->rate_ns > (uint64_t)s->o->idle_ms * 1000000) {
+		uint64_t moved = s->o->progress->done + s->moved;
+
+		if (moved - s->rate_moved < CP_IDLE_MIN_BYTES && !all_done(s))
+			fatal_transport(s, "the client took less than 1 MiB in %d s",
+					s->o->idle_ms / 1000);
+		s->rate_ns = now;
+		s->rate_moved = moved;
+	}
 	return s->fatal ? -1 : 0;
 }
 
@@ -881,6 +902,7 @@ static int send_item(struct sender *s, size_t idx)
 	struct stat st;
 	int fd, r;
 
+	s->moved += CP_ENTRY_BYTES; /* an entry counts for the minimum rate, as in rk serve */
 	if (it->is_dir) {
 		struct cp_rec rec = {.type = CP_REC_DIR,
 				     .file_id = id,
@@ -1054,6 +1076,7 @@ static int lane_accept(struct sender *s)
 	struct rk_conn *conn = NULL;
 	struct rk_error e;
 
+	s->accept_used = 1; /* taken by the call, whatever it returns */
 	if (rk_cm_request_accept(s->o->accept, &co, NULL, 0, ACCEPT_MS, &e, &conn)) {
 		l->conn = NULL;
 		fatal(s, RK_EXIT_LOST, "accept: %s", rk_error_str(&e));
@@ -1086,12 +1109,19 @@ static int take_pull(struct sender *s)
 {
 	struct cp_pull p;
 	char why[256] = "";
+	uint64_t t0 = cli_now_ns();
+	size_t stride;
 	int code;
 
-	s->last_ns = cli_now_ns();
-	while (!s->pulled)
+	s->last_ns = t0;
+	while (!s->pulled) {
+		if (cli_now_ns() - t0 > (uint64_t)PULL_MS * 1000000) {
+			fatal_transport(s, "no PULL from the client within %d s", PULL_MS / 1000);
+			return -1;
+		}
 		if (pump(s, WAIT_MS))
 			return -1;
+	}
 	if (cp_pull_decode(s->pull_buf, s->pull_len, &p)) {
 		send_error(s, CP_E_PROTO, "malformed PULL");
 		fatal(s, RK_EXIT_LOST, "protocol error: malformed PULL");
@@ -1100,6 +1130,19 @@ static int take_pull(struct sender *s)
 	s->own.chunk = p.chunk;
 	s->own.depth = p.depth < CP_MAX_SLOTS ? p.depth : CP_MAX_SLOTS;
 	s->own.flags = p.flags;
+	/* What we register for slots is bounded as rk serve's rings are (--max-ring). */
+	stride = cp_slot_stride(p.chunk);
+	if (s->o->max_stage && stride > s->o->max_stage) {
+		snprintf(why, sizeof(why),
+			 "limit: --max-ring: a %u-byte chunk needs %zu bytes, this server allows "
+			 "%llu",
+			 p.chunk, stride, (unsigned long long)s->o->max_stage);
+		send_error(s, CP_E_LIMIT, why);
+		fatal(s, RK_EXIT_REFUSED, "%s", why);
+		return -1;
+	}
+	if (s->o->max_stage && s->own.depth * stride > s->o->max_stage)
+		s->own.depth = (unsigned)(s->o->max_stage / stride);
 	code = s->o->on_pull(s->o->on_pull_arg, &p, s->plan, why, sizeof(why));
 	if (code) {
 		send_error(s, (uint16_t)code, why);
@@ -1107,6 +1150,7 @@ static int take_pull(struct sender *s)
 		return -1;
 	}
 	cp_progress_init(s->o->progress, s->plan->bytes, 0);
+	s->rate_ns = cli_now_ns();
 	return 0;
 }
 
@@ -1234,6 +1278,8 @@ out:
 	rk_mr_dereg(s.hello);
 	free(s.hashbuf);
 	XXH3_freeState(s.st);
+	if (o->accept && !s.accept_used) /* set-up failed before the accept */
+		rk_cm_request_reject(o->accept, RK_REJECT_BUSY, "server out of resources", NULL);
 	if (!o->device)
 		rk_device_close(s.dev);
 	r = s.fatal;

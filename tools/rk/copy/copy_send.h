@@ -6,6 +6,7 @@
 #ifndef RK_COPY_SEND_H
 #define RK_COPY_SEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,8 @@ struct cp_send_opts {
 	struct rk_device *device;
 	struct rk_pd *pd;
 	struct rk_cm_request *accept;
+	uint64_t max_stage; /* serving a pull: bytes of staging slots at most (--max-ring) */
+	atomic_int *stop;   /* serving a pull: set when the server shuts down */
 	int (*on_pull)(void *arg, const struct cp_pull *p, struct cp_plan *plan, char *why,
 		       size_t why_len);
 	void *on_pull_arg;

@@ -27,6 +27,9 @@
 #include "copy_send.h"
 #include "copy_serve_pull.h"
 
+/* Entries one pull may plan (and --max-files, if lower): a bound on the plan's memory. */
+#define PULL_MAX_ITEMS 100000u
+
 struct pull_session {
 	struct cp_server *srv;
 	struct rk_cm_request *req;
@@ -74,8 +77,10 @@ static int on_pull(void *arg, const struct cp_pull *p, struct cp_plan *plan, cha
 	 */
 	if (getenv("RK_SERVE_TEST_PULL_DEST"))
 		snprintf(dest, sizeof(dest), "%s", getenv("RK_SERVE_TEST_PULL_DEST"));
-	r = cp_plan_build_beneath(plan, ps->srv->rootfd, srcs, p->nsrc, dest,
-				  p->options & CP_PULL_RECURSIVE, ps->srv->max_files, why, why_len);
+	r = cp_plan_build_beneath(
+	    plan, ps->srv->rootfd, srcs, p->nsrc, dest, p->options & CP_PULL_RECURSIVE,
+	    ps->srv->max_files < PULL_MAX_ITEMS ? ps->srv->max_files : PULL_MAX_ITEMS, why,
+	    why_len);
 out:
 	for (unsigned i = 0; i < p->nsrc; i++)
 		free(srcs[i]);
@@ -114,6 +119,8 @@ static void *pull_main(void *arg)
 	o.on_pull_arg = ps;
 	o.idle_ms = srv->idle_ms;
 	o.progress = &prog;
+	o.max_stage = srv->max_ring;
+	o.stop = srv->stop;
 	plog(ps, "connected (pull)");
 	rc = cp_send(&o, &ps->plan, &fate, why, sizeof(why));
 	for (size_t i = 0; i < ps->plan.n; i++) {
