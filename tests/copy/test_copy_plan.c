@@ -85,19 +85,30 @@ static int by_name(const void *a, const void *b)
 /*
  * Plan @srcs (a space-separated list) to @dest and compare the destinations,
  * sorted, with @want: "name" for a file, "name/" for a directory, "name>"
- * for a file the server places (into), space-separated.
+ * for a file the server places (into), space-separated. With @beneath, the
+ * plan is a server's of what a client pulls from "served": every source is
+ * a path under it, and every file opens beneath it.
  */
-static void expect(const char *srcs, const char *dest, int recursive, const char *want)
+static void expect_plan(int beneath, const char *srcs, const char *dest, int recursive,
+			const char *want)
 {
 	char *argv[8], buf[256], got[512] = "", why[256] = "";
 	char *names[32] = {0};
+	int root = -1, n = 0, r;
 	struct cp_plan p;
-	int n = 0;
 
 	snprintf(buf, sizeof(buf), "%s", srcs);
 	for (char *t = strtok(buf, " "); t; t = strtok(NULL, " "))
 		argv[n++] = t;
-	assert_int_equal(cp_plan_build(&p, argv, n, dest, recursive, why, sizeof(why)), 0);
+	if (beneath) {
+		root = open("served", O_RDONLY | O_DIRECTORY);
+		assert_true(root >= 0);
+		r = cp_plan_build_beneath(&p, root, argv, n, dest, recursive, 0, why, sizeof(why));
+	} else {
+		r = cp_plan_build(&p, argv, n, dest, recursive, why, sizeof(why));
+	}
+	if (r)
+		fail_msg("%s %s: %s", beneath ? "pull" : "push", srcs, why);
 	assert_true(p.n < 32);
 	for (size_t i = 0; i < p.n; i++) {
 		char *s = malloc(strlen(p.items[i].dst) + 2);
@@ -106,6 +117,13 @@ static void expect(const char *srcs, const char *dest, int recursive, const char
 		sprintf(s, "%s%s", p.items[i].dst,
 			p.items[i].is_dir ? "/" : (p.items[i].into ? ">" : ""));
 		names[i] = s;
+		if (beneath && !p.items[i].is_dir) {
+			int fd = cp_plan_open(&p, &p.items[i]);
+
+			assert_true(p.items[i].src[0] != '/');
+			assert_true(fd >= 0);
+			close(fd);
+		}
 	}
 	qsort(names, p.n, sizeof(names[0]), by_name);
 	for (size_t i = 0; i < p.n; i++) {
@@ -114,9 +132,21 @@ static void expect(const char *srcs, const char *dest, int recursive, const char
 		free(names[i]);
 	}
 	cp_plan_free(&p);
+	if (root >= 0)
+		close(root);
 	if (strcmp(got, want))
-		fail_msg("rk copy %s%s %s: got '%s', want '%s'", recursive ? "-r " : "", srcs, dest,
-			 got, want);
+		fail_msg("rk copy %s%s %s (%s): got '%s', want '%s'", recursive ? "-r " : "", srcs,
+			 dest, beneath ? "pull" : "push", got, want);
+}
+
+static void expect(const char *srcs, const char *dest, int recursive, const char *want)
+{
+	expect_plan(0, srcs, dest, recursive, want);
+}
+
+static void expect_beneath(const char *srcs, const char *dest, int recursive, const char *want)
+{
+	expect_plan(1, srcs, dest, recursive, want);
 }
 
 static void test_one_file(void **state)
@@ -186,47 +216,6 @@ static void test_refusals(void **state)
 	argv[0] = "dir/";
 	assert_int_equal(cp_plan_build(&p, argv, 1, "a/../..", 1, why, sizeof(why)), -2);
 	cp_plan_free(&p);
-}
-
-/* As expect(), for a server's plan of what a client pulls from "served". */
-static void expect_beneath(const char *srcs, const char *dest, int recursive, const char *want)
-{
-	char *argv[8], buf[256], got[512] = "", why[256] = "", *names[32] = {0};
-	int root = open("served", O_RDONLY | O_DIRECTORY), n = 0;
-	struct cp_plan p;
-
-	assert_true(root >= 0);
-	snprintf(buf, sizeof(buf), "%s", srcs);
-	for (char *t = strtok(buf, " "); t; t = strtok(NULL, " "))
-		argv[n++] = t;
-	if (cp_plan_build_beneath(&p, root, argv, n, dest, recursive, 0, why, sizeof(why)))
-		fail_msg("pull %s: %s", srcs, why);
-	assert_true(p.n < 32);
-	for (size_t i = 0; i < p.n; i++) {
-		names[i] = malloc(strlen(p.items[i].dst) + 2);
-		assert_non_null(names[i]);
-		sprintf(names[i], "%s%s", p.items[i].dst,
-			p.items[i].is_dir ? "/" : (p.items[i].into ? ">" : ""));
-		/* sources are paths under the top, opened beneath it */
-		assert_true(p.items[i].src[0] != '/');
-		if (!p.items[i].is_dir) {
-			int fd = cp_plan_open(&p, &p.items[i]);
-
-			assert_true(fd >= 0);
-			close(fd);
-		}
-	}
-	qsort(names, p.n, sizeof(names[0]), by_name);
-	for (size_t i = 0; i < p.n; i++) {
-		strcat(got, i ? " " : "");
-		strcat(got, names[i]);
-		free(names[i]);
-	}
-	cp_plan_free(&p);
-	close(root);
-	if (strcmp(got, want))
-		fail_msg("pull %s%s %s: got '%s', want '%s'", recursive ? "-r " : "", srcs, dest,
-			 got, want);
 }
 
 static void test_beneath(void **state)
