@@ -629,8 +629,20 @@ static int serve(struct session *s, struct rk_error *err)
 			if (!(pfd[i].revents & POLLIN))
 				continue;
 			st = rk_conn_progress(s->lanes[lane_of[i]].conn, 0, err);
-			if (st != RK_CONN_CONNECTED)
-				return s->fs.bye && !sends_pending(s) ? 0 : -ECONNRESET;
+			if (st == RK_CONN_CONNECTED)
+				continue;
+			/*
+			 * What arrived before the disconnect comes first: the
+			 * CM event can be seen before the CQ holds the peer's
+			 * last message (its BYE, or a server's ERROR). Flushed
+			 * receives after it end the drain with -EIO.
+			 */
+			do
+				n = drain_cq(s, err);
+			while (n > 0);
+			if (n < 0 && n != -EIO)
+				return n;
+			return s->fs.bye && !sends_pending(s) ? 0 : -ECONNRESET;
 		}
 	}
 }
