@@ -5,7 +5,8 @@
 # ('..', absolute, through a symlink) are refused by name (exit 3) and
 # symlinks inside a tree are skipped; an existing file is kept without
 # --force; --resume after the client is killed goes on from the verified
-# prefix; and a server that sends names outside DEST ('..', absolute, a
+# prefix; a pull whose server is killed and started again reconnects by
+# itself and resumes; and a server that sends names outside DEST ('..', absolute, a
 # sibling of DEST) gets them refused, with nothing written outside DEST.
 . "$(dirname "$0")/lib.sh"
 port=7923
@@ -66,16 +67,19 @@ pull_rc 1 -q "$RK_ADDR:$port:tree/a" "$L/keep"
 [ "$(cat "$L/keep")" = mine ] || fail "an existing file was overwritten"
 "$RK" copy -q --force "$RK_ADDR:$port:tree/a" "$L/keep" || fail "--force"
 cmp "$S/tree/a" "$L/keep" || fail "keep differs after --force"
+wait_size() { # FILE SIZE - until FILE holds at least SIZE bytes
+	i=0
+	until [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -ge "$2" ]; do
+		i=$((i + 1))
+		[ $i -lt 600 ] || fail "the pull did not progress"
+		sleep 0.05
+	done
+}
 # 6. The client killed mid-file: --resume goes on from the verified prefix.
 mkdir -p "$L/r"
 "$RK" copy -q "$RK_ADDR:$port:big.bin" "$L/r/" &
 c=$!
-i=0
-until [ "$(stat -c %s "$L/r/.big.bin.rkpart" 2>/dev/null || echo 0)" -ge $((8 << 20)) ]; do
-	i=$((i + 1))
-	[ $i -lt 600 ] || fail "the pull did not progress"
-	sleep 0.05
-done
+wait_size "$L/r/.big.bin.rkpart" $((8 << 20))
 kill -9 $c
 wait $c 2>/dev/null || true
 [ ! -e "$L/r/big.bin" ] || fail "final file visible after the client was killed"
@@ -84,6 +88,19 @@ cmp "$S/big.bin" "$L/r/big.bin" || fail "resumed big.bin differs"
 grep -q "(resumed)" "$W/out" || fail "not resumed from a prefix: $(cat "$W/out")"
 "$RK" copy --resume "$RK_ADDR:$port:big.bin" "$L/r/" >"$W/out" || fail "pull --resume again"
 grep -q "up to date" "$W/out" || fail "not up to date: $(cat "$W/out")"
+# 6b. The server killed mid-file and started again: the pull reconnects and resumes.
+mkdir -p "$L/k"
+"$RK" copy "$RK_ADDR:$port:big.bin" "$L/k/" >"$W/out" 2>"$W/err" &
+c=$!
+wait_size "$L/k/.big.bin.rkpart" $((8 << 20))
+kill -9 "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+start_server $port "$S" --read
+wait $c || fail "pull across a server restart: $(cat "$W/err" "$W/out")"
+cmp "$S/big.bin" "$L/k/big.bin" || fail "big.bin differs after the reconnect"
+grep -q "reconnecting in" "$W/err" || fail "no word of the reconnect: $(cat "$W/err")"
+grep -q "(resumed)" "$W/out" || fail "not resumed from a prefix: $(cat "$W/out")"
+grep -qE "[0-9]+ reconnects?" "$W/out" || fail "summary: $(cat "$W/out")"
 stop_server
 
 # 7. A hostile server: names outside DEST ('..', absolute, a sibling of DEST).

@@ -63,6 +63,33 @@ static void lower_to_floor(void **state)
 	assert_int_equal(ack, 14);
 }
 
+/* The budget a pull uses directly: the count, the steps down, the message. */
+static void budget_alone(void **state)
+{
+	struct cp_retry_opts r = {.retries = 2, .window_s = 60};
+	struct cp_retry_state rs;
+	uint32_t chunk = 1u << 20;
+	unsigned depth = 8;
+	uint64_t wait = 0;
+	char why[128] = "lost";
+
+	(void)state;
+	cp_retry_begin(&rs, &r, 0);
+	assert_int_equal(cp_retry_next(&rs, 100, 1, &chunk, &depth, NULL, &wait, why, sizeof(why)),
+			 0);
+	assert_true(wait >= 250 && wait <= 500);
+	assert_int_equal(chunk, 1u << 20); /* one loss: not yet lower */
+	assert_int_equal(cp_retry_next(&rs, 200, 1, &chunk, &depth, NULL, &wait, why, sizeof(why)),
+			 0);
+	assert_int_equal(chunk, 256u << 10);
+	assert_int_equal(depth, 4);
+	assert_int_equal(rs.reconnects, 2);
+	assert_int_equal(cp_retry_next(&rs, 300, 1, &chunk, &depth, NULL, &wait, why, sizeof(why)),
+			 -1);
+	assert_string_equal(why, "lost (gave up after 2 reconnects)");
+	assert_int_equal(rs.reconnects, 2);
+}
+
 /* ---- cp_send replaced: each call plays the next scripted session ---- */
 
 struct session {
@@ -239,6 +266,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(backoff_bounds),
 	    cmocka_unit_test(lower_to_floor),
+	    cmocka_unit_test(budget_alone),
 	    cmocka_unit_test(retries_transport_then_settles),
 	    cmocka_unit_test(refusals_not_retried),
 	    cmocka_unit_test(first_refusal_not_retried),

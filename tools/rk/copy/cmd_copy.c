@@ -47,8 +47,7 @@ static void usage(FILE *f)
 	    "server's directory and DEST local: 'rk copy -r host:data/ d' puts data's contents\n"
 	    "in d. Nothing is written but DEST and what lies beneath it, whatever names the\n"
 	    "server sends; symlinks on the server are not followed (inside trees: skipped).\n"
-	    "A pull uses one connection (no --num-qp) and does not reconnect by itself: a\n"
-	    "lost one exits 4; run it again with --resume.\n"
+	    "A pull uses one connection (no --num-qp) and reconnects as a push does.\n"
 	    "\n"
 	    "options:\n"
 	    "  -r, --recursive       copy directories\n"
@@ -249,8 +248,8 @@ static void print_json(const struct cp_plan *p, const struct tally *t, double se
  * HOST[:PORT]:SRC... DEST: every source on the same server; then copy_pull.c.
  * @n operands in @ops; @so holds the options parsed.
  */
-static int pull(int n, char **ops, const struct cp_send_opts *so, int recursive, int idle_ms,
-		const char *token_file, int quiet, int json)
+static int pull(int n, char **ops, const struct cp_send_opts *so, const struct cp_retry_opts *ro,
+		int recursive, int idle_ms, const char *token_file, int quiet, int json)
 {
 	char host[256] = "", port[16], h2[256] = "", p2[16], why[256];
 	uint8_t token[CP_TOKEN_LEN];
@@ -262,6 +261,8 @@ static int pull(int n, char **ops, const struct cp_send_opts *so, int recursive,
 				 .flags = so->flags,
 				 .recursive = recursive,
 				 .idle_ms = idle_ms,
+				 .retries = ro->retries,
+				 .window_s = ro->window_s,
 				 .quiet = quiet,
 				 .json = json};
 	const char *path;
@@ -418,7 +419,7 @@ int rk_cmd_copy(int argc, char **argv)
 	snprintf(port, sizeof(port), "%s", CP_DEFAULT_PORT);
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest) &&
 	    !parse_target(argv[optind], host, sizeof(host), port, sizeof(port), &dest))
-		return pull(argc - optind, argv + optind, &so, recursive, (int)timeout * 1000,
+		return pull(argc - optind, argv + optind, &so, &ro, recursive, (int)timeout * 1000,
 			    token_file, quiet, json);
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest)) {
 		fprintf(stderr, "rk copy: neither '%s' nor '%s' is HOST[:PORT]:PATH\n",

@@ -633,8 +633,10 @@ int cp_files_record(struct cp_files *fs, struct cp_credit *c, const struct cp_re
 	case CP_REC_DATA:
 		at = f->next_off;
 		data_file(fs, c, f, r, data);
-		if (f->used && f->next_off > at)
+		if (f->used && f->next_off > at) {
 			fs->progressed += f->next_off - at;
+			fs->moved += f->next_off - at;
+		}
 		break;
 	case CP_REC_END:
 		end_file(fs, c, f, r);

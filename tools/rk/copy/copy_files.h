@@ -62,6 +62,7 @@ struct cp_files {
 	uint32_t next_id, nfiles;
 	uint64_t bytes;	     /* announced by the files begun (--max-bytes) */
 	uint64_t progressed; /* what counts against --idle since the caller last zeroed it */
+	uint64_t moved;	     /* file data written in this session */
 	int bye;	     /* the client said BYE: no further records */
 	/* Outcomes so far: files committed (and their bytes), up to date, failed; directories. */
 	uint32_t n_ok, n_uptodate, n_failed, n_dirs;

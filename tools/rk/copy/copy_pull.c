@@ -32,6 +32,7 @@
 #include "copy_proto.h"
 #include "copy_pull.h"
 #include "copy_recv.h"
+#include "copy_retry.h"
 #include "copy_token.h"
 
 /* Never set: Ctrl-C ends the process, and the temporaries stay for --resume. */
@@ -67,9 +68,10 @@ static int place(const char *dest, char *root, size_t root_len, char *leaf, size
 	return 0;
 }
 
-static void report(const struct cp_pull_opts *o, const struct cp_recv_stats *st, double secs,
-		   int rc, const char *fatal)
+static void report(const struct cp_pull_opts *o, const struct cp_recv_stats *st,
+		   unsigned reconnects, double secs, int rc, const char *fatal)
 {
+	char again[32] = "";
 	char bytes[32], rate[32];
 	double bps = secs > 0 ? (double)st->bytes * 8 / secs : 0;
 
@@ -88,6 +90,7 @@ static void report(const struct cp_pull_opts *o, const struct cp_recv_stats *st,
 		json_object_object_add(j, "seconds", json_object_new_double(secs));
 		json_object_object_add(j, "gbps", json_object_new_double(bps / 1e9));
 		json_object_object_add(j, "verified", json_object_new_string("xxh3-128"));
+		json_object_object_add(j, "reconnects", json_object_new_int((int)reconnects));
 		json_object_object_add(j, "exit_code", json_object_new_int(rc));
 		if (fatal)
 			json_object_object_add(j, "error", json_object_new_string(fatal));
@@ -97,29 +100,123 @@ static void report(const struct cp_pull_opts *o, const struct cp_recv_stats *st,
 	}
 	if (o->quiet)
 		return;
-	printf("rk copy: %u files received%s%s (%s) in %.2f s, %s, verified xxh3-128%s\n",
+	if (reconnects)
+		snprintf(again, sizeof(again), ", %u reconnect%s", reconnects,
+			 reconnects == 1 ? "" : "s");
+	printf("rk copy: %u files received%s%s (%s) in %.2f s, %s%s, verified xxh3-128%s\n",
 	       st->files + st->up_to_date, st->up_to_date ? " or up to date" : "",
 	       st->failed ? ", some FAILED" : "", cli_fmt_bytes(st->bytes, bytes, sizeof(bytes)),
-	       secs, cli_fmt_rate(bps, rate, sizeof(rate)), rc ? "; FAILED" : "");
+	       secs, cli_fmt_rate(bps, rate, sizeof(rate)), again, rc ? "; FAILED" : "");
+}
+
+/* The PULL for @o, with the chunk, depth and flags this session uses. */
+static int encode(const struct cp_pull_opts *o, const char *leaf, uint32_t chunk, unsigned depth,
+		  unsigned flags, uint8_t *msg, size_t len)
+{
+	struct cp_pull p = {.chunk = chunk,
+			    .depth = (uint16_t)depth,
+			    .flags = (uint16_t)flags,
+			    .options = o->recursive ? CP_PULL_RECURSIVE : 0,
+			    .nsrc = (uint16_t)o->nsrc,
+			    .dest = leaf,
+			    .dest_len = (uint16_t)strlen(leaf)};
+
+	for (int i = 0; i < o->nsrc; i++) {
+		size_t l = strlen(o->srcs[i]);
+
+		if (l == 0 || l > CP_NAME_MAX) {
+			fprintf(stderr, "rk copy: '%s': not a path on the server\n", o->srcs[i]);
+			return -1;
+		}
+		p.src[i] = o->srcs[i];
+		p.src_len[i] = (uint16_t)l;
+	}
+	if (cp_pull_encode(&p, msg, len) < 0) {
+		fprintf(stderr, "rk copy: the sources do not fit one request (%d bytes at most)\n",
+			CP_MSG_MAX);
+		return -1;
+	}
+	return cp_pull_encode(&p, msg, len);
+}
+
+/* What a later session may mend: the transport's doing, not a refusal or a fault of ours. */
+static int transport_loss(int r, const struct rk_error *e)
+{
+	if (r == -ECONNREFUSED)
+		return !e->reject_reason && strncmp(e->msg, "refused", 7);
+	return r == -ETIMEDOUT || r == -ECONNRESET || r == -EIO || r == -EHOSTUNREACH ||
+	       r == -ENETUNREACH || r == -ECONNABORTED;
+}
+
+/* One session after another until the pull is through or the retry budget is spent. */
+static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm_connect_opts *co,
+	       const char *leaf, struct cp_recv_stats *total, unsigned *reconnects,
+	       struct rk_error *e)
+{
+	struct cp_retry_opts ro = {.retries = o->retries, .window_s = o->window_s};
+	struct cp_retry_state rs;
+	uint32_t chunk = o->chunk;
+	unsigned depth = o->depth, flags = o->flags, prior_ok = 0;
+	uint8_t msg[CP_MSG_MAX];
+	uint64_t moved = 0;
+
+	memset(total, 0, sizeof(*total));
+	cp_retry_begin(&rs, &ro, 0);
+	for (;;) {
+		struct cp_recv_stats st;
+		char why[512];
+		uint64_t wait;
+		int n = encode(o, leaf, chunk, depth, flags, msg, sizeof(msg)), r;
+
+		if (n < 0)
+			return -EINVAL;
+		rk_error_clear(e);
+		r = cp_recv_pull(srv, co, msg, (size_t)n, flags, &st, e);
+		/* A file finished in an earlier session is "up to date" in this one. */
+		total->files += st.files;
+		total->bytes += st.bytes;
+		total->up_to_date =
+		    st.up_to_date - (prior_ok < st.up_to_date ? prior_ok : st.up_to_date);
+		total->failed = st.failed;
+		total->dirs = st.dirs;
+		prior_ok += st.files;
+		moved += st.moved;
+		*reconnects = rs.reconnects;
+		/* Nobody listening at the first try is a wrong host or port: say so at once. */
+		if (!r || !transport_loss(r, e) ||
+		    (!rs.reconnects && !st.established && r == -ECONNREFUSED))
+			return r;
+		snprintf(why, sizeof(why), "%s", rk_error_str(e));
+		if (cp_retry_next(&rs, moved, st.established, &chunk, &depth, NULL, &wait, why,
+				  sizeof(why))) {
+			rk_error_setf(e, "rk copy", -r, "%s", why);
+			return r;
+		}
+		if (!o->quiet && !o->json)
+			fprintf(
+			    stderr,
+			    "rk copy: %s; reconnecting in %.1f s (%u of %u, chunk %u KiB, depth "
+			    "%u)\n",
+			    why, (double)wait / 1000, rs.reconnects, ro.retries, chunk >> 10,
+			    depth);
+		cp_retry_sleep(wait);
+		flags |= CP_F_RESUME;
+	}
 }
 
 int cp_pull_run(const struct cp_pull_opts *o)
 {
-	struct cp_pull p = {.chunk = o->chunk,
-			    .depth = (uint16_t)o->depth,
-			    .flags = (uint16_t)o->flags,
-			    .options = o->recursive ? CP_PULL_RECURSIVE : 0,
-			    .nsrc = (uint16_t)o->nsrc};
 	struct rk_hello hello = {.app_id = CP_APP_ID, .app_arg = cp_pull_arg()};
 	struct rk_cm_connect_opts co = {.host = o->host, .port = o->port, .hello = &hello};
 	struct rk_device_opts d = {.gid_index = -1};
 	struct cp_server srv = {0};
 	struct cp_recv_stats st = {0};
-	char root[PATH_MAX], leaf[256];
+	char root[PATH_MAX], leaf[256] = "";
 	uint8_t msg[CP_MSG_MAX];
 	struct rk_error e;
+	unsigned reconnects = 0;
 	uint64_t t0;
-	int n, r, rc;
+	int r, rc;
 
 	if (o->nsrc < 1 || o->nsrc > CP_PULL_MAX_SRC) {
 		fprintf(stderr, "rk copy: 1 to %d sources from a server at once\n",
@@ -132,24 +229,9 @@ int cp_pull_run(const struct cp_pull_opts *o)
 			r < -1 ? strerror(-r) : "not a destination (name a file or directory)");
 		return RK_EXIT_USAGE;
 	}
-	p.dest = leaf;
-	p.dest_len = (uint16_t)strlen(leaf);
-	for (int i = 0; i < o->nsrc; i++) {
-		size_t l = strlen(o->srcs[i]);
-
-		if (l == 0 || l > CP_NAME_MAX) {
-			fprintf(stderr, "rk copy: '%s': not a path on the server\n", o->srcs[i]);
-			return RK_EXIT_USAGE;
-		}
-		p.src[i] = o->srcs[i];
-		p.src_len[i] = (uint16_t)l;
-	}
-	n = cp_pull_encode(&p, msg, sizeof(msg));
-	if (n < 0) {
-		fprintf(stderr, "rk copy: the sources do not fit one request (%d bytes at most)\n",
-			CP_MSG_MAX);
+	/* The request must fit before anything is opened. */
+	if (encode(o, leaf, o->chunk, o->depth, o->flags | CP_F_RESUME, msg, sizeof(msg)) < 0)
 		return RK_EXIT_USAGE;
-	}
 	if (o->token) {
 		hello.token_len = CP_TOKEN_LEN;
 		memcpy(hello.token, o->token, CP_TOKEN_LEN);
@@ -189,10 +271,11 @@ int cp_pull_run(const struct cp_pull_opts *o)
 		return RK_EXIT_FAILURE;
 	}
 	t0 = cli_now_ns();
-	rk_error_clear(&e);
-	r = cp_recv_pull(&srv, &co, msg, (size_t)n, o->flags, &st, &e);
+	r = run(o, &srv, &co, leaf, &st, &reconnects, &e);
 	if (r == 0)
 		rc = st.failed ? RK_EXIT_FAILURE : RK_EXIT_OK;
+	else if (r == -EINVAL)
+		rc = RK_EXIT_USAGE;
 	else if (r == -ECONNREFUSED && (e.reject_reason || !strncmp(e.msg, "refused", 7)))
 		rc = RK_EXIT_REFUSED;
 	else
@@ -201,7 +284,8 @@ int cp_pull_run(const struct cp_pull_opts *o)
 		fprintf(stderr, "rk copy: %s%s\n", rk_error_str(&e),
 			rc == RK_EXIT_LOST && st.files + st.failed ? " (run again with --resume)"
 								   : "");
-	report(o, &st, (double)(cli_now_ns() - t0) / 1e9, rc, r ? rk_error_str(&e) : NULL);
+	report(o, &st, reconnects, (double)(cli_now_ns() - t0) / 1e9, rc,
+	       r ? rk_error_str(&e) : NULL);
 	cp_server_registry_fini(&srv);
 	rk_device_close(srv.dev);
 	close(srv.rootfd);

@@ -18,7 +18,9 @@ struct cp_pull_opts {
 	unsigned depth;
 	unsigned flags; /* CP_F_FORCE, CP_F_RESUME */
 	int recursive;
-	int idle_ms; /* give up on a server silent this long */
+	int idle_ms;	   /* give up on a server silent this long */
+	unsigned retries;  /* reconnects after a lost connection (as a push's --retries) */
+	unsigned window_s; /* ... while something moved within this long */
 	int quiet, json;
 };
 
@@ -28,7 +30,9 @@ struct cp_pull_opts {
  * DEST), print the report (a summary line, or --json), and return the
  * exit code: 0, 1 (files failed), 2 (usage), 3 (refused by the server), 4
  * (connection lost: run it again with --resume). Writes only at DEST or
- * beneath it, whatever names the server sends.
+ * beneath it, whatever names the server sends. A connection lost to the
+ * transport is made again, as a push does (copy_retry.h: backoff, budget,
+ * smaller chunks), and the next PULL asks for --resume.
  */
 int cp_pull_run(const struct cp_pull_opts *o);
 

@@ -845,6 +845,8 @@ int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, con
 	st->failed = s->fs.n_failed;
 	st->dirs = s->fs.n_dirs;
 	st->bytes = s->fs.bytes_ok;
+	st->moved = s->fs.moved;
+	st->established = s->hello_done;
 	session_free(s);
 	return r;
 }

@@ -100,7 +100,9 @@ int cp_session_start(struct cp_server *srv, struct rk_cm_request *req);
 /* What a pulling client received (cp_recv_pull). */
 struct cp_recv_stats {
 	uint32_t files, up_to_date, failed, dirs;
-	uint64_t bytes;
+	uint64_t bytes;	 /* of the files committed */
+	uint64_t moved;	 /* file data written, committed or not */
+	int established; /* the peer's HELLO came and was answered */
 };
 
 /*

@@ -83,13 +83,63 @@ static uint64_t next_rnd(uint64_t *x)
 	return *x;
 }
 
-static void sleep_ms(uint64_t ms)
+void cp_retry_sleep(uint64_t ms)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
 			      .tv_nsec = (long)(ms % 1000) * 1000000};
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
+}
+
+void cp_retry_begin(struct cp_retry_state *rs, const struct cp_retry_opts *r, uint64_t done)
+{
+	memset(rs, 0, sizeof(*rs));
+	rs->r = r;
+	rs->rnd = cli_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	rs->last_progress = cli_now_ns();
+	rs->high = done;
+}
+
+/* Append @text to @why. */
+static void append(char *why, size_t why_len, const char *text)
+{
+	size_t n = strnlen(why, why_len);
+
+	if (n < why_len)
+		snprintf(why + n, why_len - n, "%s", text);
+}
+
+int cp_retry_next(struct cp_retry_state *rs, uint64_t done, int lost_established, uint32_t *chunk,
+		  unsigned *depth, uint8_t *ack_timeout, uint64_t *wait_ms, char *why,
+		  size_t why_len)
+{
+	uint8_t no_ack = 0;
+	char text[64];
+
+	if (done > rs->high) {
+		rs->high = done;
+		rs->last_progress = cli_now_ns();
+		rs->idle_runs = 0;
+	}
+	rs->idle_runs++;
+	if (lost_established && ++rs->lost_established >= LOWER_AFTER)
+		cp_retry_lower(chunk, depth, ack_timeout ? ack_timeout : &no_ack);
+	if (rs->reconnects >= rs->r->retries) {
+		snprintf(text, sizeof(text), " (gave up after %u reconnects)", rs->reconnects);
+		if (rs->r->retries)
+			append(why, why_len, text);
+		return -1;
+	}
+	*wait_ms = cp_backoff_ms(rs->idle_runs, next_rnd(&rs->rnd));
+	if (cli_now_ns() + *wait_ms * 1000000 - rs->last_progress >
+	    (uint64_t)rs->r->window_s * 1000000000) {
+		snprintf(text, sizeof(text), " (nothing moved for %u s: gave up)", rs->r->window_s);
+		append(why, why_len, text);
+		return -1;
+	}
+	rs->reconnects++;
+	return 0;
 }
 
 /* Bytes of the items the server has settled: where progress restarts. */
@@ -146,17 +196,12 @@ static size_t requeue(struct cp_plan *p)
 int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_plan *plan,
 	    struct cp_retry_stats *st, char *why, size_t why_len)
 {
-	uint64_t rnd = cli_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
-	/*
-	 * Progress is bytes beyond the most any session reached: a resumed
-	 * file counts its verified prefix again, which is not new.
-	 */
-	uint64_t last_progress = cli_now_ns(), high = o->progress->done;
-	unsigned idle_runs = 0, lost_established = 0;
+	struct cp_retry_state rs;
 	struct cp_send_fate fate;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
+	cp_retry_begin(&rs, r, o->progress->done);
 	for (;;) {
 		uint64_t wait;
 		char ack[16];
@@ -185,36 +230,14 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		 */
 		if (rc != RK_EXIT_OK && !st->reconnects && fate.refused)
 			return rc;
-		if (o->progress->done > high) {
-			high = o->progress->done;
-			last_progress = cli_now_ns();
-			idle_runs = 0;
-		}
-		idle_runs++;
-		if (rc != RK_EXIT_OK && fate.established && ++lost_established >= LOWER_AFTER)
-			cp_retry_lower(&o->chunk, &o->depth, &o->ack_timeout);
 		if (busy)
 			snprintf(why, why_len, "a file is still busy on the server");
-		if (st->reconnects >= r->retries) {
-			if (r->retries) {
-				size_t n = strlen(why);
-
-				snprintf(why + n, why_len - n, " (gave up after %u reconnects)",
-					 st->reconnects);
-			}
+		/* Progress is what the server settled, and the bytes of this session. */
+		if (cp_retry_next(&rs, o->progress->done, rc != RK_EXIT_OK && fate.established,
+				  &o->chunk, &o->depth, &o->ack_timeout, &wait, why, why_len))
 			return busy ? RK_EXIT_OK : rc;
-		}
-		wait = cp_backoff_ms(idle_runs, next_rnd(&rnd));
-		if (cli_now_ns() + wait * 1000000 - last_progress >
-		    (uint64_t)r->window_s * 1000000000) {
-			size_t n = strlen(why);
-
-			snprintf(why + n, why_len - n, " (nothing moved for %u s: gave up)",
-				 r->window_s);
-			return busy ? RK_EXIT_OK : rc;
-		}
 		requeue(plan);
-		st->reconnects++;
+		st->reconnects = rs.reconnects;
 		if (r->verbose) {
 			cp_progress_clear(o->progress);
 			fprintf(
@@ -225,7 +248,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 			    o->depth, o->ack_timeout ? ", ACK timeout " : "",
 			    o->ack_timeout ? ack_str(o->ack_timeout, ack, sizeof(ack)) : "");
 		}
-		sleep_ms(wait);
+		cp_retry_sleep(wait);
 		o->flags |= CP_F_RESUME;
 		cp_progress_restart(o->progress, settled_bytes(plan), st->reconnects);
 	}

@@ -59,6 +59,41 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 	    struct cp_retry_stats *st, char *why, size_t why_len);
 
 /*
+ * The budget of one run of sessions, shared by a push (cp_copy) and a pull
+ * (copy_pull.c): how many reconnects are left, how long since the last
+ * progress, and when to step the chunk size and depth down.
+ */
+struct cp_retry_state {
+	const struct cp_retry_opts *r;
+	uint64_t rnd;		/* jitter */
+	uint64_t last_progress; /* cli_now_ns() of the last new byte */
+	uint64_t high;		/* the most bytes any session reached */
+	unsigned idle_runs;	/* sessions in a row that moved nothing new */
+	unsigned lost_established;
+	unsigned reconnects;
+};
+
+/* cp_retry_begin - a fresh budget of @r; @done bytes are already settled. */
+void cp_retry_begin(struct cp_retry_state *rs, const struct cp_retry_opts *r, uint64_t done);
+
+/*
+ * cp_retry_next - a session just ended and another may follow. @done: bytes
+ * settled so far (progress is bytes beyond the most any session reached);
+ * @lost_established: it was lost after its set-up, which after repeated
+ * losses steps *@chunk, *@depth and *@ack_timeout down (cp_retry_lower; a
+ * NULL @ack_timeout is not changed). Returns 0 and sets *@wait_ms to the
+ * backoff before the next session, counting it in rs->reconnects; or -1
+ * when the budget (retries, or window_s without progress) is spent, with
+ * the reason appended to @why. Does not sleep (cp_retry_sleep does).
+ */
+int cp_retry_next(struct cp_retry_state *rs, uint64_t done, int lost_established, uint32_t *chunk,
+		  unsigned *depth, uint8_t *ack_timeout, uint64_t *wait_ms, char *why,
+		  size_t why_len);
+
+/* cp_retry_sleep - sleep @ms milliseconds, through signals. */
+void cp_retry_sleep(uint64_t ms);
+
+/*
  * cp_backoff_ms - the wait before reconnect number @n (1, 2, ...) of a run
  * of sessions that moved nothing: 500 ms doubling up to 8 s, then a random
  * share of it in [1/2, 1] drawn from @rnd (so clients that lost the same
