@@ -1,0 +1,431 @@
+/*
+ * copy_send_lane.c - a sending session's lanes (see copy_send_int.h): what
+ * the peer sends (WELCOME, CREDIT with its results, ERROR, a pull's PULL),
+ * each completion, the waits, and the thread per lane that posts the slots
+ * the main thread filled.
+ *
+ * Why a thread per lane: posting is where a software RDMA device (rxe)
+ * does its work, in the poster's system call, so posting on other threads
+ * overlaps it with the main thread's reading and hashing even with one
+ * lane, and N lanes spread it over N CPUs.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdmakit/cm.h>
+#include <rdmakit/conn.h>
+#include <rdmakit/cq.h>
+#include <rdmakit/mr.h>
+#include <rdmakit/post.h>
+
+#include "cli.h"
+#include "copy_files.h"
+#include "copy_send_int.h"
+
+static int post_recv(struct lane *l, unsigned i, struct rk_error *err)
+{
+	return rk_post_recv(l->conn, (uint8_t *)rk_mr_addr(l->rbufs) + (size_t)i * CP_MSG_MAX,
+			    CP_MSG_MAX, rk_mr_lkey(l->rbufs), i, err);
+}
+
+int snd_prepare(struct rk_conn *conn, void *arg)
+{
+	struct lane *l = arg;
+
+	l->conn = conn;
+	for (unsigned i = 0; i < RQ_DEPTH; i++) {
+		int r = post_recv(l, i, NULL);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- what the server tells us ---- */
+
+static void on_result(struct sender *s, const struct cp_result *r)
+{
+	struct cp_item *it;
+
+	if (r->file_id == 0 || r->file_id > s->plan->n)
+		return snd_fatal(s, RK_EXIT_LOST, "protocol error: result for unknown file id %u",
+				 r->file_id);
+	it = &s->plan->items[r->file_id - 1];
+	if (it->state != CP_ITEM_SENT)
+		return snd_fatal(s, RK_EXIT_LOST, "protocol error: unexpected result for %s",
+				 it->dst);
+	if (r->kind == CP_RES_READY) {
+		if (!it->waiting_ready || it->ready)
+			return snd_fatal(s, RK_EXIT_LOST, "protocol error: unexpected READY for %s",
+					 it->dst);
+		it->ready = 1;
+		it->ready_res = *r;
+		return;
+	}
+	it->state = CP_ITEM_DONE;
+	it->code = r->code;
+	it->sys_errno = r->sys_errno;
+	it->offset = r->offset;
+}
+
+static void on_credit(struct sender *s, const void *buf, uint32_t len)
+{
+	struct cp_credit c;
+	struct lslot *ls;
+
+	if (cp_credit_decode(buf, len, &c) || c.slot >= s->w.nslots)
+		return snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed credit from the %s",
+				 s->them);
+	ls = &s->slots[c.slot];
+	if (ls->state != LS_POSTED || ls->credited)
+		return snd_fatal(s, RK_EXIT_LOST,
+				 "protocol error: credit for slot %u not in flight", c.slot);
+	ls->credited = 1;
+	if (ls->sent)
+		ls->state = LS_FREE;
+	for (unsigned i = 0; i < c.nres && !s->fatal; i++)
+		on_result(s, &c.res[i]);
+}
+
+static void on_message(struct sender *s, const void *buf, uint32_t len)
+{
+	char text[256];
+	uint16_t code;
+	int type = cp_msg_peek(buf, len);
+
+	if (type == CP_MSG_CREDIT && s->welcomed) {
+		on_credit(s, buf, len);
+	} else if (type == CP_MSG_WELCOME && !s->welcomed) {
+		if (cp_welcome_decode(buf, len, &s->w) || s->w.chunk != s->o->chunk ||
+		    s->w.nslots > s->o->depth)
+			return snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed welcome");
+		s->welcomed = 1;
+	} else if (type == CP_MSG_ERROR &&
+		   cp_error_decode(buf, len, &code, text, sizeof(text)) == 0) {
+		/* A limit (e.g. the chunk does not fit the server's ring) is a refusal. */
+		snd_fatal(s, code == CP_E_LIMIT ? RK_EXIT_REFUSED : RK_EXIT_LOST,
+			  "the %s ended the session: %s", s->them, text);
+	} else if (type == -EPROTO) {
+		snd_fatal(s, RK_EXIT_LOST, "the %s speaks another protocol version", s->them);
+	} else if (type == CP_MSG_PULL && s->o->accept && !s->pulled && len <= CP_MSG_MAX) {
+		/* Kept whole: the decoded PULL points into it. */
+		memcpy(s->pull_buf, buf, len);
+		s->pull_len = len;
+		s->pulled = 1;
+	} else {
+		snd_fatal(s, RK_EXIT_LOST, "protocol error: unexpected message from the %s",
+			  s->them);
+	}
+}
+
+void snd_lost(struct lane *l, const char *what)
+{
+	struct sender *s = l->s;
+	struct rk_error e;
+
+	if (rk_conn_first_error(l->conn, &e))
+		snd_fatal_transport(s, "connection lost%s%s: %s", what ? " " : "", what ? what : "",
+				    rk_error_str(&e));
+	else
+		snd_fatal_transport(s, "connection lost%s%s", what ? " " : "", what ? what : "");
+}
+
+static void on_wc(struct lane *l, const struct ibv_wc *wc)
+{
+	struct sender *s = l->s;
+	struct rk_error e;
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		rk_error_from_wc(&e, wc);
+		/*
+		 * No ACK in time (loss, peer gone) or flushed after that. A
+		 * remote access error is one too once the session was welcomed:
+		 * a server that dies has its ring deregistered as the kernel
+		 * tears the process down, and a WRITE already on the wire then
+		 * meets an rkey that is gone (seen with rk serve killed -9). A
+		 * new session gets a new ring and rkey; a real fault would
+		 * repeat, and the retry budget bounds that.
+		 */
+		if (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR ||
+		    wc->status == IBV_WC_WR_FLUSH_ERR ||
+		    (wc->status == IBV_WC_REM_ACCESS_ERR && s->welcomed))
+			return snd_fatal_transport(s, "connection lost: %s", rk_error_str(&e));
+		return snd_fatal(s, RK_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
+	}
+	s->last_ns = cli_now_ns();
+	if (wc->opcode == IBV_WC_RECV) {
+		if (wc->wr_id >= RQ_DEPTH)
+			return snd_fatal(s, RK_EXIT_LOST, "internal error: bad receive id");
+		on_message(s, (uint8_t *)rk_mr_addr(l->rbufs) + wc->wr_id * CP_MSG_MAX,
+			   wc->byte_len);
+		if (!s->fatal && post_recv(l, (unsigned)wc->wr_id, &e))
+			snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
+		return;
+	}
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+		return snd_fatal(s, RK_EXIT_LOST, "protocol error: the %s wrote into our memory",
+				 s->them);
+	if (wc->wr_id == HELLO_WRID || !(wc->wr_id & 1))
+		return; /* hello SEND, or a header WRITE: the data WRITE follows */
+	if ((wc->wr_id >> 1) < CP_MAX_SLOTS) {
+		struct lslot *ls = &s->slots[wc->wr_id >> 1];
+
+		ls->sent = 1;
+		if (ls->credited)
+			ls->state = LS_FREE;
+	}
+}
+
+int snd_all_done(const struct sender *s)
+{
+	for (size_t i = 0; i < s->plan->n; i++)
+		if (s->plan->items[i].state == CP_ITEM_SENT)
+			return 0;
+	for (int i = 0; i < s->w.nslots; i++)
+		if (s->slots[i].state == LS_POSTED)
+			return 0;
+	return 1;
+}
+
+/*
+ * pump_lane - handle what has completed on @l; with @wait_ms, sleep up to
+ * that long for a completion, a CM event or (lane threads) a wake-up
+ * first. Takes the mutex only to act on what arrived. Returns -1 once the
+ * session is over.
+ */
+static int pump_lane(struct lane *l, int wait_ms)
+{
+	struct sender *s = l->s;
+	struct rk_cq *cq = rk_conn_cq(l->conn);
+	struct pollfd pfd[3] = {{.fd = rk_cq_fd(cq), .events = POLLIN},
+				{.fd = l->gone ? -1 : rk_conn_cm_fd(l->conn), .events = POLLIN},
+				{.fd = l->evfd, .events = POLLIN}};
+	struct ibv_wc wc[16];
+	struct rk_error e;
+	int n, gone = 0, poll_errno = 0, over;
+	uint64_t v;
+
+	n = rk_cq_poll(cq, wc, 16, &e);
+	if (n == 0 && wait_ms > 0) {
+		n = rk_cq_arm(cq, &e);
+		if (n == 0)
+			n = rk_cq_poll(cq, wc, 16, &e);
+		if (n == 0) {
+			if (poll(pfd, 3, wait_ms) < 0 && errno != EINTR)
+				poll_errno = errno;
+			/* The eventfd only wakes us; an empty one (EAGAIN) is fine. */
+			if ((pfd[2].revents & POLLIN) && read(l->evfd, &v, sizeof(v)) < 0 &&
+			    errno != EAGAIN)
+				poll_errno = errno;
+			if ((pfd[1].revents & POLLIN) &&
+			    rk_conn_progress(l->conn, 0, &e) != RK_CONN_CONNECTED)
+				gone = 1;
+			n = rk_cq_poll(cq, wc, 16, &e);
+		}
+	}
+	pthread_mutex_lock(&s->mu);
+	if (poll_errno)
+		snd_fatal(s, RK_EXIT_LOST, "poll: %s", strerror(poll_errno));
+	if (n < 0)
+		snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
+	for (int i = 0; i < n && !s->fatal; i++)
+		on_wc(l, &wc[i]);
+	/* What completed before the disconnect still counts: drain it first. */
+	while (gone && !s->fatal && (n = rk_cq_poll(cq, wc, 16, &e)) > 0)
+		for (int i = 0; i < n && !s->fatal; i++)
+			on_wc(l, &wc[i]);
+	if (gone) {
+		l->gone = 1;
+		if (!s->gone_ns)
+			s->gone_ns = cli_now_ns();
+		/* Before the threads start there is no other lane to wait for. */
+		if (!s->fatal && (!s->threaded || !s->welcomed) && !snd_all_done(s))
+			snd_lost(l, s->o->accept ? "(the client closed it)"
+						 : "(the server closed it)");
+		if (!s->fatal && !s->welcomed)
+			snd_lost(l, s->o->accept
+					? "(the client closed it before the session began)"
+					: "(the server closed it before the session began)");
+	}
+	over = s->fatal ? -1 : 0;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return over;
+}
+
+/*
+ * Checks every wait of the main thread makes: the server silent for too
+ * long, or gone while work is outstanding (after a grace period: another
+ * lane may still be handing over the last CREDITs).
+ */
+static int check_session(struct sender *s)
+{
+	uint64_t now = cli_now_ns();
+
+	if (!s->fatal && s->gone_ns && now - s->gone_ns > GONE_GRACE_NS && !snd_all_done(s))
+		snd_fatal_transport(s, "connection lost (the %s closed it)", s->them);
+	if (!s->fatal && now - s->last_ns > (uint64_t)s->o->idle_ms * 1000000)
+		snd_fatal_transport(s, "the %s did not answer for %d s", s->them,
+				    s->o->idle_ms / 1000);
+	if (!s->fatal && s->o->stop && atomic_load(s->o->stop))
+		snd_fatal(s, RK_EXIT_LOST, "server shutting down");
+	/*
+	 * Serving a pull, as rk serve's sessions (copy_files.h): a client must
+	 * take CP_IDLE_MIN_BYTES in every --idle period (an entry counts
+	 * CP_ENTRY_BYTES), or a trickle of CREDITs would hold a session for ever.
+	 */
+	if (!s->fatal && s->o->accept && s->welcomed &&
+	    now - s->rate_ns > (uint64_t)s->o->idle_ms * 1000000) {
+		uint64_t moved = s->o->progress->done + s->moved;
+
+		if (moved - s->rate_moved < CP_IDLE_MIN_BYTES && !snd_all_done(s))
+			snd_fatal_transport(s, "the client took less than 1 MiB in %d s",
+					    s->o->idle_ms / 1000);
+		s->rate_ns = now;
+		s->rate_moved = moved;
+	}
+	return s->fatal ? -1 : 0;
+}
+
+/*
+ * pump - the main thread waits up to @wait_ms for something to happen:
+ * before the lane threads start it polls lane 0 itself; afterwards it
+ * sleeps on the condition variable (holding the mutex otherwise). Returns
+ * -1 once the session is over.
+ */
+int snd_pump(struct sender *s, int wait_ms)
+{
+	struct timespec ts;
+	uint64_t ns;
+	int r;
+
+	if (!s->threaded) {
+		r = pump_lane(&s->lanes[0], wait_ms);
+		pthread_mutex_lock(&s->mu);
+		r = r ? r : check_session(s);
+		pthread_mutex_unlock(&s->mu);
+		return r;
+	}
+	if (!s->fatal && wait_ms > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ns = (uint64_t)ts.tv_nsec + (uint64_t)wait_ms * 1000000;
+		ts.tv_sec += (time_t)(ns / 1000000000);
+		ts.tv_nsec = (long)(ns % 1000000000);
+		pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+	}
+	return check_session(s);
+}
+
+/* ---- lane threads ---- */
+
+/* Post slot @i (its header block, then its data with the immediate) on @l. */
+static int post_slot(struct lane *l, int i)
+{
+	struct sender *s = l->s;
+	const struct lslot *ls = &s->slots[i];
+	uint64_t remote = s->w.ring_addr + (uint64_t)i * s->stride;
+	struct rk_wr wrs[2] = {
+	    {.op = RK_OP_WRITE,
+	     .wr_id = (uint64_t)i << 1,
+	     .addr = snd_slot_hdr(s, i),
+	     .len = ls->hlen,
+	     .lkey = rk_mr_lkey(s->stage),
+	     .remote_addr = remote,
+	     .rkey = s->w.rkey},
+	    {.op = RK_OP_WRITE_IMM,
+	     .flags = RK_WR_SIGNALED,
+	     .wr_id = (uint64_t)i << 1 | 1,
+	     .addr = snd_slot_data(s, i),
+	     .len = ls->dlen,
+	     .lkey = rk_mr_lkey(s->stage),
+	     .remote_addr = remote + CP_HDR_SIZE,
+	     .rkey = s->w.rkey,
+	     .imm = cp_imm((uint16_t)i, ls->hlen)},
+	};
+	struct rk_error e;
+	int r;
+
+	/* Cannot fill up (two WRs per slot, fewer slots than room); be safe anyway. */
+	while ((r = rk_post_list(l->conn, wrs, 2, &e)) == -ENOBUFS)
+		if (pump_lane(l, 10))
+			return -1;
+	return r == 2 ? 0 : -1;
+}
+
+static void *lane_main(void *arg)
+{
+	struct lane *l = arg;
+	struct sender *s = l->s;
+
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop && !s->fatal) {
+		while (l->qhead != l->qtail && !s->fatal) {
+			int i = l->q[l->qhead++ % CP_MAX_SLOTS];
+			int r;
+
+			/* The slot is ours until its completion: post it unlocked. */
+			pthread_mutex_unlock(&s->mu);
+			r = post_slot(l, i);
+			pthread_mutex_lock(&s->mu);
+			if (r)
+				snd_lost(l, "(posting failed)");
+		}
+		if (s->stop || s->fatal)
+			break;
+		pthread_mutex_unlock(&s->mu);
+		pump_lane(l, WAIT_MS);
+		pthread_mutex_lock(&s->mu);
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+void snd_wake(struct lane *l)
+{
+	uint64_t one = 1;
+
+	if (write(l->evfd, &one, sizeof(one)) < 0) {
+		/* Only fails when the counter is full: the lane is awake anyway. */
+	}
+}
+
+/* Start a thread per lane; from now on the main thread holds the mutex. */
+int snd_start_lanes(struct sender *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->threaded = 1;
+	for (unsigned i = 0; i < s->nlanes; i++) {
+		int r = pthread_create(&s->lanes[i].th, NULL, lane_main, &s->lanes[i]);
+
+		if (r) {
+			snd_fatal(s, RK_EXIT_LOST, "cannot start a thread: %s", strerror(r));
+			return -1;
+		}
+		s->lanes[i].started = 1;
+	}
+	return 0;
+}
+
+/* Stop and join the lane threads; the main thread lets go of the mutex. */
+void snd_stop_lanes(struct sender *s)
+{
+	if (!s->threaded)
+		return;
+	s->stop = 1;
+	pthread_mutex_unlock(&s->mu);
+	for (unsigned i = 0; i < s->nlanes; i++) {
+		if (!s->lanes[i].started)
+			continue;
+		snd_wake(&s->lanes[i]);
+		pthread_join(s->lanes[i].th, NULL);
+		s->lanes[i].started = 0;
+	}
+	s->threaded = 0;
+}
