@@ -1,0 +1,108 @@
+/*
+ * copy_recv_int.h - the parts of one receiving session (copy_recv.h) and
+ * what they share. Private to copy_recv*.c.
+ *
+ *   copy_recv.c           a session's life: accept or connect, the event
+ *                         loop over its lanes, lanes joining, the end
+ *   copy_recv_ring.c      the protocol on the wire: HELLO / WELCOME, slots
+ *                         in sequence, CREDITs, every completion
+ *   copy_recv_registry.c  the server's sessions by key: lanes joining one,
+ *                         a reconnecting client replacing its old one
+ *
+ * A session is one thread's; only the registry fields (key, joins,
+ * claimed, reg_next, registered) are shared, under srv->reg_mu, and
+ * `replaced`, which is atomic.
+ */
+#ifndef RK_COPY_RECV_INT_H
+#define RK_COPY_RECV_INT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmakit/cm.h>
+#include <rdmakit/conn.h>
+#include <rdmakit/mr.h>
+#include <rdmakit/pd.h>
+
+#include "copy_files.h"
+#include "copy_proto.h"
+#include "copy_recv.h"
+
+#define RQ_DEPTH (CP_MAX_SLOTS + 8) /* a receive per slot, and spares */
+#define NSEND	 (CP_MAX_SLOTS + 4) /* CREDIT buffers: one per slot, and spares */
+
+/* One connection of the session and its receive buffers. */
+struct lane {
+	struct rk_conn *conn;
+	struct rk_mr *rbufs;
+};
+
+/* A slot that arrived ahead of its turn. */
+struct pending {
+	uint8_t valid, lane;
+	uint16_t slot, hlen;
+	uint32_t byte_len, seq;
+};
+
+struct session {
+	struct cp_server *srv;
+	struct rk_cm_request *req;
+	char peer[64];
+	struct rk_pd *pd; /* the session's alone: its QPs, ring and buffers */
+	struct lane lanes[CP_MAX_LANES];
+	unsigned want_lanes, prep_lane;
+	struct rk_mr *sbufs, *ring;
+	uint8_t send_busy[NSEND];
+	struct pending pend[CP_MAX_SLOTS];
+	uint8_t slot_pending[CP_MAX_SLOTS];
+	uint32_t next_seq;
+	/* Joining lanes: set by the listener thread under srv->reg_mu. */
+	uint8_t key[CP_KEY_LEN];
+	struct rk_cm_request *joins[CP_MAX_LANES];
+	uint32_t claimed; /* lanes handed over so far (bit per lane) */
+	int evfd, registered;
+	struct session *reg_next;
+	atomic_int replaced; /* a new session of the same client took over: end */
+	uint32_t chunk;
+	uint16_t nslots, flags;
+	size_t stride;
+	int hello_done;
+	uint64_t progress_ns;	  /* when the idle period began (--idle) */
+	struct cp_files fs;	  /* the files: what the records do (copy_files.c) */
+	uint8_t hdr[CP_HDR_SIZE]; /* private copy of a header block */
+	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
+	char refused[256];	  /* a pull: the server's ERROR, before its HELLO */
+	uint16_t allow_flags;	  /* HELLO flags we accept (a pull: only what we asked for) */
+};
+
+/* copy_recv.c: a line on stdout for the session (unless srv->quiet), "WHO: PEER: text". */
+void rcv_log(const struct session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* copy_recv_ring.c */
+/* rk_cm accept / connect hook: post lane s->prep_lane's receives before the QP connects. */
+int rcv_prepare(struct rk_conn *conn, void *arg);
+/* SEND control message @msg (@len <= CP_MSG_MAX bytes, copied) on @lane. -ENOBUFS: none free. */
+int rcv_send_msg(struct session *s, unsigned lane, const void *msg, size_t len,
+		 struct rk_error *err);
+/* Best effort: an ERROR (@code, @text) on lane 0 before the session ends. */
+void rcv_send_error(struct session *s, uint16_t code, const char *text);
+/* Handle every completion waiting now on all lanes: their count, or a negative errno. */
+int rcv_drain_cq(struct session *s, struct rk_error *err);
+/* Arm every lane's CQ for its next completion event. */
+int rcv_arm_all(struct session *s, struct rk_error *err);
+/* Some SEND of ours (a CREDIT, WELCOME, ERROR) has not completed yet. */
+int rcv_sends_pending(const struct session *s);
+
+/* copy_recv_registry.c */
+/* Enter the registry under s->key (after WELCOME): lanes may join from now on. */
+void rcv_register(struct session *s);
+/*
+ * Leave the registry (once its files are closed); lanes handed over but
+ * not taken are refused, and a session waiting to replace this one is woken.
+ */
+void rcv_unregister(struct session *s);
+/* CP_F_REPLACES: end the session @key names and wait (bounded) until its files are closed. */
+void rcv_replace(struct session *s, const uint8_t *key);
+
+#endif
