@@ -38,12 +38,17 @@ stop_server
 
 start_server $port "$S" --read
 grep -q "reads allowed" "$W/server.2.log" || fail "the server does not say it serves reads"
-# 2. A 64 MiB file into a directory; one onto a new name.
+# 2. A 64 MiB file into a directory; one onto a new name; one with a progress bar.
 "$RK" copy "$RK_ADDR:$port:big.bin" "$L/" >"$W/out" || fail "pull of big.bin: $(cat "$W/out")"
 cmp "$S/big.bin" "$L/big.bin" || fail "big.bin differs"
 grep -q "1 files received" "$W/out" || fail "summary: $(cat "$W/out")"
 "$RK" copy -q "$RK_ADDR:$port:tree/a" "$L/renamed" || fail "pull onto a name"
 cmp "$S/tree/a" "$L/renamed" || fail "renamed differs"
+# On a terminal (script gives the pull one) a progress bar shows, sized by the server's total.
+script -qfec "$RK copy $RK_ADDR:$port:big.bin $L/tty.bin" /dev/null </dev/null >"$W/tty" ||
+	fail "pull on a terminal: $(cat "$W/tty")"
+cmp "$S/big.bin" "$L/tty.bin" || fail "tty.bin differs"
+grep -aqE '\] +[0-9]{1,2}% .*ETA' "$W/tty" || fail "no progress bar short of 100%: $(cat -v "$W/tty")"
 # 3. A tree: the directory itself, then its contents; symlinks skipped.
 "$RK" copy -q -r "$RK_ADDR:$port:tree" "$L/t1" || fail "pull -r tree"
 "$RK" copy -q -r --json "$RK_ADDR:$port:tree/" "$L/t2" >"$W/json" || fail "pull -r tree/"

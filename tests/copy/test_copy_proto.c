@@ -16,7 +16,13 @@
 
 static void hello_roundtrip(void **state)
 {
-	struct cp_hello h = {.chunk = 1 << 20, .depth = 8, .flags = CP_F_RESUME, .lanes = 4}, g;
+	struct cp_hello h = {.chunk = 1 << 20,
+			     .depth = 8,
+			     .flags = CP_F_RESUME,
+			     .lanes = 4,
+			     .total_bytes = 0x123456789abull,
+			     .total_files = 70000},
+			g;
 	uint8_t buf[CP_MSG_MAX];
 	int n = cp_hello_encode(&h, buf, sizeof(buf));
 
@@ -27,6 +33,8 @@ static void hello_roundtrip(void **state)
 	assert_int_equal(g.depth, 8);
 	assert_int_equal(g.flags, CP_F_RESUME);
 	assert_int_equal(g.lanes, 4);
+	assert_int_equal(g.total_bytes, 0x123456789abull);
+	assert_int_equal(g.total_files, 70000);
 	/* a session that replaces another carries its key */
 	h.flags = CP_F_RESUME | CP_F_REPLACES;
 	memset(h.replaces, 0xa5, sizeof(h.replaces));

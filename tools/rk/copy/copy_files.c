@@ -31,8 +31,17 @@ static void flog(const struct cp_files *fs, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	if (fs->srv->progress)
+		cp_progress_clear(fs->srv->progress);
 	printf("%s: %s: %s\n", fs->srv->who ? fs->srv->who : "rk serve", fs->peer, line);
 	fflush(stdout);
+}
+
+/* A pull's progress bar: @n more bytes of @name are here. */
+static void show(const struct cp_files *fs, uint64_t n, const char *name)
+{
+	if (fs->srv->progress && n)
+		cp_progress_add(fs->srv->progress, n, name);
 }
 
 int cp_files_init(struct cp_files *fs, const struct cp_server *srv, const char *peer)
@@ -620,8 +629,12 @@ int cp_files_record(struct cp_files *fs, struct cp_credit *c, const struct cp_re
 			make_dir(fs, c, r);
 		else
 			begin_file(fs, c, r, data);
-		if (done_ok(c, before))
+		if (done_ok(c, before)) {
 			fs->progressed += CP_ENTRY_BYTES + c->res[c->nres - 1].offset;
+			show(fs, c->res[c->nres - 1].offset, NULL); /* up to date */
+		} else if (r->type == CP_REC_BEGIN && (f = find_file(fs, r->file_id)) != NULL) {
+			show(fs, f->start_off, f->name); /* the prefix a resume keeps */
+		}
 		return 0;
 	}
 	if (r->file_id >= fs->next_id)
@@ -636,6 +649,7 @@ int cp_files_record(struct cp_files *fs, struct cp_credit *c, const struct cp_re
 		if (f->used && f->next_off > at) {
 			fs->progressed += f->next_off - at;
 			fs->moved += f->next_off - at;
+			show(fs, f->next_off - at, f->name);
 		}
 		break;
 	case CP_REC_END:

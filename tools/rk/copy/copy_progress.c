@@ -43,7 +43,7 @@ static void draw(struct cp_progress *p, uint64_t now)
 			 p->reconnects == 1 ? "" : "s");
 	fprintf(stderr, "\r\033[K[%s] %3d%% %s %s ETA %s%s %.40s", bar, (int)(frac * 100),
 		cli_fmt_bytes(p->done, bytes, sizeof(bytes)), cli_fmt_rate(bps, rate, sizeof(rate)),
-		eta, rc, p->name ? p->name : "");
+		eta, rc, p->name);
 	fflush(stderr);
 	p->drawn = 1;
 	p->last_draw = now;
@@ -54,8 +54,8 @@ void cp_progress_add(struct cp_progress *p, uint64_t bytes, const char *name)
 	uint64_t now;
 
 	p->done += bytes;
-	if (name)
-		p->name = name;
+	if (name && strncmp(p->name, name, sizeof(p->name) - 1))
+		snprintf(p->name, sizeof(p->name), "%s", name);
 	if (!p->enabled)
 		return;
 	now = cli_now_ns();

@@ -12,13 +12,13 @@ struct cp_progress {
 	int enabled;
 	uint64_t total, done;
 	uint64_t t0, last_draw;
-	const char *name;
+	char name[48]; /* the current file's, as much as the line shows */
 	int drawn;
 	unsigned reconnects; /* shown once non-zero */
 };
 
 void cp_progress_init(struct cp_progress *p, uint64_t total, int enabled);
-/* cp_progress_add - @bytes more moved while working on @name (may be NULL). */
+/* cp_progress_add - @bytes more moved while working on @name (may be NULL; copied). */
 void cp_progress_add(struct cp_progress *p, uint64_t bytes, const char *name);
 /*
  * cp_progress_restart - after reconnect number @reconnects, only @done

@@ -67,7 +67,7 @@ int cp_imm_parse(uint32_t imm, uint16_t nslots, uint16_t *slot, uint16_t *hdr_le
 /* ---- control messages ---- */
 
 /* Payload sizes by type: exact for fixed ones, bounds for the others. */
-#define HELLO_LEN   (12 + CP_KEY_LEN)
+#define HELLO_LEN   (12 + CP_KEY_LEN + 12)
 #define WELCOME_LEN (36 + CP_KEY_LEN)
 #define CREDIT_MIN  4
 #define ERROR_MIN   4
@@ -132,6 +132,8 @@ int cp_hello_encode(const struct cp_hello *h, void *buf, size_t len)
 	rk_put16(p + 20, h->lanes);
 	rk_put16(p + 22, 0);
 	memcpy(p + 24, h->replaces, CP_KEY_LEN);
+	rk_put64(p + 24 + CP_KEY_LEN, h->total_bytes);
+	rk_put32(p + 32 + CP_KEY_LEN, h->total_files);
 	return CP_MSG_HDR + HELLO_LEN;
 }
 
@@ -147,6 +149,8 @@ int cp_hello_decode(const void *buf, size_t len, struct cp_hello *h)
 	h->flags = rk_get16(p + 6);
 	h->lanes = rk_get16(p + 8);
 	memcpy(h->replaces, p + 12, CP_KEY_LEN);
+	h->total_bytes = rk_get64(p + 12 + CP_KEY_LEN);
+	h->total_files = rk_get32(p + 20 + CP_KEY_LEN);
 	if (h->chunk < CP_CHUNK_MIN || h->chunk > CP_CHUNK_MAX || h->depth == 0 ||
 	    (h->flags & ~CP_F_ALL) || h->lanes == 0 || h->lanes > CP_MAX_LANES)
 		return -EBADMSG;

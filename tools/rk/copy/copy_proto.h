@@ -58,7 +58,7 @@
 
 #define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
 #define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
-#define CP_VERSION    5		  /* 3: resume by proof; 4: CP_BEGIN_INTO; 5: CP_F_REPLACES */
+#define CP_VERSION    6 /* 3: resume by proof; 4: CP_BEGIN_INTO; 5: CP_F_REPLACES; 6: totals */
 #define CP_APP_ID     0x524b4350u /* rdma_cm hello app_id of rk copy */
 
 #define CP_MSG_HDR	12
@@ -107,6 +107,13 @@ struct cp_hello {
 	uint16_t flags;
 	uint16_t lanes;		      /* 1..CP_MAX_LANES connections in this session */
 	uint8_t replaces[CP_KEY_LEN]; /* with CP_F_REPLACES; else all zero */
+	/*
+	 * What the sender plans to send, for the receiver's progress bar
+	 * only: nothing is sized or allowed by it (the limits are per file,
+	 * as each BEGIN comes).
+	 */
+	uint64_t total_bytes;
+	uint32_t total_files;
 };
 
 /*

@@ -192,6 +192,7 @@ static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm
 			rk_error_setf(e, "rk copy", -r, "%s", why);
 			return r;
 		}
+		cp_progress_clear(srv->progress);
 		if (!o->quiet && !o->json)
 			fprintf(
 			    stderr,
@@ -201,6 +202,8 @@ static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm
 			    depth);
 		cp_retry_sleep(wait);
 		flags |= CP_F_RESUME;
+		/* The next session counts everything again: up to date, resumed, sent. */
+		cp_progress_restart(srv->progress, 0, rs.reconnects);
 	}
 }
 
@@ -211,6 +214,7 @@ int cp_pull_run(const struct cp_pull_opts *o)
 	struct rk_device_opts d = {.gid_index = -1};
 	struct cp_server srv = {0};
 	struct cp_recv_stats st = {0};
+	struct cp_progress prog;
 	char root[PATH_MAX], leaf[256] = "";
 	uint8_t msg[CP_MSG_MAX];
 	struct rk_error e;
@@ -263,6 +267,9 @@ int cp_pull_run(const struct cp_pull_opts *o)
 	srv.only_under = leaf[0] ? leaf : NULL;
 	srv.who = "rk copy";
 	srv.quiet = o->quiet || o->json;
+	/* The total comes with the server's HELLO. */
+	cp_progress_init(&prog, 0, !o->quiet && !o->json && isatty(STDERR_FILENO));
+	srv.progress = &prog;
 	r = cp_server_registry_init(&srv);
 	if (r) {
 		fprintf(stderr, "rk copy: %s\n", strerror(-r));
@@ -272,6 +279,7 @@ int cp_pull_run(const struct cp_pull_opts *o)
 	}
 	t0 = cli_now_ns();
 	r = run(o, &srv, &co, leaf, &st, &reconnects, &e);
+	cp_progress_clear(&prog);
 	if (r == 0)
 		rc = st.failed ? RK_EXIT_FAILURE : RK_EXIT_OK;
 	else if (r == -EINVAL)

@@ -57,6 +57,8 @@ void rcv_log(const struct session *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	if (s->srv->progress)
+		cp_progress_clear(s->srv->progress);
 	printf("%s: %s: %s\n", s->srv->who ? s->srv->who : "rk serve", s->peer, line);
 	fflush(stdout);
 }

@@ -31,6 +31,8 @@
 #include <rdmakit/cm.h>
 #include <rdmakit/device.h>
 
+#include "copy_progress.h"
+
 #define CP_SERVE_MAX_OPEN 128u /* largest --max-open */
 
 struct session; /* copy_recv.c's own */
@@ -51,11 +53,12 @@ struct cp_server {
 	 * server, which it does not trust, must not write beside DEST.
 	 */
 	const char *only_under;
-	int serve_reads;   /* rk serve --read: clients may pull files from DIR */
-	const char *who;   /* log lines start "WHO: PEER: " (NULL: "rk serve") */
-	int quiet;	   /* no log lines about files and sessions */
-	atomic_int *stop;  /* set on SIGINT/SIGTERM */
-	atomic_int active; /* sessions running */
+	int serve_reads;	      /* rk serve --read: clients may pull files from DIR */
+	const char *who;	      /* log lines start "WHO: PEER: " (NULL: "rk serve") */
+	int quiet;		      /* no log lines about files and sessions */
+	struct cp_progress *progress; /* a pull's progress bar, or NULL */
+	atomic_int *stop;	      /* set on SIGINT/SIGTERM */
+	atomic_int active;	      /* sessions running */
 	/*
 	 * Sessions by key, for lanes that join (cp_session_join) and sessions
 	 * that replace one (CP_F_REPLACES); this server's alone: two servers

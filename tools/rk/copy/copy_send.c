@@ -298,6 +298,8 @@ static int connect_and_hello(struct sender *s)
 	h.depth = (uint16_t)s->o->depth;
 	h.flags = (uint16_t)s->o->flags;
 	h.lanes = (uint16_t)s->nlanes;
+	h.total_bytes = s->plan->bytes;
+	h.total_files = (uint32_t)s->plan->files;
 	if (s->o->replacing) {
 		h.flags |= CP_F_REPLACES;
 		memcpy(h.replaces, s->o->replaces, CP_KEY_LEN);
