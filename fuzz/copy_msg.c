@@ -140,6 +140,7 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 				    .depth = 8,
 				    .flags = CP_F_RESUME,
 				    .options = CP_PULL_RECURSIVE,
+				    .lanes = 2,
 				    .nsrc = 2,
 				    .dest = "ckpt",
 				    .dest_len = 4,

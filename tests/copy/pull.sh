@@ -1,12 +1,13 @@
 #!/bin/sh
 # Pull: rk copy HOST:SRC DEST from an rk serve --read. A server without
 # --read refuses with a message (exit 3); a 64 MiB file and a tree arrive
-# identical, placed by rsync's rules on this side; sources outside DIR
-# ('..', absolute, through a symlink) are refused by name (exit 3) and
-# symlinks inside a tree are skipped; an existing file is kept without
-# --force; --resume after the client is killed goes on from the verified
-# prefix; a pull whose server is killed and started again reconnects by
-# itself and resumes; and a server that sends names outside DEST ('..', absolute, a
+# identical (also over several lanes), placed by rsync's rules on this
+# side, with a progress bar on a terminal; sources outside DIR ('..',
+# absolute, through a symlink) are refused by name (exit 3) and symlinks
+# inside a tree are skipped; an existing file is kept without --force;
+# --resume after the client is killed goes on from the verified prefix; a
+# pull whose server is killed and started again reconnects by itself and
+# resumes; and a server that sends names outside DEST ('..', absolute, a
 # sibling of DEST) gets them refused, with nothing written outside DEST.
 . "$(dirname "$0")/lib.sh"
 port=7923
@@ -44,6 +45,14 @@ cmp "$S/big.bin" "$L/big.bin" || fail "big.bin differs"
 grep -q "1 files received" "$W/out" || fail "summary: $(cat "$W/out")"
 "$RK" copy -q "$RK_ADDR:$port:tree/a" "$L/renamed" || fail "pull onto a name"
 cmp "$S/tree/a" "$L/renamed" || fail "renamed differs"
+# Over three lanes: the client connects two more with the session key, the server accepts them.
+"$RK" copy -q --num-qp 3 "$RK_ADDR:$port:big.bin" "$L/q3.bin" || fail "pull --num-qp 3"
+cmp "$S/big.bin" "$L/q3.bin" || fail "q3.bin differs"
+server_log | grep -q "pull over 3 lanes" || fail "the server did not take three lanes"
+"$RK" copy -q -r --num-qp 2 "$RK_ADDR:$port:tree" "$L/tq2" || fail "pull -r --num-qp 2"
+for f in a sub/b empty; do
+	cmp "$S/tree/$f" "$L/tq2/tree/$f" || fail "tq2/tree/$f differs"
+done
 # On a terminal (script gives the pull one) a progress bar shows, sized by the server's total.
 script -qfec "$RK copy $RK_ADDR:$port:big.bin $L/tty.bin" /dev/null </dev/null >"$W/tty" ||
 	fail "pull on a terminal: $(cat "$W/tty")"

@@ -106,6 +106,7 @@ static void pull_roundtrip_and_bad(void **state)
 			    .depth = 8,
 			    .flags = CP_F_RESUME,
 			    .options = CP_PULL_RECURSIVE,
+			    .lanes = 3,
 			    .nsrc = 2,
 			    .dest = "d",
 			    .dest_len = 1};
@@ -126,6 +127,7 @@ static void pull_roundtrip_and_bad(void **state)
 	assert_int_equal(g.depth, 8);
 	assert_int_equal(g.flags, CP_F_RESUME);
 	assert_int_equal(g.options, CP_PULL_RECURSIVE);
+	assert_int_equal(g.lanes, 3);
 	assert_int_equal(g.nsrc, 2);
 	assert_int_equal(g.dest_len, 1);
 	assert_memory_equal(g.dest, "d", 1);
@@ -153,6 +155,14 @@ static void pull_roundtrip_and_bad(void **state)
 	n = cp_pull_encode(&p, buf, sizeof(buf));
 	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
 	p.options = 0;
+	/* no lanes, or more than a session may have */
+	p.lanes = 0;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
+	p.lanes = CP_MAX_LANES + 1;
+	n = cp_pull_encode(&p, buf, sizeof(buf));
+	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);
+	p.lanes = 1;
 	p.flags = CP_F_REPLACES;
 	n = cp_pull_encode(&p, buf, sizeof(buf));
 	assert_int_equal(cp_pull_decode(buf, (size_t)n, &g), -EBADMSG);

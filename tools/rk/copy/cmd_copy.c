@@ -47,7 +47,7 @@ static void usage(FILE *f)
 	    "server's directory and DEST local: 'rk copy -r host:data/ d' puts data's contents\n"
 	    "in d. Nothing is written but DEST and what lies beneath it, whatever names the\n"
 	    "server sends; symlinks on the server are not followed (inside trees: skipped).\n"
-	    "A pull uses one connection (no --num-qp) and reconnects as a push does.\n"
+	    "A pull stripes over --num-qp lanes and reconnects as a push does.\n"
 	    "\n"
 	    "options:\n"
 	    "  -r, --recursive       copy directories\n"
@@ -259,6 +259,7 @@ static int pull(int n, char **ops, const struct cp_send_opts *so, const struct c
 				 .chunk = so->chunk,
 				 .depth = so->depth,
 				 .flags = so->flags,
+				 .lanes = so->lanes,
 				 .recursive = recursive,
 				 .idle_ms = idle_ms,
 				 .retries = ro->retries,
@@ -267,10 +268,6 @@ static int pull(int n, char **ops, const struct cp_send_opts *so, const struct c
 				 .json = json};
 	const char *path;
 
-	if (so->lanes > 1) {
-		fprintf(stderr, "rk copy: --num-qp: a pull uses one connection\n");
-		return RK_EXIT_USAGE;
-	}
 	if (n - 1 > CP_PULL_MAX_SRC) {
 		fprintf(stderr, "rk copy: at most %d sources from a server at once\n",
 			CP_PULL_MAX_SRC);

@@ -289,7 +289,7 @@ int cp_pull_encode(const struct cp_pull *p, void *buf, size_t len)
 	rk_put16(b + 16, p->depth);
 	rk_put16(b + 18, p->flags);
 	b[20] = p->options;
-	b[21] = 0;
+	b[21] = p->lanes;
 	rk_put16(b + 22, p->nsrc);
 	return (int)off;
 }
@@ -323,10 +323,11 @@ int cp_pull_decode(const void *buf, size_t len, struct cp_pull *p)
 	p->depth = rk_get16(b + 4);
 	p->flags = rk_get16(b + 6);
 	p->options = b[8];
+	p->lanes = b[9];
 	p->nsrc = rk_get16(b + 10);
 	if (p->chunk < CP_CHUNK_MIN || p->chunk > CP_CHUNK_MAX || p->depth == 0 ||
-	    (p->flags & ~(CP_F_FORCE | CP_F_RESUME)) || (p->options & ~CP_PULL_RECURSIVE) || b[9] ||
-	    p->nsrc == 0 || p->nsrc > CP_PULL_MAX_SRC)
+	    (p->flags & ~(CP_F_FORCE | CP_F_RESUME)) || (p->options & ~CP_PULL_RECURSIVE) ||
+	    p->lanes == 0 || p->lanes > CP_MAX_LANES || p->nsrc == 0 || p->nsrc > CP_PULL_MAX_SRC)
 		return -EBADMSG;
 	if (pull_get(b, n, &off, 0, &p->dest, &p->dest_len))
 		return -EBADMSG;

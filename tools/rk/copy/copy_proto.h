@@ -132,6 +132,7 @@ struct cp_pull {
 	uint16_t depth;
 	uint16_t flags;	 /* CP_F_FORCE, CP_F_RESUME */
 	uint8_t options; /* CP_PULL_RECURSIVE */
+	uint8_t lanes;	 /* 1..CP_MAX_LANES connections the client will make (--num-qp) */
 	uint16_t nsrc;	 /* 1..CP_PULL_MAX_SRC */
 	uint16_t dest_len;
 	const char *dest;

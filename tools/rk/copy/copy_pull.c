@@ -117,6 +117,7 @@ static int encode(const struct cp_pull_opts *o, const char *leaf, uint32_t chunk
 			    .depth = (uint16_t)depth,
 			    .flags = (uint16_t)flags,
 			    .options = o->recursive ? CP_PULL_RECURSIVE : 0,
+			    .lanes = (uint8_t)(o->lanes ? o->lanes : 1),
 			    .nsrc = (uint16_t)o->nsrc,
 			    .dest = leaf,
 			    .dest_len = (uint16_t)strlen(leaf)};
@@ -171,7 +172,7 @@ static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm
 		if (n < 0)
 			return -EINVAL;
 		rk_error_clear(e);
-		r = cp_recv_pull(srv, co, msg, (size_t)n, flags, &st, e);
+		r = cp_recv_pull(srv, co, msg, (size_t)n, flags, o->lanes ? o->lanes : 1, &st, e);
 		/* A file finished in an earlier session is "up to date" in this one. */
 		total->files += st.files;
 		total->bytes += st.bytes;

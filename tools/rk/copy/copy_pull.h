@@ -17,6 +17,7 @@ struct cp_pull_opts {
 	uint32_t chunk;
 	unsigned depth;
 	unsigned flags; /* CP_F_FORCE, CP_F_RESUME */
+	unsigned lanes; /* connections (--num-qp), 1..CP_MAX_LANES */
 	int recursive;
 	int idle_ms;	   /* give up on a server silent this long */
 	unsigned retries;  /* reconnects after a lost connection (as a push's --retries) */

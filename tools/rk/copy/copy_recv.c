@@ -79,14 +79,10 @@ static struct rk_conn_opts conn_opts(struct session *s)
 static int take_joins(struct session *s, struct rk_error *err)
 {
 	struct rk_cm_request *reqs[CP_MAX_LANES];
-	uint64_t v;
+	int n = cp_reg_take(s->srv, &s->reg, reqs);
 
-	if (read(s->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return -errno;
-	pthread_mutex_lock(&s->srv->reg_mu);
-	memcpy(reqs, s->joins, sizeof(reqs));
-	memset(s->joins, 0, sizeof(s->joins));
-	pthread_mutex_unlock(&s->srv->reg_mu);
+	if (n < 0)
+		return n;
 	for (unsigned l = 1; l < CP_MAX_LANES; l++) {
 		struct rk_conn_opts o = conn_opts(s);
 		struct rk_conn *conn = NULL;
@@ -122,6 +118,36 @@ static int take_joins(struct session *s, struct rk_error *err)
 }
 
 /*
+ * Pulling with lanes: after our WELCOME, connect lanes 1.. of the HELLO
+ * with the session key, as a pushing client's lanes join rk serve.
+ */
+static int connect_lanes(struct session *s, struct rk_error *err)
+{
+	for (unsigned l = 1; l < s->reg.want_lanes; l++) {
+		struct rk_hello join = {
+		    .app_id = CP_APP_ID, .app_arg = cp_lane_arg(l), .token_len = CP_KEY_LEN};
+		struct rk_cm_connect_opts c = *s->pull_co;
+		struct rk_conn *conn = NULL;
+		int r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, err,
+				       &s->lanes[l].rbufs);
+
+		if (r)
+			return r;
+		memcpy(join.token, s->reg.key, CP_KEY_LEN);
+		c.hello = &join;
+		s->prep_lane = l;
+		r = rk_cm_connect(s->srv->dev, &c, err, &conn);
+		if (r) {
+			s->lanes[l].conn = NULL; /* prepare saw it; the library destroyed it */
+			return r;
+		}
+		s->lanes[l].conn = conn;
+	}
+	s->lanes_made = 1;
+	return 0;
+}
+
+/*
  * The event loop: completions and CM events (a client that dies is seen
  * as DISCONNECTED), each wait bounded, and the session given up after
  * an idle_ms period that moved less than CP_IDLE_MIN_BYTES (see do_record).
@@ -132,7 +158,7 @@ static int serve(struct session *s, struct rk_error *err)
 
 	s->progress_ns = last;
 	for (;;) {
-		struct pollfd pfd[1 + 2 * CP_MAX_LANES] = {{.fd = s->evfd, .events = POLLIN}};
+		struct pollfd pfd[1 + 2 * CP_MAX_LANES] = {{.fd = s->reg.evfd, .events = POLLIN}};
 		unsigned lane_of[1 + 2 * CP_MAX_LANES] = {0}, npfd = 1;
 		int n = rcv_drain_cq(s, err);
 
@@ -142,12 +168,18 @@ static int serve(struct session *s, struct rk_error *err)
 			last = cli_now_ns();
 			continue;
 		}
+		if (s->pull_co && s->hello_done && !s->lanes_made) {
+			n = connect_lanes(s, err);
+			if (n)
+				return n;
+			continue;
+		}
 		/* After BYE, let the client hang up first (it has our last CREDIT). */
 		if (s->fs.bye && !rcv_sends_pending(s) && cli_now_ns() - last > BYE_LINGER_NS)
 			return 0;
 		if (atomic_load(s->srv->stop))
 			return -ESHUTDOWN;
-		if (atomic_load(&s->replaced))
+		if (atomic_load(&s->reg.replaced))
 			return -ECANCELED;
 		if (!s->hello_done && cli_now_ns() - last > (uint64_t)HELLO_MS * 1000000)
 			return -ETIMEDOUT;
@@ -208,7 +240,7 @@ static void session_free(struct session *s)
 {
 	/* Files first: a replacing session waits until their locks are free. */
 	cp_files_close(&s->fs);
-	rcv_unregister(s);
+	cp_reg_remove(s->srv, &s->reg);
 	for (unsigned l = CP_MAX_LANES; l-- > 0;) {
 		rk_conn_destroy(s->lanes[l].conn);
 		rk_mr_dereg(s->lanes[l].rbufs);
@@ -216,8 +248,8 @@ static void session_free(struct session *s)
 	rk_mr_dereg(s->ring);
 	rk_mr_dereg(s->sbufs);
 	rk_pd_free(s->pd);
-	if (s->evfd >= 0)
-		close(s->evfd);
+	if (s->reg.evfd >= 0)
+		close(s->reg.evfd);
 	rk_free_aligned(s->data);
 	free(s);
 }
@@ -274,13 +306,15 @@ static struct session *session_new(struct cp_server *srv, const char *peer)
 	if (!s)
 		return NULL;
 	s->srv = srv;
-	s->evfd = -1;
+	s->reg.evfd = -1;
 	s->allow_flags = CP_F_ALL;
+	s->allow_lanes = CP_MAX_LANES;
 	snprintf(s->peer, sizeof(s->peer), "%s", peer);
+	s->reg.peer = s->peer;
 	if (cp_files_init(&s->fs, srv, s->peer))
 		goto fail;
-	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (s->evfd < 0)
+	s->reg.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->reg.evfd < 0)
 		goto fail;
 	r = rk_pd_alloc(srv->dev, &err, &s->pd);
 	if (!r)
@@ -335,7 +369,8 @@ reject:
 }
 
 int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, const void *pull,
-		 size_t len, unsigned flags, struct cp_recv_stats *st, struct rk_error *err)
+		 size_t len, unsigned flags, unsigned lanes, struct cp_recv_stats *st,
+		 struct rk_error *err)
 {
 	struct rk_cm_connect_opts c = *co;
 	struct rk_conn *conn = NULL;
@@ -351,6 +386,8 @@ int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, con
 	c.conn = conn_opts(s);
 	s->prep_lane = 0;
 	s->allow_flags = (uint16_t)(flags & (CP_F_FORCE | CP_F_RESUME));
+	s->allow_lanes = lanes;
+	s->pull_co = &c;
 	r = rk_cm_connect(srv->dev, &c, err, &conn);
 	if (r) {
 		s->lanes[0].conn = NULL; /* prepare saw it; the library destroyed it */

@@ -32,10 +32,9 @@
 #include <rdmakit/device.h>
 
 #include "copy_progress.h"
+#include "copy_proto.h"
 
 #define CP_SERVE_MAX_OPEN 128u /* largest --max-open */
-
-struct session; /* copy_recv.c's own */
 
 /* What every session shares; read-only while sessions run (but @active and the registry). */
 struct cp_server {
@@ -67,8 +66,50 @@ struct cp_server {
 	 */
 	pthread_mutex_t reg_mu;
 	pthread_cond_t reg_cv; /* broadcast when a session leaves the registry */
-	struct session *reg_head;
+	struct cp_reg *reg_head;
 };
+
+/*
+ * One session in its server's registry: a receiving session (a push) or
+ * the sending side of a pull; either may have lanes join it by its key.
+ * Every field but evfd and peer is read and written under srv->reg_mu.
+ */
+struct cp_reg {
+	uint8_t key[CP_KEY_LEN];
+	unsigned want_lanes;			   /* lanes 1..want_lanes-1 may join */
+	uint32_t claimed;			   /* lanes handed over so far (bit per lane) */
+	struct rk_cm_request *joins[CP_MAX_LANES]; /* handed over, not yet taken */
+	int evfd;				   /* the owner's: written on either news */
+	atomic_int replaced; /* a new session of the same client took over: end */
+	int registered;
+	const char *peer; /* for the log line of a replacement */
+	struct cp_reg *next;
+};
+
+/*
+ * cp_reg_add - enter @e under e->key (set key, want_lanes, evfd and peer
+ * first): lanes may join it from now on, and a new session may replace
+ * it. cp_reg_remove - leave again (idempotent): lanes handed over but not
+ * taken are refused, and a session waiting to replace this one is woken.
+ * Both take srv->reg_mu.
+ */
+void cp_reg_add(struct cp_server *srv, struct cp_reg *e);
+void cp_reg_remove(struct cp_server *srv, struct cp_reg *e);
+
+/*
+ * cp_reg_take - move the connect requests handed over to @e into @reqs
+ * (CP_MAX_LANES entries, by lane; the caller accepts or rejects each) and
+ * empty e->evfd. Returns how many, or a negative errno from the eventfd.
+ */
+int cp_reg_take(struct cp_server *srv, struct cp_reg *e, struct rk_cm_request **reqs);
+
+/*
+ * cp_reg_replace - CP_F_REPLACES: tell the session @key names to end and
+ * wait until it has left the registry (its files are closed then), at
+ * most 5 s. A key that names no session is no error: that one ended
+ * already. Returns 1 and the old session's peer in @peer if one was told.
+ */
+int cp_reg_replace(struct cp_server *srv, const uint8_t *key, char *peer, size_t peer_len);
 
 /* cp_server_registry_init - an empty lane registry in @srv; 0 or a negative errno. */
 int cp_server_registry_init(struct cp_server *srv);
@@ -115,14 +156,16 @@ struct cp_recv_stats {
  * sends exactly as an rk serve session takes a push, into @srv's
  * directory (@srv->only_under: DEST), until the server hangs up after its
  * BYE. The server's HELLO may carry no flag but those of @flags (the
- * PULL's: --force, --resume). @srv must have its registry set up
+ * PULL's: --force, --resume) and at most @lanes lanes (the PULL's), which
+ * this side then connects with the session key. @srv must have its registry set up
  * (cp_server_registry_init).
  * Counts land in @st; @err says why a session failed; a refusal the
  * server sent as ERROR is -ECONNREFUSED with its text in @err. Blocks;
  * every wait is bounded by @srv->idle_ms.
  */
 int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, const void *pull,
-		 size_t len, unsigned flags, struct cp_recv_stats *st, struct rk_error *err);
+		 size_t len, unsigned flags, unsigned lanes, struct cp_recv_stats *st,
+		 struct rk_error *err);
 
 /*
  * cp_session_join - hand the connect request of lane @lane (1..) to the

@@ -6,12 +6,12 @@
  *                         loop over its lanes, lanes joining, the end
  *   copy_recv_ring.c      the protocol on the wire: HELLO / WELCOME, slots
  *                         in sequence, CREDITs, every completion
- *   copy_recv_registry.c  the server's sessions by key: lanes joining one,
- *                         a reconnecting client replacing its old one
+ *   copy_recv_registry.c  the server's sessions by key (cp_reg): lanes
+ *                         joining one, a reconnecting client replacing its
+ *                         old one; pulls' sending sessions are in it too
  *
- * A session is one thread's; only the registry fields (key, joins,
- * claimed, reg_next, registered) are shared, under srv->reg_mu, and
- * `replaced`, which is atomic.
+ * A session is one thread's; only its registry entry (s->reg) is shared,
+ * under srv->reg_mu.
  */
 #ifndef RK_COPY_RECV_INT_H
 #define RK_COPY_RECV_INT_H
@@ -51,19 +51,13 @@ struct session {
 	char peer[64];
 	struct rk_pd *pd; /* the session's alone: its QPs, ring and buffers */
 	struct lane lanes[CP_MAX_LANES];
-	unsigned want_lanes, prep_lane;
+	unsigned prep_lane;
 	struct rk_mr *sbufs, *ring;
 	uint8_t send_busy[NSEND];
 	struct pending pend[CP_MAX_SLOTS];
 	uint8_t slot_pending[CP_MAX_SLOTS];
 	uint32_t next_seq;
-	/* Joining lanes: set by the listener thread under srv->reg_mu. */
-	uint8_t key[CP_KEY_LEN];
-	struct rk_cm_request *joins[CP_MAX_LANES];
-	uint32_t claimed; /* lanes handed over so far (bit per lane) */
-	int evfd, registered;
-	struct session *reg_next;
-	atomic_int replaced; /* a new session of the same client took over: end */
+	struct cp_reg reg; /* the key, lanes joining, replacement; its evfd wakes the loop */
 	uint32_t chunk;
 	uint16_t nslots, flags;
 	size_t stride;
@@ -74,6 +68,10 @@ struct session {
 	uint8_t *data;		  /* private copy of a data block (chunk bytes) */
 	char refused[256];	  /* a pull: the server's ERROR, before its HELLO */
 	uint16_t allow_flags;	  /* HELLO flags we accept (a pull: only what we asked for) */
+	unsigned allow_lanes;	  /* HELLO lanes we accept (a pull: what we asked for) */
+	/* Pulling: how to connect further lanes, and whether they are. */
+	const struct rk_cm_connect_opts *pull_co;
+	int lanes_made;
 };
 
 /* copy_recv.c: a line on stdout for the session (unless srv->quiet), "WHO: PEER: text". */
@@ -93,16 +91,5 @@ int rcv_drain_cq(struct session *s, struct rk_error *err);
 int rcv_arm_all(struct session *s, struct rk_error *err);
 /* Some SEND of ours (a CREDIT, WELCOME, ERROR) has not completed yet. */
 int rcv_sends_pending(const struct session *s);
-
-/* copy_recv_registry.c */
-/* Enter the registry under s->key (after WELCOME): lanes may join from now on. */
-void rcv_register(struct session *s);
-/*
- * Leave the registry (once its files are closed); lanes handed over but
- * not taken are refused, and a session waiting to replace this one is woken.
- */
-void rcv_unregister(struct session *s);
-/* CP_F_REPLACES: end the session @key names and wait (bounded) until its files are closed. */
-void rcv_replace(struct session *s, const uint8_t *key);
 
 #endif

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,94 +50,111 @@ void cp_server_registry_fini(struct cp_server *srv)
 	pthread_mutex_destroy(&srv->reg_mu);
 }
 
-/* The registered session whose key is @key, or NULL; under reg_mu. */
-static struct session *find_session(struct cp_server *srv, const uint8_t *key)
+/* The registered entry whose key is @key, or NULL; under reg_mu. */
+static struct cp_reg *find(struct cp_server *srv, const uint8_t *key)
 {
-	struct session *found = NULL;
+	struct cp_reg *found = NULL;
 
-	/* Compare with every session, in constant time each: no early exit. */
-	for (struct session *s = srv->reg_head; s; s = s->reg_next)
-		if (cp_token_equal(s->key, key, CP_KEY_LEN))
-			found = s;
+	/* Compare with every entry, in constant time each: no early exit. */
+	for (struct cp_reg *e = srv->reg_head; e; e = e->next)
+		if (cp_token_equal(e->key, key, CP_KEY_LEN))
+			found = e;
 	return found;
 }
 
-void rcv_register(struct session *s)
+static void poke(int evfd)
 {
-	pthread_mutex_lock(&s->srv->reg_mu);
-	s->reg_next = s->srv->reg_head;
-	s->srv->reg_head = s;
-	s->registered = 1;
-	pthread_mutex_unlock(&s->srv->reg_mu);
+	uint64_t one = 1;
+
+	if (write(evfd, &one, sizeof(one)) < 0) {
+		/* Cannot fail below the eventfd's maximum; the owner also
+		 * looks at its entry on its next wake-up. */
+	}
 }
 
-/*
- * Leave the registry; lanes handed over but not taken are refused, and a
- * session waiting to replace this one is woken.
- */
-void rcv_unregister(struct session *s)
+void cp_reg_add(struct cp_server *srv, struct cp_reg *e)
 {
-	pthread_mutex_lock(&s->srv->reg_mu);
-	if (s->registered) {
-		struct session **pp = &s->srv->reg_head;
+	pthread_mutex_lock(&srv->reg_mu);
+	e->next = srv->reg_head;
+	srv->reg_head = e;
+	e->registered = 1;
+	pthread_mutex_unlock(&srv->reg_mu);
+}
 
-		while (*pp && *pp != s)
-			pp = &(*pp)->reg_next;
+void cp_reg_remove(struct cp_server *srv, struct cp_reg *e)
+{
+	pthread_mutex_lock(&srv->reg_mu);
+	if (e->registered) {
+		struct cp_reg **pp = &srv->reg_head;
+
+		while (*pp && *pp != e)
+			pp = &(*pp)->next;
 		if (*pp)
-			*pp = s->reg_next;
-		s->registered = 0;
-		pthread_cond_broadcast(&s->srv->reg_cv);
+			*pp = e->next;
+		e->registered = 0;
+		pthread_cond_broadcast(&srv->reg_cv);
 	}
 	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
-		if (s->joins[l])
-			rk_cm_request_reject(s->joins[l], RK_REJECT_APP, "session is over", NULL);
-		s->joins[l] = NULL;
+		if (e->joins[l])
+			rk_cm_request_reject(e->joins[l], RK_REJECT_APP, "session is over", NULL);
+		e->joins[l] = NULL;
 	}
-	pthread_mutex_unlock(&s->srv->reg_mu);
+	pthread_mutex_unlock(&srv->reg_mu);
+}
+
+int cp_reg_take(struct cp_server *srv, struct cp_reg *e, struct rk_cm_request **reqs)
+{
+	uint64_t v;
+	int n = 0;
+
+	if (read(e->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return -errno;
+	pthread_mutex_lock(&srv->reg_mu);
+	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
+		reqs[l] = e->joins[l];
+		e->joins[l] = NULL;
+		n += reqs[l] != NULL;
+	}
+	pthread_mutex_unlock(&srv->reg_mu);
+	return n;
 }
 
 /*
- * CP_F_REPLACES: tell the session @key names to end, and wait until it has
- * closed its files (it leaves the registry then), at most REPLACE_MS. A
- * key that names no session is no error: it ended already, and what it
- * held is free. Should the old session not end in time, its files are
- * refused as busy and the client tries them again later.
+ * Should the old session not end in time, its files are refused as busy
+ * and the client tries them again later.
  */
-void rcv_replace(struct session *s, const uint8_t *key)
+int cp_reg_replace(struct cp_server *srv, const uint8_t *key, char *peer, size_t peer_len)
 {
-	struct cp_server *srv = s->srv;
 	struct timespec dl;
-	uint64_t one = 1;
+	int told = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &dl);
 	dl.tv_sec += REPLACE_MS / 1000;
 	pthread_mutex_lock(&srv->reg_mu);
 	for (;;) {
-		struct session *old = find_session(srv, key);
+		struct cp_reg *old = find(srv, key);
 
 		if (!old)
 			break;
 		if (!atomic_exchange(&old->replaced, 1)) {
-			rcv_log(s, "replaces this client's session from %s", old->peer);
-			if (write(old->evfd, &one, sizeof(one)) < 0) {
-				/* Cannot fail below the eventfd's maximum; the
-				 * old session also checks on its next wake-up. */
-			}
+			snprintf(peer, peer_len, "%s", old->peer ? old->peer : "?");
+			told = 1;
+			poke(old->evfd);
 		}
 		if (pthread_cond_timedwait(&srv->reg_cv, &srv->reg_mu, &dl) == ETIMEDOUT)
 			break;
 	}
 	pthread_mutex_unlock(&srv->reg_mu);
+	return told;
 }
 
 int cp_session_join(struct cp_server *srv, struct rk_cm_request *req, unsigned lane,
 		    const uint8_t *key)
 {
-	struct session *found;
-	uint64_t one = 1;
+	struct cp_reg *found;
 
 	pthread_mutex_lock(&srv->reg_mu);
-	found = find_session(srv, key);
+	found = find(srv, key);
 	if (!found || lane >= found->want_lanes || (found->claimed & 1u << lane)) {
 		pthread_mutex_unlock(&srv->reg_mu);
 		rk_cm_request_reject(req, RK_REJECT_APP, "no such session or lane", NULL);
@@ -144,10 +162,7 @@ int cp_session_join(struct cp_server *srv, struct rk_cm_request *req, unsigned l
 	}
 	found->joins[lane] = req;
 	found->claimed |= 1u << lane;
-	if (write(found->evfd, &one, sizeof(one)) < 0) {
-		/* Cannot happen with an eventfd below its maximum; the session
-		 * still finds the request on its next wake-up. */
-	}
+	poke(found->evfd);
 	pthread_mutex_unlock(&srv->reg_mu);
 	return 0;
 }

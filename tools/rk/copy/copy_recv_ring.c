@@ -162,16 +162,24 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	}
 	if (cp_hello_decode(buf, len, &h))
 		return -EPROTO;
+	if (h.lanes > s->allow_lanes) {
+		rcv_send_error(s, CP_E_PROTO, "more lanes than asked for");
+		return -EPROTO;
+	}
 	if (h.flags & ~s->allow_flags) {
 		/* A server we pull from may not turn on --force or --resume for us. */
 		rcv_send_error(s, CP_E_PROTO, "flags not asked for");
 		return -EPROTO;
 	}
-	if (h.flags & CP_F_REPLACES)
-		rcv_replace(s, h.replaces);
+	if (h.flags & CP_F_REPLACES) {
+		char old[64];
+
+		if (cp_reg_replace(s->srv, h.replaces, old, sizeof(old)))
+			rcv_log(s, "replaces this client's session from %s", old);
+	}
 	s->chunk = s->fs.chunk = h.chunk;
 	s->flags = s->fs.flags = h.flags;
-	s->want_lanes = h.lanes;
+	s->reg.want_lanes = h.lanes;
 	if (s->srv->progress) /* the sender's word, for display only */
 		s->srv->progress->total = h.total_bytes;
 	s->stride = cp_slot_stride(h.chunk);
@@ -206,16 +214,16 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	w.max_name = CP_NAME_MAX;
 	w.max_files = s->srv->max_files;
 	w.max_file_size = s->srv->max_file_size;
-	if (getrandom(s->key, sizeof(s->key), 0) != (ssize_t)sizeof(s->key)) {
+	if (getrandom(s->reg.key, CP_KEY_LEN, 0) != (ssize_t)CP_KEY_LEN) {
 		rcv_send_error(s, CP_E_IO, "server has no randomness for a session key");
 		return -EIO;
 	}
-	memcpy(w.key, s->key, sizeof(w.key));
+	memcpy(w.key, s->reg.key, sizeof(w.key));
 	n = cp_welcome_encode(&w, msg, sizeof(msg));
 	if (n < 0)
 		return -EPROTO;
 	s->hello_done = 1;
-	rcv_register(s);
+	cp_reg_add(s->srv, &s->reg);
 	return rcv_send_msg(s, 0, msg, (size_t)n, err);
 }
 

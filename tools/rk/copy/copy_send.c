@@ -177,9 +177,9 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 }
 
 /* Serving a pull: lane 0 is the connection the client asked for. */
-static int lane_accept(struct sender *s)
+static int lane_accept(struct sender *s, unsigned idx, struct rk_cm_request *req)
 {
-	struct lane *l = &s->lanes[0];
+	struct lane *l = &s->lanes[idx];
 	struct rk_conn_opts co = {.sq_depth = SQ_DEPTH,
 				  .rq_depth = RQ_DEPTH,
 				  .wait_mode = RK_WAIT_EVENT,
@@ -190,10 +190,14 @@ static int lane_accept(struct sender *s)
 	struct rk_conn *conn = NULL;
 	struct rk_error e;
 
-	s->accept_used = 1; /* taken by the call, whatever it returns */
-	if (rk_cm_request_accept(s->o->accept, &co, NULL, 0, ACCEPT_MS, &e, &conn)) {
+	if (!idx)
+		s->accept_used = 1; /* taken by the call, whatever it returns */
+	if (rk_cm_request_accept(req, &co, NULL, 0, ACCEPT_MS, &e, &conn)) {
 		l->conn = NULL;
-		snd_fatal(s, RK_EXIT_LOST, "accept: %s", rk_error_str(&e));
+		if (idx)
+			snd_fatal_transport(s, "accept of lane %u: %s", idx, rk_error_str(&e));
+		else
+			snd_fatal(s, RK_EXIT_LOST, "accept: %s", rk_error_str(&e));
 		return -1;
 	}
 	l->conn = conn;
@@ -245,6 +249,8 @@ static int take_pull(struct sender *s)
 	s->own.chunk = p.chunk;
 	s->own.depth = p.depth < CP_MAX_SLOTS ? p.depth : CP_MAX_SLOTS;
 	s->own.flags = p.flags;
+	s->own.lanes = s->o->join ? p.lanes : 1;
+	s->nlanes = s->own.lanes;
 	/* What we register for slots is bounded as rk serve's rings are (--max-ring). */
 	stride = cp_slot_stride(p.chunk);
 	if (s->o->max_stage && stride > s->o->max_stage) {
@@ -284,7 +290,7 @@ static int connect_and_hello(struct sender *s)
 	int n, r;
 
 	if (s->o->accept) {
-		if (lane_init(s, 0) || lane_accept(s) || take_pull(s))
+		if (lane_init(s, 0) || lane_accept(s, 0, s->o->accept) || take_pull(s))
 			return -1;
 	} else {
 		if (s->o->token) {
@@ -321,8 +327,24 @@ static int connect_and_hello(struct sender *s)
 		    .app_id = CP_APP_ID, .app_arg = cp_lane_arg(i), .token_len = CP_KEY_LEN};
 
 		memcpy(join.token, s->w.key, CP_KEY_LEN);
-		if (lane_init(s, i) || lane_connect(s, i, &join))
+		if (lane_init(s, i))
 			return -1;
+		if (s->o->accept) {
+			/* Serving a pull: the client connects its further lanes with the key. */
+			struct rk_cm_request *req =
+			    s->o->join(s->o->join_arg, s->w.key, s->nlanes, i, ACCEPT_MS);
+
+			if (!req) {
+				snd_fatal_transport(
+				    s, "the client did not connect lane %u within %d s", i,
+				    ACCEPT_MS / 1000);
+				return -1;
+			}
+			if (lane_accept(s, i, req))
+				return -1;
+		} else if (lane_connect(s, i, &join)) {
+			return -1;
+		}
 	}
 	s->stride = cp_slot_stride(s->w.chunk);
 	r = alloc_mr(s, s->w.nslots * s->stride, &e, &s->stage);

@@ -49,6 +49,16 @@ struct cp_send_opts {
 	int (*on_pull)(void *arg, const struct cp_pull *p, struct cp_plan *plan, char *why,
 		       size_t why_len);
 	void *on_pull_arg;
+	/*
+	 * Serving a pull over the lanes the PULL asks for: lane @idx's
+	 * connect request (ours to accept), once the client has made it with
+	 * the session's @key (NULL after @timeout_ms, or when the session is
+	 * to end). Called from the session's thread after the WELCOME, lanes
+	 * 1.. in order. NULL: a pull gets one lane whatever it asks.
+	 */
+	struct rk_cm_request *(*join)(void *arg, const uint8_t *key, unsigned nlanes, unsigned idx,
+				      int timeout_ms);
+	void *join_arg;
 };
 
 /* How a session ended, beyond its exit code: what a caller retrying it needs. */

@@ -11,13 +11,22 @@
  * skipped, at most --max-files entries. The session has a protection
  * domain of its own, and everything it registers is local-access only:
  * the client's QP reaches no memory of this process.
+ *
+ * With lanes (rk copy --num-qp), the client connects its further lanes
+ * after its WELCOME, with the key that WELCOME carried; the session
+ * enters the server's registry under that key (copy_recv.h: cp_reg), the
+ * listener hands it the requests, and the sender accepts them. The key is
+ * the client's choice here: it can name only its own session with it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
 
 #include <rdmakit/pd.h>
 
@@ -36,6 +45,9 @@ struct pull_session {
 	char peer[64];
 	int answered; /* on_pull ran: it logged the plan or the refusal */
 	struct cp_plan plan;
+	struct cp_reg reg; /* with lanes: the session in the server's registry */
+	int in_reg;
+	struct rk_cm_request *got[CP_MAX_LANES]; /* lanes handed over, not yet taken */
 };
 
 static void plog(const struct pull_session *ps, const char *fmt, ...)
@@ -92,6 +104,59 @@ out:
 	return 0;
 }
 
+/* cp_send's join: lane @idx's request, once the listener has handed it over. */
+static struct rk_cm_request *join(void *arg, const uint8_t *key, unsigned nlanes, unsigned idx,
+				  int timeout_ms)
+{
+	struct pull_session *ps = arg;
+	uint64_t t0 = cli_now_ns();
+
+	if (ps->reg.evfd < 0 || idx >= CP_MAX_LANES)
+		return NULL;
+	if (!ps->in_reg) {
+		memcpy(ps->reg.key, key, CP_KEY_LEN);
+		ps->reg.want_lanes = nlanes;
+		cp_reg_add(ps->srv, &ps->reg);
+		ps->in_reg = 1;
+	}
+	for (;;) {
+		struct rk_cm_request *reqs[CP_MAX_LANES];
+		struct pollfd pfd = {.fd = ps->reg.evfd, .events = POLLIN};
+		struct rk_cm_request *r;
+		int64_t left;
+
+		if (cp_reg_take(ps->srv, &ps->reg, reqs) < 0)
+			return NULL;
+		for (unsigned l = 0; l < CP_MAX_LANES; l++)
+			if (reqs[l])
+				ps->got[l] = reqs[l];
+		if (ps->got[idx]) {
+			r = ps->got[idx];
+			ps->got[idx] = NULL;
+			if (idx + 1 == nlanes)
+				plog(ps, "pull over %u lanes", nlanes);
+			return r;
+		}
+		left = (int64_t)timeout_ms - (int64_t)((cli_now_ns() - t0) / 1000000);
+		if (left <= 0 || atomic_load(ps->srv->stop))
+			return NULL;
+		if (poll(&pfd, 1, left < 200 ? (int)left : 200) < 0 && errno != EINTR)
+			return NULL;
+	}
+}
+
+/* Leave the registry: lanes handed over and not taken are refused. */
+static void leave(struct pull_session *ps)
+{
+	if (ps->in_reg)
+		cp_reg_remove(ps->srv, &ps->reg);
+	for (unsigned l = 0; l < CP_MAX_LANES; l++)
+		if (ps->got[l])
+			rk_cm_request_reject(ps->got[l], RK_REJECT_APP, "session is over", NULL);
+	if (ps->reg.evfd >= 0)
+		close(ps->reg.evfd);
+}
+
 static void *pull_main(void *arg)
 {
 	struct pull_session *ps = arg;
@@ -117,6 +182,8 @@ static void *pull_main(void *arg)
 	o.accept = ps->req;
 	o.on_pull = on_pull;
 	o.on_pull_arg = ps;
+	o.join = join;
+	o.join_arg = ps;
 	o.idle_ms = srv->idle_ms;
 	o.progress = &prog;
 	o.max_stage = srv->max_ring;
@@ -141,6 +208,7 @@ static void *pull_main(void *arg)
 		     ps->plan.files, cli_fmt_bytes(sent, bytes, sizeof(bytes)),
 		     (double)(cli_now_ns() - t0) / 1e9, rc ? "; ended: " : "", rc ? why : "");
 out:
+	leave(ps);
 	cp_plan_free(&ps->plan);
 	rk_pd_free(pd);
 	free(ps);
@@ -163,6 +231,9 @@ int cp_pull_session_start(struct cp_server *srv, struct rk_cm_request *req)
 	ps->srv = srv;
 	ps->req = req;
 	snprintf(ps->peer, sizeof(ps->peer), "%s", rk_cm_request_peer(req));
+	ps->reg.peer = ps->peer;
+	/* Without it a pull gets no further lanes (join refuses); one still works. */
+	ps->reg.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	r = pthread_attr_init(&attr);
 	if (r)
 		goto fail;
@@ -177,6 +248,8 @@ int cp_pull_session_start(struct cp_server *srv, struct rk_cm_request *req)
 	return 0;
 fail:
 	rk_cm_request_reject(req, RK_REJECT_BUSY, "server could not start a session", NULL);
+	if (ps->reg.evfd >= 0)
+		close(ps->reg.evfd);
 	free(ps);
 	return -r;
 }
