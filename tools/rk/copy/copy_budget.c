@@ -41,8 +41,9 @@ uint64_t cp_fit_fds(unsigned max_clients, unsigned reserve, uint32_t *max_open)
 			(unsigned long long)lim, max_clients, cp_session_fds(1));
 		return 0;
 	}
-	if (per < cp_session_fds(*max_open))
-		*max_open = (uint32_t)((per - cp_session_fds(0)) / 2);
+	/* At most CP_SERVE_MAX_OPEN steps; at least one file stays (checked above). */
+	while (*max_open > 1 && cp_session_fds(*max_open) > per)
+		(*max_open)--;
 	return lim;
 }
 

@@ -18,20 +18,23 @@ void cp_progress_init(struct cp_progress *p, uint64_t total, int enabled)
 
 static void draw(struct cp_progress *p, uint64_t now)
 {
+	/*
+	 * A pull's total is the server's word: clamp before any conversion,
+	 * so that no total (0, or far below what arrives) can overflow.
+	 */
 	double secs = (double)(now - p->t0) / 1e9,
-	       frac = p->total ? (double)p->done / (double)p->total : 1;
+	       frac = p->total ? (double)p->done / (double)p->total : (p->done ? 1 : 0);
 	double bps = secs > 0 ? (double)p->done * 8 / secs : 0;
 	char bytes[32], rate[32], eta[32], bar[BAR + 1], rc[32] = "";
-	int fill = (int)(frac * BAR);
+	int fill;
 
 	if (frac > 1)
 		frac = 1;
-	if (fill > BAR)
-		fill = BAR;
+	fill = (int)(frac * BAR);
 	memset(bar, '#', (size_t)fill);
 	memset(bar + fill, '-', (size_t)(BAR - fill));
 	bar[BAR] = '\0';
-	if (bps > 0 && p->total > p->done) {
+	if (bps > 0 && p->total > p->done && (double)(p->total - p->done) * 8 / bps < 360000) {
 		unsigned s = (unsigned)((double)(p->total - p->done) * 8 / bps);
 
 		snprintf(eta, sizeof(eta), "%u:%02u", s / 60, s % 60);

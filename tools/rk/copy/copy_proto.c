@@ -257,8 +257,8 @@ int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c)
 	return 0;
 }
 
-/* PULL payload: chunk u32, depth u16, flags u16, options u8, zero u8, nsrc u16, dest (u16 + bytes),
- * sources (u16 + bytes each). */
+/* PULL payload: chunk u32, depth u16, flags u16, options u8, lanes u8, nsrc u16, dest (u16 +
+ * bytes), sources (u16 + bytes each). */
 #define PULL_FIXED 12
 
 static int pull_put(uint8_t *p, size_t *off, size_t cap, const char *s, uint16_t n)

@@ -29,6 +29,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "copy_files.h"
 #include "copy_proto.h"
 #include "copy_pull.h"
 #include "copy_recv.h"
@@ -181,7 +182,9 @@ static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm
 		total->failed = st.failed;
 		total->dirs = st.dirs;
 		prior_ok += st.files;
-		moved += st.moved;
+		/* Progress: data written, and files committed (each a new entry, never counted
+		 * twice). */
+		moved += st.moved + (uint64_t)st.files * CP_ENTRY_BYTES;
 		*reconnects = rs.reconnects;
 		/* Nobody listening at the first try is a wrong host or port: say so at once. */
 		if (!r || !transport_loss(r, e) ||

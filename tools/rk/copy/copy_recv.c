@@ -26,7 +26,6 @@
  * CREDITs are copy_recv_ring.c (copy_recv_int.h has the map).
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,6 +38,7 @@
 #include <rdmakit/cq.h>
 #include <rdmakit/mr.h>
 #include <rdmakit/pd.h>
+#include <rdmakit/wait.h>
 
 #include "cli.h"
 #include "copy_recv_int.h"
@@ -73,6 +73,16 @@ static struct rk_conn_opts conn_opts(struct session *s)
 	    .prepare_arg = s,
 	    .pd = s->pd,
 	};
+}
+
+/* Lane @l's CQ and CM channel join the session's wait set (tags: the lane). */
+static int watch_lane(struct session *s, unsigned l, struct rk_error *err)
+{
+	int r = rk_wait_add_cq(s->ws, rk_conn_cq(s->lanes[l].conn), 16, l, err);
+
+	if (r >= 0)
+		r = rk_wait_add_conn(s->ws, s->lanes[l].conn, l, err);
+	return r < 0 ? r : 0;
 }
 
 /* Accept the lanes the listener handed over (see cp_session_join). */
@@ -113,6 +123,14 @@ static int take_joins(struct session *s, struct rk_error *err)
 			return r;
 		}
 		s->lanes[l].conn = conn;
+		r = watch_lane(s, l, err);
+		if (r) {
+			for (unsigned k = l + 1; k < CP_MAX_LANES; k++)
+				if (reqs[k])
+					rk_cm_request_reject(reqs[k], RK_REJECT_BUSY,
+							     "session failed", NULL);
+			return r;
+		}
 	}
 	return 0;
 }
@@ -136,21 +154,36 @@ static int connect_lanes(struct session *s, struct rk_error *err)
 		memcpy(join.token, s->reg.key, CP_KEY_LEN);
 		c.hello = &join;
 		s->prep_lane = l;
-		r = rk_cm_connect(s->srv->dev, &c, err, &conn);
-		if (r) {
+		/*
+		 * The server enters our key once it has taken our WELCOME: a
+		 * lane that gets there first is refused as unknown. Try again
+		 * for as long as the server waits for a lane.
+		 */
+		for (uint64_t t0 = cli_now_ns();;) {
+			r = rk_cm_connect(s->srv->dev, &c, err, &conn);
+			if (!r)
+				break;
 			s->lanes[l].conn = NULL; /* prepare saw it; the library destroyed it */
-			return r;
+			if (err->reject_reason != RK_REJECT_APP ||
+			    cli_now_ns() - t0 > (uint64_t)ACCEPT_MS * 1000000)
+				return r;
+			usleep(20000);
 		}
 		s->lanes[l].conn = conn;
+		r = watch_lane(s, l, err);
+		if (r)
+			return r;
 	}
 	s->lanes_made = 1;
 	return 0;
 }
 
 /*
- * The event loop: completions and CM events (a client that dies is seen
- * as DISCONNECTED), each wait bounded, and the session given up after
- * an idle_ms period that moved less than CP_IDLE_MIN_BYTES (see do_record).
+ * The event loop: one wait over every lane's completions and CM channel
+ * and the registry's eventfd (lanes handed over, or this session
+ * replaced), each wait bounded; a client that dies is seen as
+ * DISCONNECTED. The session is given up after an idle_ms period that
+ * moved less than CP_IDLE_MIN_BYTES (see handle_slot).
  */
 static int serve(struct session *s, struct rk_error *err)
 {
@@ -158,21 +191,13 @@ static int serve(struct session *s, struct rk_error *err)
 
 	s->progress_ns = last;
 	for (;;) {
-		struct pollfd pfd[1 + 2 * CP_MAX_LANES] = {{.fd = s->reg.evfd, .events = POLLIN}};
-		unsigned lane_of[1 + 2 * CP_MAX_LANES] = {0}, npfd = 1;
-		int n = rcv_drain_cq(s, err);
+		struct rk_wait_event ev[1 + 2 * CP_MAX_LANES];
+		int n, gone = 0, joins = 0;
 
-		if (n < 0)
-			return n;
-		if (n) {
-			last = cli_now_ns();
-			continue;
-		}
 		if (s->pull_co && s->hello_done && !s->lanes_made) {
 			n = connect_lanes(s, err);
 			if (n)
 				return n;
-			continue;
 		}
 		/* After BYE, let the client hang up first (it has our last CREDIT). */
 		if (s->fs.bye && !rcv_sends_pending(s) && cli_now_ns() - last > BYE_LINGER_NS)
@@ -185,51 +210,41 @@ static int serve(struct session *s, struct rk_error *err)
 			return -ETIMEDOUT;
 		if (cli_now_ns() - s->progress_ns > (uint64_t)s->srv->idle_ms * 1000000)
 			return -ETIMEDOUT;
-		n = rcv_arm_all(s, err);
-		if (n)
-			return n;
-		n = rcv_drain_cq(s, err);
+		n = rk_wait(s->ws, ev, (int)(sizeof(ev) / sizeof(ev[0])), 500, err);
+		if (n == -ETIMEDOUT)
+			continue;
 		if (n < 0)
 			return n;
-		if (n) {
-			last = cli_now_ns();
-			continue;
-		}
-		for (unsigned l = 0; l < CP_MAX_LANES; l++) {
-			if (!s->lanes[l].conn)
+		/* Completions first: what arrived before a disconnect counts. */
+		for (int k = 0; k < n; k++) {
+			if (ev[k].src != RK_SRC_CQ)
 				continue;
-			pfd[npfd++] = (struct pollfd){.fd = rk_cq_fd(rk_conn_cq(s->lanes[l].conn)),
-						      .events = POLLIN};
-			lane_of[npfd] = l;
-			pfd[npfd++] = (struct pollfd){.fd = rk_conn_cm_fd(s->lanes[l].conn),
-						      .events = POLLIN};
+			last = cli_now_ns();
+			for (int j = 0; j < ev[k].nwc; j++) {
+				int r = rcv_handle_wc(s, (unsigned)ev[k].tag, &ev[k].wc[j], err);
+
+				if (r)
+					return r < 0 ? r : -EPROTO;
+			}
 		}
-		if (poll(pfd, npfd, 500) < 0 && errno != EINTR)
-			return -errno;
-		if (pfd[0].revents & POLLIN) {
+		for (int k = 0; k < n; k++) {
+			joins |= ev[k].src == RK_SRC_EVENTFD;
+			gone |= ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED;
+		}
+		if (joins) {
 			n = take_joins(s, err);
 			if (n)
 				return n;
 		}
-		/* Any lane going down ends the session. */
-		for (unsigned i = 2; i < npfd; i += 2) {
-			int st;
-
-			if (!(pfd[i].revents & POLLIN))
-				continue;
-			st = rk_conn_progress(s->lanes[lane_of[i]].conn, 0, err);
-			if (st == RK_CONN_CONNECTED)
-				continue;
+		if (gone) {
 			/*
-			 * What arrived before the disconnect comes first: the
-			 * CM event can be seen before the CQ holds the peer's
-			 * last message (its BYE, or a server's ERROR). Flushed
-			 * receives after it end the drain with -EIO.
+			 * Any lane going down ends the session. The CM event can
+			 * be seen before the CQ holds the peer's last message (its
+			 * BYE, or a server's ERROR): take what completed first,
+			 * on every lane.
 			 */
-			do
-				n = rcv_drain_cq(s, err);
-			while (n > 0);
-			if (n < 0 && n != -EIO)
+			n = rcv_drain_lost(s, err);
+			if (n)
 				return n;
 			return s->fs.bye && !rcv_sends_pending(s) ? 0 : -ECONNRESET;
 		}
@@ -241,6 +256,8 @@ static void session_free(struct session *s)
 	/* Files first: a replacing session waits until their locks are free. */
 	cp_files_close(&s->fs);
 	cp_reg_remove(s->srv, &s->reg);
+	/* The set first: it must not hold lanes that are gone. */
+	rk_wait_destroy(s->ws);
 	for (unsigned l = CP_MAX_LANES; l-- > 0;) {
 		rk_conn_destroy(s->lanes[l].conn);
 		rk_mr_dereg(s->lanes[l].rbufs);
@@ -267,6 +284,8 @@ static void *session_main(void *arg)
 	r = rk_cm_request_accept(s->req, &o, NULL, 0, ACCEPT_MS, &err, &conn);
 	s->req = NULL;
 	s->lanes[0].conn = conn;
+	if (!r)
+		r = watch_lane(s, 0, &err);
 	if (r) {
 		fprintf(stderr, "rk serve: %s: accept failed: %s\n", s->peer, rk_error_str(&err));
 	} else {
@@ -300,6 +319,7 @@ static void *session_main(void *arg)
 static struct session *session_new(struct cp_server *srv, const char *peer)
 {
 	struct session *s = calloc(1, sizeof(*s));
+	struct rk_wait_opts wo = {.mode = RK_WAIT_EVENT}; /* conn_opts: CQs with channels */
 	struct rk_error err;
 	int r;
 
@@ -316,7 +336,13 @@ static struct session *session_new(struct cp_server *srv, const char *peer)
 	s->reg.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->reg.evfd < 0)
 		goto fail;
-	r = rk_pd_alloc(srv->dev, &err, &s->pd);
+	r = rk_wait_create(&wo, &err, &s->ws);
+	if (!r) {
+		r = rk_wait_add_eventfd(s->ws, s->reg.evfd, CP_MAX_LANES, &err);
+		r = r < 0 ? r : 0;
+	}
+	if (!r)
+		r = rk_pd_alloc(srv->dev, &err, &s->pd);
 	if (!r)
 		r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
 				   &s->lanes[0].rbufs);
@@ -395,7 +421,9 @@ int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, con
 		return r;
 	}
 	s->lanes[0].conn = conn;
-	r = rcv_send_msg(s, 0, pull, len, err);
+	r = watch_lane(s, 0, err);
+	if (!r)
+		r = rcv_send_msg(s, 0, pull, len, err);
 	if (!r)
 		r = serve(s, err);
 	if (r == -ECONNREFUSED && s->refused[0])
@@ -422,7 +450,15 @@ int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, con
 
 unsigned cp_session_fds(unsigned max_open)
 {
-	return 1 + 2 * CP_MAX_LANES + 4 + 2 * max_open;
+	/* Receiving: the registry's eventfd, the wait set (epoll, wake), two per lane, files. */
+	unsigned push = 3 + 2 * CP_MAX_LANES + 4 + 2 * max_open;
+	/*
+	 * Serving a pull: the eventfd; per lane the two channels, its eventfd
+	 * and its wait set (two); the file being read and its walk (a few).
+	 */
+	unsigned pull = 1 + 5 * CP_MAX_LANES + 4 + 4;
+
+	return push > pull ? push : pull;
 }
 
 uint64_t cp_session_pinned(uint32_t max_ring)

@@ -119,9 +119,11 @@ void cp_server_registry_fini(struct cp_server *srv);
 
 /*
  * cp_session_fds - the most file descriptors one session holds with
- * @max_open files open: per lane its CM event channel and completion
- * channel, the join eventfd, two per open file (it and its directory) and
- * a few held for moments (opening a directory, a replaced temporary).
+ * @max_open files open, whichever way it goes: receiving, per lane its CM
+ * event channel and completion channel, the join eventfd and the wait set,
+ * two per open file (it and its directory) and a few held for moments
+ * (opening a directory, a replaced temporary); serving a pull, five per
+ * lane (the channels, a wake-up eventfd, a wait set) and a few.
  */
 unsigned cp_session_fds(unsigned max_open);
 

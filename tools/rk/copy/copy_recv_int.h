@@ -24,6 +24,7 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/mr.h>
 #include <rdmakit/pd.h>
+#include <rdmakit/wait.h>
 
 #include "copy_files.h"
 #include "copy_proto.h"
@@ -49,7 +50,8 @@ struct session {
 	struct cp_server *srv;
 	struct rk_cm_request *req;
 	char peer[64];
-	struct rk_pd *pd; /* the session's alone: its QPs, ring and buffers */
+	struct rk_pd *pd;   /* the session's alone: its QPs, ring and buffers */
+	struct rk_wait *ws; /* every lane's CQ and CM channel, and reg.evfd */
 	struct lane lanes[CP_MAX_LANES];
 	unsigned prep_lane;
 	struct rk_mr *sbufs, *ring;
@@ -85,10 +87,18 @@ int rcv_send_msg(struct session *s, unsigned lane, const void *msg, size_t len,
 		 struct rk_error *err);
 /* Best effort: an ERROR (@code, @text) on lane 0 before the session ends. */
 void rcv_send_error(struct session *s, uint16_t code, const char *text);
-/* Handle every completion waiting now on all lanes: their count, or a negative errno. */
-int rcv_drain_cq(struct session *s, struct rk_error *err);
-/* Arm every lane's CQ for its next completion event. */
-int rcv_arm_all(struct session *s, struct rk_error *err);
+/*
+ * Act on one completion of lane @lane: a slot (handled in sequence), the
+ * HELLO, a SEND of ours done. 0, or a negative errno that ends the session
+ * (-EPROTO: the peer broke the protocol; -EIO: a failed completion, @err).
+ */
+int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, struct rk_error *err);
+/*
+ * After a lane went down: handle what completed on every lane, skipping
+ * flushed work (a flushed SEND of ours counts as done). 0, or what a
+ * message that had arrived ends the session with (an ERROR: -ECONNREFUSED).
+ */
+int rcv_drain_lost(struct session *s, struct rk_error *err);
 /* Some SEND of ours (a CREDIT, WELCOME, ERROR) has not completed yet. */
 int rcv_sends_pending(const struct session *s);
 

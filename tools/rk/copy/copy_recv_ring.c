@@ -251,8 +251,7 @@ int rcv_prepare(struct rk_conn *conn, void *arg)
 	return 0;
 }
 
-static int handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc,
-		     struct rk_error *err)
+int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, struct rk_error *err)
 {
 	unsigned i = (unsigned)(wc->wr_id & 0xff);
 
@@ -294,38 +293,32 @@ int rcv_sends_pending(const struct session *s)
 	return 0;
 }
 
-/* Handle every completion waiting now on all lanes: their count, or a negative errno. */
-int rcv_drain_cq(struct session *s, struct rk_error *err)
+int rcv_drain_lost(struct session *s, struct rk_error *err)
 {
 	struct ibv_wc wc[16];
-	int total = 0;
 
 	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
 		int n;
 
 		if (!s->lanes[l].conn)
 			continue;
-		n = rk_cq_poll(rk_conn_cq(s->lanes[l].conn), wc, 16, err);
+		while ((n = rk_cq_poll(rk_conn_cq(s->lanes[l].conn), wc, 16, err)) > 0) {
+			for (int i = 0; i < n; i++) {
+				int r;
+
+				if (wc[i].status != IBV_WC_SUCCESS) {
+					/* Flushed: a SEND of ours will not complete otherwise. */
+					if (wc[i].wr_id & SEND_TAG)
+						s->send_busy[(wc[i].wr_id & 0xffff) % NSEND] = 0;
+					continue;
+				}
+				r = rcv_handle_wc(s, l, &wc[i], err);
+				if (r)
+					return r < 0 ? r : -EPROTO;
+			}
+		}
 		if (n < 0)
 			return n;
-		for (int i = 0; i < n; i++) {
-			int r = handle_wc(s, l, &wc[i], err);
-
-			if (r)
-				return r < 0 ? r : -EPROTO;
-		}
-		total += n;
-	}
-	return total;
-}
-
-int rcv_arm_all(struct session *s, struct rk_error *err)
-{
-	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
-		int r = s->lanes[l].conn ? rk_cq_arm(rk_conn_cq(s->lanes[l].conn), err) : 0;
-
-		if (r)
-			return r;
 	}
 	return 0;
 }

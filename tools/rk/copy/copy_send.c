@@ -173,6 +173,10 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 				  s->o->host, s->o->port, rk_error_str(&e));
 		return -1;
 	}
+	if (snd_watch_lane(l, &e)) {
+		snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
+		return -1;
+	}
 	return 0;
 }
 
@@ -201,6 +205,10 @@ static int lane_accept(struct sender *s, unsigned idx, struct rk_cm_request *req
 		return -1;
 	}
 	l->conn = conn;
+	if (snd_watch_lane(l, &e)) {
+		snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
+		return -1;
+	}
 	return 0;
 }
 
@@ -325,26 +333,31 @@ static int connect_and_hello(struct sender *s)
 	for (unsigned i = 1; i < s->nlanes; i++) {
 		struct rk_hello join = {
 		    .app_id = CP_APP_ID, .app_arg = cp_lane_arg(i), .token_len = CP_KEY_LEN};
+		struct rk_cm_request *req = NULL;
 
 		memcpy(join.token, s->w.key, CP_KEY_LEN);
-		if (lane_init(s, i))
-			return -1;
 		if (s->o->accept) {
-			/* Serving a pull: the client connects its further lanes with the key. */
-			struct rk_cm_request *req =
-			    s->o->join(s->o->join_arg, s->w.key, s->nlanes, i, ACCEPT_MS);
-
+			/*
+			 * Serving a pull: the client connects its further lanes
+			 * with the key as soon as its WELCOME is out; the first
+			 * call enters the key in the registry, so it comes first.
+			 */
+			req = s->o->join(s->o->join_arg, s->w.key, s->nlanes, i, ACCEPT_MS);
 			if (!req) {
 				snd_fatal_transport(
 				    s, "the client did not connect lane %u within %d s", i,
 				    ACCEPT_MS / 1000);
 				return -1;
 			}
-			if (lane_accept(s, i, req))
-				return -1;
-		} else if (lane_connect(s, i, &join)) {
+		}
+		if (lane_init(s, i)) {
+			if (req)
+				rk_cm_request_reject(req, RK_REJECT_BUSY, "server out of resources",
+						     NULL);
 			return -1;
 		}
+		if (req ? lane_accept(s, i, req) : lane_connect(s, i, &join))
+			return -1;
 	}
 	s->stride = cp_slot_stride(s->w.chunk);
 	r = alloc_mr(s, s->w.nslots * s->stride, &e, &s->stage);
@@ -372,7 +385,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 	why[0] = '\0';
 	memset(fate, 0, sizeof(*fate));
 	for (unsigned i = 0; i < CP_MAX_LANES; i++)
-		s.lanes[i].evfd = -1;
+		s.lanes[i].evfd = s.lanes[i].conn_src = -1;
 	pthread_mutex_init(&s.mu, NULL);
 	{
 		/* Timed waits on the monotonic clock: immune to the wall clock being set. */
@@ -406,6 +419,7 @@ out:
 	for (unsigned i = CP_MAX_LANES; i-- > 0;) {
 		struct lane *l = &s.lanes[i];
 
+		rk_wait_destroy(l->ws); /* first: it must not hold a connection that is gone */
 		if (l->conn && !s.fatal && !l->gone)
 			rk_conn_disconnect(l->conn, 2000, NULL);
 		rk_conn_destroy(l->conn);

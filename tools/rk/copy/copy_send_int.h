@@ -23,6 +23,7 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/device.h>
 #include <rdmakit/mr.h>
+#include <rdmakit/wait.h>
 
 #include "copy_proto.h"
 #include "copy_send.h"
@@ -50,9 +51,11 @@ struct lane {
 	struct sender *s;
 	struct rk_conn *conn;
 	struct rk_mr *rbufs;
-	int evfd;    /* wakes the thread: slots queued, or stop */
-	int gone;    /* the server disconnected this lane */
-	int started; /* the thread runs */
+	int evfd;	    /* wakes the thread: slots queued, or stop */
+	struct rk_wait *ws; /* the lane's CQ, CM channel and evfd, once connected */
+	int conn_src;	    /* the CM channel's source in ws, -1 once gone */
+	int gone;	    /* the server disconnected this lane */
+	int started;	    /* the thread runs */
 	pthread_t th;
 	uint16_t q[CP_MAX_SLOTS]; /* slots to post, in order */
 	unsigned qhead, qtail;
@@ -131,6 +134,8 @@ int snd_start_lanes(struct sender *s);
 void snd_stop_lanes(struct sender *s);
 /* Wake lane @l's thread: slots are queued for it, or it is to stop. */
 void snd_wake(struct lane *l);
+/* Once @l is connected: its wait set over the CQ, the CM channel and l->evfd. */
+int snd_watch_lane(struct lane *l, struct rk_error *e);
 
 /* copy_send_file.c: send every unsettled plan item, BYE, and wait for the answers. -1: over. */
 int snd_run(struct sender *s);

@@ -10,7 +10,6 @@
  * lane, and N lanes spread it over N CPUs.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -203,43 +202,35 @@ static int pump_lane(struct lane *l, int wait_ms)
 {
 	struct sender *s = l->s;
 	struct rk_cq *cq = rk_conn_cq(l->conn);
-	struct pollfd pfd[3] = {{.fd = rk_cq_fd(cq), .events = POLLIN},
-				{.fd = l->gone ? -1 : rk_conn_cm_fd(l->conn), .events = POLLIN},
-				{.fd = l->evfd, .events = POLLIN}};
-	struct ibv_wc wc[16];
+	struct rk_wait_event ev[3];
+	const struct ibv_wc *wc = NULL;
+	struct ibv_wc more[16];
 	struct rk_error e;
-	int n, gone = 0, poll_errno = 0, over;
-	uint64_t v;
+	int n, nwc = 0, gone = 0, over;
 
-	n = rk_cq_poll(cq, wc, 16, &e);
-	if (n == 0 && wait_ms > 0) {
-		n = rk_cq_arm(cq, &e);
-		if (n == 0)
-			n = rk_cq_poll(cq, wc, 16, &e);
-		if (n == 0) {
-			if (poll(pfd, 3, wait_ms) < 0 && errno != EINTR)
-				poll_errno = errno;
-			/* The eventfd only wakes us; an empty one (EAGAIN) is fine. */
-			if ((pfd[2].revents & POLLIN) && read(l->evfd, &v, sizeof(v)) < 0 &&
-			    errno != EAGAIN)
-				poll_errno = errno;
-			if ((pfd[1].revents & POLLIN) &&
-			    rk_conn_progress(l->conn, 0, &e) != RK_CONN_CONNECTED)
-				gone = 1;
-			n = rk_cq_poll(cq, wc, 16, &e);
+	/* The eventfd only wakes us: the set reads it, nothing else to do. */
+	n = rk_wait(l->ws, ev, 3, wait_ms > 0 ? wait_ms : 0, &e);
+	for (int k = 0; k < n; k++) {
+		if (ev[k].src == RK_SRC_CQ) {
+			wc = ev[k].wc;
+			nwc = ev[k].nwc;
+		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED) {
+			gone = 1;
 		}
 	}
+	if (gone && l->conn_src >= 0) { /* its channel has nothing more to say */
+		rk_wait_remove(l->ws, l->conn_src);
+		l->conn_src = -1;
+	}
 	pthread_mutex_lock(&s->mu);
-	if (poll_errno)
-		snd_fatal(s, RK_EXIT_LOST, "poll: %s", strerror(poll_errno));
-	if (n < 0)
+	if (n < 0 && n != -ETIMEDOUT)
 		snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
-	for (int i = 0; i < n && !s->fatal; i++)
+	for (int i = 0; i < nwc && !s->fatal; i++)
 		on_wc(l, &wc[i]);
 	/* What completed before the disconnect still counts: drain it first. */
-	while (gone && !s->fatal && (n = rk_cq_poll(cq, wc, 16, &e)) > 0)
+	while (gone && !s->fatal && (n = rk_cq_poll(cq, more, 16, &e)) > 0)
 		for (int i = 0; i < n && !s->fatal; i++)
-			on_wc(l, &wc[i]);
+			on_wc(l, &more[i]);
 	if (gone) {
 		l->gone = 1;
 		if (!s->gone_ns)
@@ -394,6 +385,20 @@ void snd_wake(struct lane *l)
 	if (write(l->evfd, &one, sizeof(one)) < 0) {
 		/* Only fails when the counter is full: the lane is awake anyway. */
 	}
+}
+
+int snd_watch_lane(struct lane *l, struct rk_error *e)
+{
+	struct rk_wait_opts wo = {.mode = RK_WAIT_EVENT}; /* the lanes' CQs have channels */
+	int r = rk_wait_create(&wo, e, &l->ws);
+
+	if (!r)
+		r = rk_wait_add_cq(l->ws, rk_conn_cq(l->conn), 16, 0, e);
+	if (r >= 0)
+		r = l->conn_src = rk_wait_add_conn(l->ws, l->conn, 1, e);
+	if (r >= 0)
+		r = rk_wait_add_eventfd(l->ws, l->evfd, 2, e);
+	return r < 0 ? r : 0;
 }
 
 /* Start a thread per lane; from now on the main thread holds the mutex. */

@@ -182,7 +182,7 @@ static void *pull_main(void *arg)
 	o.accept = ps->req;
 	o.on_pull = on_pull;
 	o.on_pull_arg = ps;
-	o.join = join;
+	o.join = ps->reg.evfd >= 0 ? join : NULL; /* without: one lane, whatever is asked */
 	o.join_arg = ps;
 	o.idle_ms = srv->idle_ms;
 	o.progress = &prog;
