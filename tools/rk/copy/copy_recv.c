@@ -37,7 +37,9 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/cq.h>
 #include <rdmakit/mr.h>
+#include <rdmakit/msgbuf.h>
 #include <rdmakit/pd.h>
+#include <rdmakit/pool.h>
 #include <rdmakit/wait.h>
 
 #include "cli.h"
@@ -100,18 +102,7 @@ static int take_joins(struct session *s, struct rk_error *err)
 
 		if (!reqs[l])
 			continue;
-		r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, err,
-				   &s->lanes[l].rbufs);
-		if (r) {
-			rk_cm_request_reject(reqs[l], RK_REJECT_BUSY, "server out of memory", NULL);
-			reqs[l] = NULL;
-			for (unsigned k = l + 1; k < CP_MAX_LANES; k++)
-				if (reqs[k])
-					rk_cm_request_reject(reqs[k], RK_REJECT_BUSY,
-							     "server out of memory", NULL);
-			return r;
-		}
-		s->prep_lane = l;
+		s->prep_lane = l; /* rcv_prepare makes its buffers */
 		r = rk_cm_request_accept(reqs[l], &o, NULL, 0, ACCEPT_MS, err, &conn);
 		reqs[l] = NULL;
 		if (r) {
@@ -146,11 +137,8 @@ static int connect_lanes(struct session *s, struct rk_error *err)
 		    .app_id = CP_APP_ID, .app_arg = cp_lane_arg(l), .token_len = CP_KEY_LEN};
 		struct rk_cm_connect_opts c = *s->pull_co;
 		struct rk_conn *conn = NULL;
-		int r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, err,
-				       &s->lanes[l].rbufs);
+		int r;
 
-		if (r)
-			return r;
 		memcpy(join.token, s->reg.key, CP_KEY_LEN);
 		c.hello = &join;
 		s->prep_lane = l;
@@ -260,10 +248,11 @@ static void session_free(struct session *s)
 	rk_wait_destroy(s->ws);
 	for (unsigned l = CP_MAX_LANES; l-- > 0;) {
 		rk_conn_destroy(s->lanes[l].conn);
-		rk_mr_dereg(s->lanes[l].rbufs);
+		rk_send_set_destroy(s->lanes[l].ss);
+		rk_recv_set_destroy(s->lanes[l].rs);
 	}
 	rk_mr_dereg(s->ring);
-	rk_mr_dereg(s->sbufs);
+	rk_pool_destroy(s->pool);
 	rk_pd_free(s->pd);
 	if (s->reg.evfd >= 0)
 		close(s->reg.evfd);
@@ -343,12 +332,21 @@ static struct session *session_new(struct cp_server *srv, const char *peer)
 	}
 	if (!r)
 		r = rk_pd_alloc(srv->dev, &err, &s->pd);
-	if (!r)
-		r = rk_mr_alloc_pd(s->pd, (size_t)RQ_DEPTH * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
-				   &s->lanes[0].rbufs);
-	if (!r)
-		r = rk_mr_alloc_pd(s->pd, (size_t)NSEND * CP_MSG_MAX, RK_ACCESS_LOCAL, &err,
-				   &s->sbufs);
+	if (!r) {
+		/*
+		 * One chunk per lane's buffers, registered as lanes come (the
+		 * first now), never more than CP_MAX_LANES of them.
+		 */
+		struct rk_pool_opts po = {.access = RK_ACCESS_LOCAL,
+					  .class_sizes = {CP_MSG_MAX},
+					  .chunk_size = (size_t)(RQ_DEPTH + NSEND) * CP_MSG_MAX,
+					  .max_bytes = (size_t)CP_MAX_LANES * (RQ_DEPTH + NSEND) *
+						       CP_MSG_MAX,
+					  .prealloc = 1,
+					  .pd = s->pd};
+
+		r = rk_pool_create(srv->dev, &po, &err, &s->pool);
+	}
 	if (r) {
 		fprintf(stderr, "%s: %s: %s\n", srv->who ? srv->who : "rk serve", s->peer,
 			rk_error_str(&err));

@@ -23,7 +23,9 @@
 #include <rdmakit/cm.h>
 #include <rdmakit/conn.h>
 #include <rdmakit/mr.h>
+#include <rdmakit/msgbuf.h>
 #include <rdmakit/pd.h>
+#include <rdmakit/pool.h>
 #include <rdmakit/wait.h>
 
 #include "copy_files.h"
@@ -33,10 +35,11 @@
 #define RQ_DEPTH (CP_MAX_SLOTS + 8) /* a receive per slot, and spares */
 #define NSEND	 (CP_MAX_SLOTS + 4) /* CREDIT buffers: one per slot, and spares */
 
-/* One connection of the session and its receive buffers. */
+/* One connection of the session and its message buffers (from the session's pool). */
 struct lane {
 	struct rk_conn *conn;
-	struct rk_mr *rbufs;
+	struct rk_recv_set *rs; /* control messages in, and a receive per slot written */
+	struct rk_send_set *ss; /* CREDITs, WELCOME, ERROR out */
 };
 
 /* A slot that arrived ahead of its turn. */
@@ -54,8 +57,8 @@ struct session {
 	struct rk_wait *ws; /* every lane's CQ and CM channel, and reg.evfd */
 	struct lane lanes[CP_MAX_LANES];
 	unsigned prep_lane;
-	struct rk_mr *sbufs, *ring;
-	uint8_t send_busy[NSEND];
+	struct rk_pool *pool; /* the lanes' message buffers: local access, in pd */
+	struct rk_mr *ring;
 	struct pending pend[CP_MAX_SLOTS];
 	uint8_t slot_pending[CP_MAX_SLOTS];
 	uint32_t next_seq;

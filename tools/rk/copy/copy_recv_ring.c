@@ -19,32 +19,28 @@
 
 #include <rdmakit/cq.h>
 #include <rdmakit/mr.h>
+#include <rdmakit/msgbuf.h>
 #include <rdmakit/post.h>
 
 #include "cli.h"
 #include "copy_recv_int.h"
 
-#define SEND_TAG (1ull << 32)
-
 int rcv_send_msg(struct session *s, unsigned lane, const void *msg, size_t len,
 		 struct rk_error *err)
 {
-	uint8_t *base = rk_mr_addr(s->sbufs);
-	struct rk_wr wr = {.op = RK_OP_SEND, .flags = RK_WR_SIGNALED};
+	struct rk_wr wr = {.op = RK_OP_SEND, .len = (uint32_t)len};
+	struct rk_send_set *ss = s->lanes[lane].ss;
+	struct rk_send_buf b;
+	int r;
 
-	for (unsigned i = 0; i < NSEND; i++) {
-		if (s->send_busy[i])
-			continue;
-		memcpy(base + (size_t)i * CP_MSG_MAX, msg, len);
-		wr.wr_id = SEND_TAG | i;
-		wr.addr = base + (size_t)i * CP_MSG_MAX;
-		wr.len = (uint32_t)len;
-		wr.lkey = rk_mr_lkey(s->sbufs);
-		s->send_busy[i] = 1;
-		return rk_post(s->lanes[lane].conn, &wr, err);
-	}
-	/* Cannot happen with one CREDIT per slot; a client breaking that is gone. */
-	return -ENOBUFS;
+	/* None free cannot happen with one CREDIT per slot; a peer breaking that is gone. */
+	if (!ss || rk_send_set_get(ss, &b))
+		return -ENOBUFS;
+	memcpy(b.data, msg, len);
+	r = rk_send_set_post(ss, b.index, &wr, err);
+	if (r)
+		rk_send_set_put(ss, b.index);
+	return r;
 }
 
 void rcv_send_error(struct session *s, uint16_t code, const char *text)
@@ -227,68 +223,69 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	return rcv_send_msg(s, 0, msg, (size_t)n, err);
 }
 
-/* Receive ids: lane in bits 8.., buffer index below. */
-static int post_recv(struct session *s, unsigned lane, unsigned i, struct rk_error *err)
-{
-	struct lane *l = &s->lanes[lane];
-	uint8_t *base = rk_mr_addr(l->rbufs);
-
-	return rk_post_recv(l->conn, base + (size_t)i * CP_MSG_MAX, CP_MSG_MAX,
-			    rk_mr_lkey(l->rbufs), (uint64_t)lane << 8 | i, err);
-}
-
+/*
+ * Before lane s->prep_lane's QP connects: its message buffers, from the
+ * session's pool (local access only: the peer reaches them by SEND, never
+ * by RDMA), the receives posted so that the peer's first message finds one.
+ */
 int rcv_prepare(struct rk_conn *conn, void *arg)
 {
 	struct session *s = arg;
+	struct lane *l = &s->lanes[s->prep_lane];
+	struct rk_msgbuf_opts ro = {.count = RQ_DEPTH, .size = CP_MSG_MAX};
+	struct rk_msgbuf_opts so = {.count = NSEND, .size = CP_MSG_MAX};
+	int r;
 
-	s->lanes[s->prep_lane].conn = conn;
-	for (unsigned i = 0; i < RQ_DEPTH; i++) {
-		int r = post_recv(s, s->prep_lane, i, NULL);
-
-		if (r)
-			return r;
-	}
-	return 0;
+	l->conn = conn;
+	/* A connect tried again (a pull's lane): the last try's connection is gone. */
+	rk_send_set_destroy(l->ss);
+	rk_recv_set_destroy(l->rs);
+	l->ss = NULL;
+	l->rs = NULL;
+	r = rk_recv_set_create(conn, s->pool, &ro, NULL, &l->rs);
+	if (!r)
+		r = rk_send_set_create(conn, s->pool, &so, NULL, &l->ss);
+	return r;
 }
 
 int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, struct rk_error *err)
 {
-	unsigned i = (unsigned)(wc->wr_id & 0xff);
+	struct lane *l = &s->lanes[lane];
+	struct rk_msg m;
+	int r;
 
-	if (wc->status != IBV_WC_SUCCESS) {
+	if (rk_send_set_complete(l->ss, wc)) {
+		if (wc->status == IBV_WC_SUCCESS)
+			return 0;
 		rk_error_from_wc(err, wc);
 		return -EIO;
 	}
-	if (wc->wr_id & SEND_TAG) {
-		s->send_busy[(wc->wr_id & 0xffff) % NSEND] = 0;
-		return 0;
-	}
-	if (wc->wr_id >> 8 != lane || i >= RQ_DEPTH)
-		return -EPROTO;
-	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && s->hello_done) {
-		int r = slot_arrived(s, lane, ntohl(wc->imm_data), wc->byte_len, err);
-
+	r = rk_recv_set_take(l->rs, wc, &m, err);
+	if (r < 0)
+		return -EIO;
+	if (r == 0)
+		return -EPROTO; /* neither set's: not ours */
+	if (m.opcode == IBV_WC_RECV_RDMA_WITH_IMM && m.has_imm && s->hello_done) {
+		r = slot_arrived(s, lane, m.imm, m.len, err);
 		if (r == -EPROTO)
 			rcv_send_error(s, CP_E_PROTO, "malformed slot");
 		if (r)
 			return r;
-	} else if (wc->opcode == IBV_WC_RECV && !s->hello_done && lane == 0) {
-		uint8_t *buf = (uint8_t *)rk_mr_addr(s->lanes[0].rbufs) + (size_t)i * CP_MSG_MAX;
-		int r = handle_hello(s, buf, wc->byte_len, err);
-
+	} else if (m.opcode == IBV_WC_RECV && !s->hello_done && lane == 0) {
+		r = handle_hello(s, m.data, m.len, err);
 		if (r)
 			return r;
 	} else {
 		rcv_send_error(s, CP_E_PROTO, "unexpected message");
 		return -EPROTO;
 	}
-	return post_recv(s, lane, i, err);
+	return rk_recv_set_release(l->rs, m.index, err);
 }
 
 int rcv_sends_pending(const struct session *s)
 {
-	for (unsigned i = 0; i < NSEND; i++)
-		if (s->send_busy[i])
+	for (unsigned l = 0; l < CP_MAX_LANES; l++)
+		if (s->lanes[l].ss && rk_send_set_free_count(s->lanes[l].ss) < NSEND)
 			return 1;
 	return 0;
 }
@@ -308,8 +305,7 @@ int rcv_drain_lost(struct session *s, struct rk_error *err)
 
 				if (wc[i].status != IBV_WC_SUCCESS) {
 					/* Flushed: a SEND of ours will not complete otherwise. */
-					if (wc[i].wr_id & SEND_TAG)
-						s->send_busy[(wc[i].wr_id & 0xffff) % NSEND] = 0;
+					rk_send_set_complete(s->lanes[l].ss, &wc[i]);
 					continue;
 				}
 				r = rcv_handle_wc(s, l, &wc[i], err);
