@@ -110,20 +110,18 @@ static int alloc_mr(struct sender *s, size_t len, struct rk_error *e, struct rk_
 			: rk_mr_alloc(s->dev, len, RK_ACCESS_LOCAL, e, mr);
 }
 
-/* Lane @l: its receive buffers, its wake-up fd, and (after WELCOME, l > 0) its connection. */
+/*
+ * Lane @l: its wake-up fd; its receive buffers come with its connection
+ * (snd_prepare, before the QP connects).
+ */
 static int lane_init(struct sender *s, unsigned idx)
 {
 	struct lane *l = &s->lanes[idx];
-	struct rk_error e;
 
 	l->s = s;
 	l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->evfd < 0) {
 		snd_fatal(s, RK_EXIT_LOST, "eventfd: %s", strerror(errno));
-		return -1;
-	}
-	if (alloc_mr(s, (size_t)RQ_DEPTH * CP_MSG_MAX, &e, &l->rbufs)) {
-		snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		return -1;
 	}
 	return 0;
@@ -407,6 +405,16 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 		goto out;
 	}
 	r = alloc_mr(&s, CP_MSG_MAX, &e, &s.hello);
+	if (!r) {
+		/* Receive buffers: one registered chunk per lane as lanes come. */
+		struct rk_pool_opts po = {.access = RK_ACCESS_LOCAL,
+					  .class_sizes = {CP_MSG_MAX},
+					  .chunk_size = (size_t)RQ_DEPTH * CP_MSG_MAX,
+					  .max_bytes = (size_t)CP_MAX_LANES * RQ_DEPTH * CP_MSG_MAX,
+					  .pd = o->pd};
+
+		r = rk_pool_create(s.dev, &po, &e, &s.pool);
+	}
 	if (r) {
 		snd_fatal(&s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		goto out;
@@ -415,7 +423,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 		snd_run(&s);
 	snd_stop_lanes(&s);
 out:
-	/* Reverse order of creation: lanes, staging, hello, state, device. */
+	/* Reverse order of creation: lanes, staging, pool, hello, state, device. */
 	for (unsigned i = CP_MAX_LANES; i-- > 0;) {
 		struct lane *l = &s.lanes[i];
 
@@ -423,11 +431,12 @@ out:
 		if (l->conn && !s.fatal && !l->gone)
 			rk_conn_disconnect(l->conn, 2000, NULL);
 		rk_conn_destroy(l->conn);
-		rk_mr_dereg(l->rbufs);
+		rk_recv_set_destroy(l->rs);
 		if (l->evfd >= 0)
 			close(l->evfd);
 	}
 	rk_mr_dereg(s.stage);
+	rk_pool_destroy(s.pool);
 	rk_mr_dereg(s.hello);
 	free(s.hashbuf);
 	XXH3_freeState(s.st);

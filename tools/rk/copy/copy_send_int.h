@@ -23,6 +23,8 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/device.h>
 #include <rdmakit/mr.h>
+#include <rdmakit/msgbuf.h>
+#include <rdmakit/pool.h>
 #include <rdmakit/wait.h>
 
 #include "copy_proto.h"
@@ -50,12 +52,12 @@ struct sender;
 struct lane {
 	struct sender *s;
 	struct rk_conn *conn;
-	struct rk_mr *rbufs;
-	int evfd;	    /* wakes the thread: slots queued, or stop */
-	struct rk_wait *ws; /* the lane's CQ, CM channel and evfd, once connected */
-	int conn_src;	    /* the CM channel's source in ws, -1 once gone */
-	int gone;	    /* the server disconnected this lane */
-	int started;	    /* the thread runs */
+	struct rk_recv_set *rs; /* control messages in (from the sender's pool) */
+	int evfd;		/* wakes the thread: slots queued, or stop */
+	struct rk_wait *ws;	/* the lane's CQ, CM channel and evfd, once connected */
+	int conn_src;		/* the CM channel's source in ws, -1 once gone */
+	int gone;		/* the server disconnected this lane */
+	int started;		/* the thread runs */
 	pthread_t th;
 	uint16_t q[CP_MAX_SLOTS]; /* slots to post, in order */
 	unsigned qhead, qtail;
@@ -74,6 +76,7 @@ struct sender {
 	uint32_t next_seq;
 	uint64_t gone_ns;
 	struct rk_mr *stage, *hello;
+	struct rk_pool *pool; /* the lanes' receive buffers: local access */
 	struct cp_welcome w;
 	size_t stride;
 	struct lslot slots[CP_MAX_SLOTS];

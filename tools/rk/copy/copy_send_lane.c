@@ -20,30 +20,22 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/cq.h>
 #include <rdmakit/mr.h>
+#include <rdmakit/msgbuf.h>
 #include <rdmakit/post.h>
 
 #include "cli.h"
 #include "copy_files.h"
 #include "copy_send_int.h"
 
-static int post_recv(struct lane *l, unsigned i, struct rk_error *err)
-{
-	return rk_post_recv(l->conn, (uint8_t *)rk_mr_addr(l->rbufs) + (size_t)i * CP_MSG_MAX,
-			    CP_MSG_MAX, rk_mr_lkey(l->rbufs), i, err);
-}
-
 int snd_prepare(struct rk_conn *conn, void *arg)
 {
 	struct lane *l = arg;
+	struct rk_msgbuf_opts ro = {.count = RQ_DEPTH, .size = CP_MSG_MAX};
 
 	l->conn = conn;
-	for (unsigned i = 0; i < RQ_DEPTH; i++) {
-		int r = post_recv(l, i, NULL);
-
-		if (r)
-			return r;
-	}
-	return 0;
+	rk_recv_set_destroy(l->rs); /* a connection tried before is gone */
+	l->rs = NULL;
+	return rk_recv_set_create(conn, l->s->pool, &ro, NULL, &l->rs);
 }
 
 /* ---- what the server tells us ---- */
@@ -158,18 +150,19 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 		return snd_fatal(s, RK_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
 	}
 	s->last_ns = cli_now_ns();
-	if (wc->opcode == IBV_WC_RECV) {
-		if (wc->wr_id >= RQ_DEPTH)
+	if (wc->opcode == IBV_WC_RECV || wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		struct rk_msg m;
+
+		if (rk_recv_set_take(l->rs, wc, &m, &e) != 1)
 			return snd_fatal(s, RK_EXIT_LOST, "internal error: bad receive id");
-		on_message(s, (uint8_t *)rk_mr_addr(l->rbufs) + wc->wr_id * CP_MSG_MAX,
-			   wc->byte_len);
-		if (!s->fatal && post_recv(l, (unsigned)wc->wr_id, &e))
+		if (m.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			return snd_fatal(s, RK_EXIT_LOST,
+					 "protocol error: the %s wrote into our memory", s->them);
+		on_message(s, m.data, m.len);
+		if (!s->fatal && rk_recv_set_release(l->rs, m.index, &e))
 			snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		return;
 	}
-	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-		return snd_fatal(s, RK_EXIT_LOST, "protocol error: the %s wrote into our memory",
-				 s->them);
 	if (wc->wr_id == HELLO_WRID || !(wc->wr_id & 1))
 		return; /* hello SEND, or a header WRITE: the data WRITE follows */
 	if ((wc->wr_id >> 1) < CP_MAX_SLOTS) {
