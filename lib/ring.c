@@ -349,17 +349,11 @@ void rk_ring_tx_destroy(struct rk_ring_tx *tx)
 	free(tx);
 }
 
-int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len, struct rk_error *err)
+int rk_ring_tx_reserve(struct rk_ring_tx *tx, struct rk_ring_tx_buf *buf, struct rk_error *err)
 {
-	uint32_t slot, lane, imm;
 	struct rk_send_buf b;
 	struct lane *l;
-	uint64_t seq;
-	int r;
 
-	if (len > tx->peer.slot_size)
-		return rk_err_set(err, EMSGSIZE, "rk_ring_tx_send", "%u bytes, %u-byte slots", len,
-				  tx->peer.slot_size);
 	if (!rk_rseq_tx_credits(&tx->seq))
 		return -EAGAIN;
 	/* The lane the next sequence must take: it needs a free buffer first. */
@@ -371,21 +365,50 @@ int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len, struc
 	}
 	if (rk_send_set_get(l->ss, &b))
 		return -EAGAIN;
-	rk_rseq_tx_reserve(&tx->seq, &seq, &slot, &lane, &imm);
-	memcpy(b.data, data, len);
+	rk_rseq_tx_reserve(&tx->seq, &buf->seq, &buf->slot, &buf->lane, &buf->imm);
+	buf->data = b.data;
+	buf->size = tx->peer.slot_size;
+	buf->index = b.index;
+	return 0;
+}
+
+int rk_ring_tx_commit(struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf, uint32_t len,
+		      struct rk_error *err)
+{
+	struct lane *l = &tx->lanes[buf->lane % tx->nlanes];
 	struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
 			   .len = len,
-			   .remote_addr = tx->peer.addr + (uint64_t)slot * tx->peer.slot_size,
+			   .remote_addr = tx->peer.addr + (uint64_t)buf->slot * tx->peer.slot_size,
 			   .rkey = tx->peer.rkey,
-			   .imm = imm};
-	r = rk_send_set_post(l->ss, b.index, &wr, err);
+			   .imm = buf->imm};
+	int r;
+
+	if (len > tx->peer.slot_size)
+		return rk_err_set(err, EMSGSIZE, "rk_ring_tx_commit", "%u bytes, %u-byte slots",
+				  len, tx->peer.slot_size);
+	r = rk_send_set_post(l->ss, buf->index, &wr, err);
 	if (r) {
-		rk_send_set_put(l->ss, b.index);
+		rk_send_set_put(l->ss, buf->index);
 		/* The sequence is spent: the receiver would wait for it forever. */
-		return lose(l, lane, -r, err, "posting message %llu failed",
-			    (unsigned long long)seq);
+		return lose(l, buf->lane, -r, err, "posting message %llu failed",
+			    (unsigned long long)buf->seq);
 	}
 	return 0;
+}
+
+int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len, struct rk_error *err)
+{
+	struct rk_ring_tx_buf b;
+	int r;
+
+	if (len > tx->peer.slot_size)
+		return rk_err_set(err, EMSGSIZE, "rk_ring_tx_send", "%u bytes, %u-byte slots", len,
+				  tx->peer.slot_size);
+	r = rk_ring_tx_reserve(tx, &b, err);
+	if (r)
+		return r;
+	memcpy(b.data, data, len);
+	return rk_ring_tx_commit(tx, &b, len, err);
 }
 
 int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_error *err)

@@ -134,13 +134,48 @@ RK_API void rk_ring_tx_destroy(struct rk_ring_tx *tx);
 
 /*
  * rk_ring_tx_send - copy @len bytes (at most the slot size) into a buffer
- * and write them into the next slot. Returns 0, -EAGAIN without credit or
- * a free buffer (hand the ring its completions, then retry), -EMSGSIZE,
- * -ENOTCONN if the lane this message must take was lost, or the post's
- * error (which costs the lane). Cost: a memcpy and one post.
+ * and write them into the next slot: rk_ring_tx_reserve, a memcpy and
+ * rk_ring_tx_commit. Returns 0, -EAGAIN without credit or a free buffer
+ * (hand the ring its completions, then retry), -EMSGSIZE, -ENOTCONN if the
+ * lane this message must take was lost, or the post's error (which costs
+ * the lane). Cost: a memcpy and one post.
  */
 RK_API int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len,
 			   struct rk_error *err);
+
+/*
+ * A message being built in place: the registered buffer it will be written
+ * from, reserved with its sequence number by rk_ring_tx_reserve(). Plain
+ * data; the fields after @size are the ring's, pass them back unchanged.
+ */
+struct rk_ring_tx_buf {
+	void *data;    /* @size bytes, local access; the caller's until committed */
+	uint32_t size; /* the slot size: the most a message may hold */
+	uint64_t seq;  /* the message's sequence number */
+	uint32_t lane, slot, imm, index;
+};
+
+/*
+ * rk_ring_tx_reserve - zero copy: take the next sequence number, its credit
+ * and a send buffer of its lane, so the caller can build the message in
+ * place (read a file into it, say) instead of copying it in. Returns 0,
+ * -EAGAIN without credit or a free buffer (hand the ring its completions,
+ * then retry), or -ENOTCONN if that lane was lost. Every reservation must
+ * be committed, in any order (an empty message is fine): the receiver
+ * delivers in sequence and would wait for a missing one. O(1), no system
+ * call.
+ */
+RK_API int rk_ring_tx_reserve(struct rk_ring_tx *tx, struct rk_ring_tx_buf *buf,
+			      struct rk_error *err);
+
+/*
+ * rk_ring_tx_commit - write the first @len bytes of reserved @buf into its
+ * slot. Returns 0, -EMSGSIZE if @len exceeds buf->size (nothing posted: the
+ * reservation stays open), or the post's error (which costs the lane).
+ * Cost: one post.
+ */
+RK_API int rk_ring_tx_commit(struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf, uint32_t len,
+			     struct rk_error *err);
 
 /*
  * rk_ring_tx_handle - hand over one completion of a lane's CQ: frees write
