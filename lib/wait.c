@@ -22,6 +22,7 @@
 #define DEF_MAX_WC  16
 #define EPOLL_BATCH 64
 #define WAKE_ID	    UINT64_MAX
+#define FIRED_NOW   2  /* src.fired: set in the epoll pass under way */
 #define FD_EVERY    32 /* busy mode: look at the fds every this many spins */
 
 struct src {
@@ -30,7 +31,7 @@ struct src {
 	uint64_t tag;
 	int fd; /* the fd in epoll, -1 for a CQ of a busy set */
 	uint32_t events;
-	int fired; /* CQ: its channel was readable; arm before polling */
+	int fired; /* CQ: its channel was readable; arm before polling (FIRED_NOW: this pass) */
 	struct rk_cq *cq;
 	struct ibv_wc *wc;
 	int max_wc;
@@ -313,6 +314,28 @@ static int poll_cqs(struct rk_wait *ws, struct rk_wait_event *out, int n, int *g
 	return 0;
 }
 
+/*
+ * Whether @conn's CQ has completions the caller has not seen yet: taken
+ * into @out by this call, or its channel found readable in this epoll pass
+ * (marked FIRED_NOW, polled next).
+ * Its CM events wait until it has none: a peer's last messages and its
+ * disconnect often come together, and the caller must handle (repost,
+ * answer) what arrived while the connection still says CONNECTED.
+ */
+static int cq_busy(const struct rk_wait *ws, const struct rk_conn *conn,
+		   const struct rk_wait_event *out, int got)
+{
+	const struct rk_cq *cq = rk_conn_cq(conn);
+
+	for (int i = 0; i < got; i++)
+		if (out[i].src == RK_SRC_CQ && out[i].cq == cq)
+			return 1;
+	for (int i = 0; i < ws->nsrcs; i++)
+		if (ws->srcs[i].used && ws->srcs[i].kind == RK_SRC_CQ && ws->srcs[i].cq == cq)
+			return ws->srcs[i].fired == FIRED_NOW;
+	return 0;
+}
+
 /* One fd source epoll reported: handle and report it (CQs are only marked). */
 static void fd_fired(struct rk_wait *ws, uint64_t data, uint32_t revents, struct rk_wait_event *out,
 		     int n, int *got)
@@ -330,17 +353,20 @@ static void fd_fired(struct rk_wait *ws, uint64_t data, uint32_t revents, struct
 		return; /* removed while its event was queued */
 	s = &ws->srcs[data];
 	if (s->kind == RK_SRC_CQ) {
-		s->fired = 1;
+		s->fired = FIRED_NOW;
 		return;
 	}
 	if (*got >= n)
 		return; /* level-triggered: it fires again next time */
 	switch (s->kind) {
 	case RK_SRC_CONN:
+		if (cq_busy(ws, s->conn, out, *got))
+			return; /* level-triggered: it fires again once the CQ is drained */
 		r = rk_conn_progress(s->conn, 0, NULL);
 		e = next_event(out, got, s, (int)data);
 		e->conn = s->conn;
-		e->state = r < 0 ? rk_conn_state(s->conn) : (enum rk_conn_state)r;
+		/* A channel that cannot be read stays readable: report it as broken. */
+		e->state = r < 0 ? RK_CONN_ERROR : (enum rk_conn_state)r;
 		break;
 	case RK_SRC_EVENTFD:
 		if (read(s->fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
@@ -351,6 +377,12 @@ static void fd_fired(struct rk_wait *ws, uint64_t data, uint32_t revents, struct
 		next_event(out, got, s, (int)data)->revents = revents;
 		break;
 	}
+}
+
+static int is_conn(const struct rk_wait *ws, uint64_t data)
+{
+	return data < (uint64_t)ws->nsrcs && ws->srcs[data].used &&
+	       ws->srcs[data].kind == RK_SRC_CONN;
 }
 
 /* One epoll_wait of up to @timeout_ms; handles what it returns. */
@@ -364,8 +396,16 @@ static int epoll_pass(struct rk_wait *ws, struct rk_wait_event *out, int n, int 
 			return 0;
 		return rk_err_sys(err, "epoll_wait", NULL);
 	}
+	/* CQs first: a CM event defers to completions of its connection (cq_busy). */
 	for (int i = 0; i < k; i++)
-		fd_fired(ws, ws->evs[i].data.u64, ws->evs[i].events, out, n, got);
+		if (!is_conn(ws, ws->evs[i].data.u64))
+			fd_fired(ws, ws->evs[i].data.u64, ws->evs[i].events, out, n, got);
+	for (int i = 0; i < k; i++)
+		if (is_conn(ws, ws->evs[i].data.u64))
+			fd_fired(ws, ws->evs[i].data.u64, ws->evs[i].events, out, n, got);
+	for (int i = 0; i < ws->nsrcs; i++)
+		if (ws->srcs[i].fired == FIRED_NOW)
+			ws->srcs[i].fired = 1;
 	return k;
 }
 

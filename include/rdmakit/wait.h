@@ -98,8 +98,14 @@ RK_API int rk_wait_add_cq(struct rk_wait *ws, struct rk_cq *cq, int max_wc, uint
 /*
  * rk_wait_add_conn - wait for rdma_cm events of @conn (DISCONNECTED,
  * DEVICE_REMOVAL, ...): when its channel is readable the set handles them
- * with rk_conn_progress(conn, 0) and reports the resulting state. -EINVAL
- * for a manual connection (it has no CM channel). Returns the source id.
+ * with rk_conn_progress(conn, 0) and reports the resulting state
+ * (RK_CONN_ERROR if the channel cannot be read). While @conn's CQ, if it
+ * is in the set, has completions the caller has not been handed yet, its
+ * CM events wait for a later rk_wait(): a peer's last messages and its
+ * disconnect often come together, and the caller must be able to act on
+ * those messages (repost a receive, answer) while the connection is still
+ * CONNECTED. -EINVAL for a manual connection (it has no CM channel).
+ * Returns the source id.
  */
 RK_API int rk_wait_add_conn(struct rk_wait *ws, struct rk_conn *conn, uint64_t tag,
 			    struct rk_error *err);

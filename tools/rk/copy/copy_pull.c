@@ -147,7 +147,7 @@ static int transport_loss(int r, const struct rk_error *e)
 	if (r == -ECONNREFUSED)
 		return !e->reject_reason && strncmp(e->msg, "refused", 7);
 	return r == -ETIMEDOUT || r == -ECONNRESET || r == -EIO || r == -EHOSTUNREACH ||
-	       r == -ENETUNREACH || r == -ECONNABORTED;
+	       r == -ENETUNREACH || r == -ECONNABORTED || r == -ENOTCONN;
 }
 
 /* One session after another until the pull is through or the retry budget is spent. */

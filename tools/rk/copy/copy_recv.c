@@ -211,6 +211,11 @@ static int serve(struct session *s, struct rk_error *err)
 			for (int j = 0; j < ev[k].nwc; j++) {
 				int r = rcv_handle_wc(s, (unsigned)ev[k].tag, &ev[k].wc[j], err);
 
+				/* A repost or CREDIT refused: the lane went down under us. */
+				if (r == -ENOTCONN) {
+					gone = 1;
+					continue;
+				}
 				if (r)
 					return r < 0 ? r : -EPROTO;
 			}

@@ -309,6 +309,8 @@ int rcv_drain_lost(struct session *s, struct rk_error *err)
 					continue;
 				}
 				r = rcv_handle_wc(s, l, &wc[i], err);
+				if (r == -ENOTCONN)
+					continue; /* nothing more goes out on a lane that is down */
 				if (r)
 					return r < 0 ? r : -EPROTO;
 			}

@@ -159,8 +159,13 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 			return snd_fatal(s, RK_EXIT_LOST,
 					 "protocol error: the %s wrote into our memory", s->them);
 		on_message(s, m.data, m.len);
-		if (!s->fatal && rk_recv_set_release(l->rs, m.index, &e))
-			snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
+		if (!s->fatal && rk_recv_set_release(l->rs, m.index, &e)) {
+			if (rk_conn_state(l->conn) != RK_CONN_CONNECTED)
+				snd_lost(l,
+					 NULL); /* it went down under us: the transport's doing */
+			else
+				snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
+		}
 		return;
 	}
 	if (wc->wr_id == HELLO_WRID || !(wc->wr_id & 1))
