@@ -22,8 +22,14 @@
 #define DEF_MAX_WC  16
 #define EPOLL_BATCH 64
 #define WAKE_ID	    UINT64_MAX
-#define FIRED_NOW   2  /* src.fired: set in the epoll pass under way */
-#define FD_EVERY    32 /* busy mode: look at the fds every this many spins */
+#define FIRED_NOW   2 /* src.fired: set in the epoll pass under way */
+/*
+ * A connection's CM events wait for its CQ at most this many passes in a
+ * row: with a CQ shared by busy connections (rk_conn_opts.cq) the CQ may
+ * never be idle, and a peer's disconnect must still be seen.
+ */
+#define MAX_DEFER 16
+#define FD_EVERY  32 /* busy mode: look at the fds every this many spins */
 
 struct src {
 	int used;
@@ -36,6 +42,7 @@ struct src {
 	struct ibv_wc *wc;
 	int max_wc;
 	struct rk_conn *conn;
+	unsigned deferred; /* CONN: passes its events waited for its CQ (MAX_DEFER) */
 };
 
 struct rk_wait {
@@ -360,8 +367,11 @@ static void fd_fired(struct rk_wait *ws, uint64_t data, uint32_t revents, struct
 		return; /* level-triggered: it fires again next time */
 	switch (s->kind) {
 	case RK_SRC_CONN:
-		if (cq_busy(ws, s->conn, out, *got))
+		if (s->deferred < MAX_DEFER && cq_busy(ws, s->conn, out, *got)) {
+			s->deferred++;
 			return; /* level-triggered: it fires again once the CQ is drained */
+		}
+		s->deferred = 0;
 		r = rk_conn_progress(s->conn, 0, NULL);
 		e = next_event(out, got, s, (int)data);
 		e->conn = s->conn;

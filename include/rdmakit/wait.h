@@ -104,7 +104,8 @@ RK_API int rk_wait_add_cq(struct rk_wait *ws, struct rk_cq *cq, int max_wc, uint
  * CM events wait for a later rk_wait(): a peer's last messages and its
  * disconnect often come together, and the caller must be able to act on
  * those messages (repost a receive, answer) while the connection is still
- * CONNECTED. -EINVAL for a manual connection (it has no CM channel).
+ * CONNECTED. They wait 16 calls at most (a CQ shared by busy connections is
+ * never idle). -EINVAL for a manual connection (it has no CM channel).
  * Returns the source id.
  */
 RK_API int rk_wait_add_conn(struct rk_wait *ws, struct rk_conn *conn, uint64_t tag,
