@@ -2,8 +2,8 @@
  * lib_ring_imm.c - the credit ring's immediates as a peer sends them
  * (lib/ring_seq.c).
  *
- * Input: one byte of geometry (slots = 2^(b & 7) .. up to 128, lanes the
- * largest divisor of slots not above 1 + (b >> 4)), then records of 9 bytes:
+ * Input: one byte of geometry (lanes = 1 + (b >> 4), slots = lanes times
+ * 1 + (b & 7): 1 to 128, not only powers of two), then records of 9 bytes:
  * the lane (1 byte, reduced modulo lanes), the immediate and the length
  * (4 bytes each, big-endian). Record kinds alternate by the lane byte's top
  * bit: a WRITE WITH IMMEDIATE at the receiver, or a credit at a sender that
@@ -38,10 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	slots = 1u << (data[0] & 7);
 	lanes = 1u + (data[0] >> 4);
-	while (slots % lanes)
-		lanes--;
+	slots = lanes * (1u + (data[0] & 7));
 	FUZZ_CHECK(rk_ring_geometry_ok(slots, lanes) == 0);
 	FUZZ_CHECK(rk_rseq_rx_init(&rx, slots, lanes, SLOT_SIZE) == 0);
 	rk_rseq_tx_init(&tx, slots, lanes);
@@ -73,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		v = rk_rseq_rx_accept(&rx, lane, imm, len, &seq, &slot);
 		if (v == RK_RING_OK) {
 			FUZZ_CHECK(seq >= rx.next && seq < rx.next + slots);
-			FUZZ_CHECK(slot == (uint32_t)(seq & (slots - 1)));
+			FUZZ_CHECK(slot == (uint32_t)(seq % slots));
 			FUZZ_CHECK(slot % lanes == lane);
 			FUZZ_CHECK(len <= SLOT_SIZE);
 			FUZZ_CHECK(!have[slot] && rx.have[slot]);
@@ -84,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(rx.next == before.next && memcmp(have, rx.have, slots) == 0);
 		}
 		while (rk_rseq_rx_peek(&rx, &slot, &plen)) {
-			FUZZ_CHECK(slot == (uint32_t)(rx.next & (slots - 1)) && plen <= SLOT_SIZE);
+			FUZZ_CHECK(slot == (uint32_t)(rx.next % slots) && plen <= SLOT_SIZE);
 			FUZZ_CHECK(rx.next == delivered);
 			rk_rseq_rx_consume(&rx);
 			delivered++;

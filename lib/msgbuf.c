@@ -171,6 +171,9 @@ int rk_recv_set_take(struct rk_recv_set *rs, const struct ibv_wc *wc, struct rk_
 
 	if (i < 0 || rs->state[i] != B_POSTED)
 		return 0;
+	/* Someone else's send whose wr_id falls in our range (opcode: valid on success only). */
+	if (wc->status == IBV_WC_SUCCESS && !(wc->opcode & IBV_WC_RECV))
+		return 0;
 	rs->posted--;
 	rs->state[i] = B_IDLE;
 	if (wc->status != IBV_WC_SUCCESS) {

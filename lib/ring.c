@@ -3,7 +3,9 @@
  * reorder rules are ring_seq.c's.
  *
  * Each lane has a receive set (msgbuf.c): 0-byte receives at the receiver
- * for the writes with immediate, at the sender for the credits. A lane that
+ * for the writes with immediate, at the sender for the credits; with
+ * shared_rq the caller's set takes them and hands over those with an
+ * immediate (rk_ring_*_msg), and the checks are the same. A lane that
  * breaks a rule is disconnected at once, which flushes its work; its
  * flushed completions are then claimed and ignored.
  */
@@ -21,8 +23,8 @@
 #define MAX_SLOT_SIZE	 (8u << 20)
 
 struct lane {
-	struct rk_conn *conn;
-	struct rk_recv_set *rs;
+	struct rk_conn *conn;	/* NULL: a receiver's lane not attached yet */
+	struct rk_recv_set *rs; /* NULL with shared_rq */
 	struct rk_send_set *ss; /* sender only */
 	unsigned credits_out;	/* receiver: credit sends not yet completed */
 	int lost;		/* negative errno once dropped */
@@ -32,6 +34,7 @@ struct lane {
 struct rk_ring_rx {
 	struct rk_ring_rx_seq seq;
 	struct rk_mr *mr;
+	int shared_rq;
 	uint32_t credit_every;
 	uint64_t credited; /* the delivered count last sent as credit */
 	unsigned next_credit_lane;
@@ -42,6 +45,7 @@ struct rk_ring_rx {
 struct rk_ring_tx {
 	struct rk_ring_tx_seq seq;
 	struct rk_ring_peer peer;
+	struct rk_ring_tx_opts opts;
 	unsigned nlanes;
 	struct lane lanes[RK_RING_MAX_LANES];
 };
@@ -86,18 +90,38 @@ static int lose(struct lane *l, unsigned idx, int e, struct rk_error *err, const
 	return l->lost;
 }
 
-static int check_lanes(struct rk_conn *const *lanes, unsigned n, uint32_t slots,
+/* @late: lanes after the first may be NULL (attached later). */
+static int check_lanes(struct rk_conn *const *lanes, unsigned n, uint32_t slots, int late,
 		       struct rk_error *err, const char *op)
 {
 	if (n == 0 || n > RK_RING_MAX_LANES || rk_ring_geometry_ok(slots, n))
-		return rk_err_set(
-		    err, EINVAL, op,
-		    "%u lanes for %u slots (a power of two up to %u, lanes dividing it)", n, slots,
-		    RK_RING_MAX_SLOTS);
-	for (unsigned i = 1; i < n; i++)
+		return rk_err_set(err, EINVAL, op,
+				  "%u lanes for %u slots (up to %u, a multiple of the lanes)", n,
+				  slots, RK_RING_MAX_SLOTS);
+	if (!lanes[0])
+		return rk_err_set(err, EINVAL, op, "no lane 0");
+	for (unsigned i = 1; i < n; i++) {
+		if (!lanes[i] && late)
+			continue;
+		if (!lanes[i])
+			return rk_err_set(err, EINVAL, op, "no lane %u", i);
 		if (lanes[i]->pd != lanes[0]->pd)
 			return rk_err_set(err, EINVAL, op, "lane %u is in another PD", i);
+	}
 	return 0;
+}
+
+/* The receiver's lane @i is @conn from now on: its receives, unless shared. */
+static int rx_lane_init(struct rk_ring_rx *rx, unsigned i, struct rk_conn *conn,
+			struct rk_error *err)
+{
+	struct rk_msgbuf_opts ro = {.count = rx->seq.slots / rx->nlanes,
+				    .wr_id_base = wrid_base(RK_RING_WRID_RX, i)};
+
+	rx->lanes[i].conn = conn;
+	if (rx->shared_rq)
+		return 0;
+	return rk_recv_set_create(conn, NULL, &ro, err, &rx->lanes[i].rs);
 }
 
 int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
@@ -115,7 +139,7 @@ int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
 		opts = &def;
 	slots = opts->slots ? opts->slots : 64;
 	size = opts->slot_size ? opts->slot_size : 4096;
-	r = check_lanes(lanes, nlanes, slots, err, "rk_ring_rx_create");
+	r = check_lanes(lanes, nlanes, slots, 1, err, "rk_ring_rx_create");
 	if (r)
 		return r;
 	if (size > MAX_SLOT_SIZE)
@@ -125,6 +149,7 @@ int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
 	if (!rx)
 		return rk_err_set(err, ENOMEM, "rk_ring_rx_create", NULL);
 	rx->nlanes = nlanes;
+	rx->shared_rq = opts->shared_rq;
 	rx->credit_every = opts->credit_every ? opts->credit_every : (slots / 4 ? slots / 4 : 1);
 	if (rx->credit_every > slots)
 		rx->credit_every = slots;
@@ -141,11 +166,9 @@ int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
 	if (r)
 		goto fail;
 	for (unsigned i = 0; i < nlanes; i++) {
-		struct rk_msgbuf_opts ro = {.count = slots / nlanes,
-					    .wr_id_base = wrid_base(RK_RING_WRID_RX, i)};
-
-		rx->lanes[i].conn = lanes[i];
-		r = rk_recv_set_create(lanes[i], NULL, &ro, err, &rx->lanes[i].rs);
+		if (!lanes[i])
+			continue;
+		r = rx_lane_init(rx, i, lanes[i], err);
 		if (r)
 			goto fail;
 	}
@@ -154,6 +177,18 @@ int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
 fail:
 	rk_ring_rx_destroy(rx);
 	return r;
+}
+
+int rk_ring_rx_attach(struct rk_ring_rx *rx, unsigned lane, struct rk_conn *conn,
+		      struct rk_error *err)
+{
+	if (lane >= rx->nlanes || rx->lanes[lane].conn || !conn)
+		return rk_err_set(err, EINVAL, "rk_ring_rx_attach", "lane %u of %u is taken", lane,
+				  rx->nlanes);
+	if (conn->pd != rx->lanes[0].conn->pd)
+		return rk_err_set(err, EINVAL, "rk_ring_rx_attach", "lane %u is in another PD",
+				  lane);
+	return rx_lane_init(rx, lane, conn, err);
 }
 
 void rk_ring_rx_destroy(struct rk_ring_rx *rx)
@@ -176,17 +211,35 @@ void rk_ring_rx_peer(const struct rk_ring_rx *rx, struct rk_ring_peer *p)
 	p->lanes = rx->nlanes;
 }
 
-/* A WRITE WITH IMMEDIATE (or whatever came instead) on lane @i. */
-static int rx_arrival(struct rk_ring_rx *rx, unsigned i, const struct ibv_wc *wc,
+/* What message @m on lane @i says, if it is a slot written: 1, or the lane is lost. */
+static int rx_written(struct rk_ring_rx *rx, unsigned i, const struct rk_msg *m,
 		      struct rk_error *err)
 {
 	struct lane *l = &rx->lanes[i];
 	enum rk_ring_verdict v;
-	struct rk_msg m;
 	uint64_t seq;
 	uint32_t slot;
-	int r = rk_recv_set_take(l->rs, wc, &m, err);
 
+	if (m->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !m->has_imm)
+		return lose(l, i, EPROTO, err, "a SEND where a write with immediate belongs");
+	v = rk_rseq_rx_accept(&rx->seq, i, m->imm, m->len, &seq, &slot);
+	if (v != RK_RING_OK)
+		return lose(l, i, EPROTO, err, "%s (immediate 0x%08x, %u bytes)",
+			    rk_ring_verdict_str(v), m->imm, m->len);
+	return 1;
+}
+
+/* A WRITE WITH IMMEDIATE (or whatever came instead) on lane @i, into our receives. */
+static int rx_arrival(struct rk_ring_rx *rx, unsigned i, const struct ibv_wc *wc,
+		      struct rk_error *err)
+{
+	struct lane *l = &rx->lanes[i];
+	struct rk_msg m;
+	int r;
+
+	if (!l->rs)
+		return 0;
+	r = rk_recv_set_take(l->rs, wc, &m, err);
 	if (r == 0)
 		return 0;
 	if (l->lost) { /* flushed, or arrived before the disconnect took effect */
@@ -197,17 +250,26 @@ static int rx_arrival(struct rk_ring_rx *rx, unsigned i, const struct ibv_wc *wc
 	if (r < 0)
 		return lose(l, i, -r, err, "%s", err && err->msg[0] ? err->msg : "receive failed");
 	/* A 0-byte receive only completes for a SEND of 0 bytes or a write with immediate. */
-	if (m.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !m.has_imm)
-		return lose(l, i, EPROTO, err, "a SEND where a write with immediate belongs");
-	v = rk_rseq_rx_accept(&rx->seq, i, m.imm, m.len, &seq, &slot);
-	if (v != RK_RING_OK)
-		return lose(l, i, EPROTO, err, "%s (immediate 0x%08x, %u bytes)",
-			    rk_ring_verdict_str(v), m.imm, m.len);
+	r = rx_written(rx, i, &m, err);
+	if (r < 0)
+		return r;
 	/* Room for the next write is the sender's credits' business: repost at once. */
 	r = rk_recv_set_release(l->rs, m.index, err);
 	if (r)
 		return lose(l, i, -r, err, "reposting a receive failed");
 	return 1;
+}
+
+int rk_ring_rx_msg(struct rk_ring_rx *rx, unsigned lane, const struct rk_msg *msg,
+		   struct rk_error *err)
+{
+	if (!msg->has_imm)
+		return 0;
+	if (lane >= rx->nlanes || !rx->lanes[lane].conn)
+		return rk_err_set(err, EINVAL, "rk_ring_rx_msg", "no lane %u", lane);
+	if (rx->lanes[lane].lost)
+		return 1; /* arrived before the disconnect took effect */
+	return rx_written(rx, lane, msg, err);
 }
 
 int rk_ring_rx_handle(struct rk_ring_rx *rx, const struct ibv_wc *wc, struct rk_error *err)
@@ -221,7 +283,7 @@ int rk_ring_rx_handle(struct rk_ring_rx *rx, const struct ibv_wc *wc, struct rk_
 	if (i < 0 || (wc->wr_id & 0xffffffffu) != 0)
 		return 0;
 	l = &rx->lanes[i];
-	if (wc->qp_num != rk_conn_qp_num(l->conn))
+	if (!l->conn || wc->qp_num != rk_conn_qp_num(l->conn))
 		return 0;
 	if (l->credits_out)
 		l->credits_out--;
@@ -245,7 +307,7 @@ static int send_credit(struct rk_ring_rx *rx, struct rk_error *err)
 				   .imm = rk_ring_credit_imm(delivered)};
 		int r;
 
-		if (l->lost || l->credits_out >= CREDITS_INFLIGHT)
+		if (!l->conn || l->lost || l->credits_out >= CREDITS_INFLIGHT)
 			continue;
 		r = rk_post(l->conn, &wr, err);
 		if (r == -ENOBUFS)
@@ -298,14 +360,14 @@ uint64_t rk_ring_rx_delivered(const struct rk_ring_rx *rx)
 }
 
 int rk_ring_tx_create(struct rk_conn *const *lanes, unsigned nlanes, struct rk_pool *pool,
-		      const struct rk_ring_peer *peer, struct rk_error *err,
-		      struct rk_ring_tx **out)
+		      const struct rk_ring_peer *peer, const struct rk_ring_tx_opts *opts,
+		      struct rk_error *err, struct rk_ring_tx **out)
 {
 	struct rk_ring_tx *tx;
 	int r;
 
 	*out = NULL;
-	r = check_lanes(lanes, nlanes, peer->slots, err, "rk_ring_tx_create");
+	r = check_lanes(lanes, nlanes, peer->slots, 0, err, "rk_ring_tx_create");
 	if (r)
 		return r;
 	if (peer->lanes != nlanes || !peer->slot_size || peer->slot_size > MAX_SLOT_SIZE)
@@ -316,6 +378,8 @@ int rk_ring_tx_create(struct rk_conn *const *lanes, unsigned nlanes, struct rk_p
 	if (!tx)
 		return rk_err_set(err, ENOMEM, "rk_ring_tx_create", NULL);
 	tx->peer = *peer;
+	if (opts)
+		tx->opts = *opts;
 	tx->nlanes = nlanes;
 	rk_rseq_tx_init(&tx->seq, peer->slots, nlanes);
 	for (unsigned i = 0; i < nlanes; i++) {
@@ -326,8 +390,10 @@ int rk_ring_tx_create(struct rk_conn *const *lanes, unsigned nlanes, struct rk_p
 					    .wr_id_base = wrid_base(RK_RING_WRID_TXC, i)};
 
 		tx->lanes[i].conn = lanes[i];
-		r = rk_send_set_create(lanes[i], pool, &so, err, &tx->lanes[i].ss);
-		if (!r)
+		r = 0;
+		if (!tx->opts.caller_buffers)
+			r = rk_send_set_create(lanes[i], pool, &so, err, &tx->lanes[i].ss);
+		if (!r && !tx->opts.shared_rq)
 			r = rk_recv_set_create(lanes[i], NULL, &ro, err, &tx->lanes[i].rs);
 		if (r) {
 			rk_ring_tx_destroy(tx);
@@ -357,14 +423,18 @@ int rk_ring_tx_reserve(struct rk_ring_tx *tx, struct rk_ring_tx_buf *buf, struct
 	if (!rk_rseq_tx_credits(&tx->seq))
 		return -EAGAIN;
 	/* The lane the next sequence must take: it needs a free buffer first. */
-	l = &tx->lanes[(uint32_t)(tx->seq.sent & (tx->seq.slots - 1)) % tx->nlanes];
+	l = &tx->lanes[(uint32_t)(tx->seq.sent % tx->seq.slots) % tx->nlanes];
 	if (l->lost) {
 		if (err)
 			*err = l->why;
 		return -ENOTCONN;
 	}
-	if (rk_send_set_get(l->ss, &b))
+	if (tx->opts.caller_buffers) {
+		b.data = NULL;
+		b.index = UINT32_MAX;
+	} else if (rk_send_set_get(l->ss, &b)) {
 		return -EAGAIN;
+	}
 	rk_rseq_tx_reserve(&tx->seq, &buf->seq, &buf->slot, &buf->lane, &buf->imm);
 	buf->data = b.data;
 	buf->size = tx->peer.slot_size;
@@ -383,6 +453,9 @@ int rk_ring_tx_commit(struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf, u
 			   .imm = buf->imm};
 	int r;
 
+	if (tx->opts.caller_buffers)
+		return rk_err_set(err, EINVAL, "rk_ring_tx_commit",
+				  "caller_buffers: post rk_ring_tx_write_wr's request yourself");
 	if (len > tx->peer.slot_size)
 		return rk_err_set(err, EMSGSIZE, "rk_ring_tx_commit", "%u bytes, %u-byte slots",
 				  len, tx->peer.slot_size);
@@ -396,11 +469,26 @@ int rk_ring_tx_commit(struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf, u
 	return 0;
 }
 
+int rk_ring_tx_write_wr(const struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf, uint32_t len,
+			struct rk_wr *wr)
+{
+	if (len > tx->peer.slot_size)
+		return -EMSGSIZE;
+	wr->op = RK_OP_WRITE_IMM;
+	wr->len = len;
+	wr->remote_addr = tx->peer.addr + (uint64_t)buf->slot * tx->peer.slot_size;
+	wr->rkey = tx->peer.rkey;
+	wr->imm = buf->imm;
+	return 0;
+}
+
 int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len, struct rk_error *err)
 {
 	struct rk_ring_tx_buf b;
 	int r;
 
+	if (tx->opts.caller_buffers)
+		return rk_err_set(err, EINVAL, "rk_ring_tx_send", "caller_buffers: no buffers");
 	if (len > tx->peer.slot_size)
 		return rk_err_set(err, EMSGSIZE, "rk_ring_tx_send", "%u bytes, %u-byte slots", len,
 				  tx->peer.slot_size);
@@ -409,6 +497,33 @@ int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len, struc
 		return r;
 	memcpy(b.data, data, len);
 	return rk_ring_tx_commit(tx, &b, len, err);
+}
+
+/* Message @m came on lane @i where a credit belongs: 1, or the lane is lost. */
+static int tx_credit(struct rk_ring_tx *tx, unsigned i, const struct rk_msg *m,
+		     struct rk_error *err)
+{
+	struct lane *l = &tx->lanes[i];
+
+	if (m->opcode != IBV_WC_RECV || !m->has_imm || m->len)
+		return lose(l, i, EPROTO, err, "not a credit (opcode %d, %u bytes)", m->opcode,
+			    m->len);
+	if (rk_rseq_tx_credit(&tx->seq, m->imm))
+		return lose(l, i, EPROTO, err, "credit for %u deliveries, %llu messages sent",
+			    m->imm, (unsigned long long)tx->seq.sent);
+	return 1;
+}
+
+int rk_ring_tx_msg(struct rk_ring_tx *tx, unsigned lane, const struct rk_msg *msg,
+		   struct rk_error *err)
+{
+	if (!msg->has_imm)
+		return 0;
+	if (lane >= tx->nlanes)
+		return rk_err_set(err, EINVAL, "rk_ring_tx_msg", "no lane %u", lane);
+	if (tx->lanes[lane].lost)
+		return 1;
+	return tx_credit(tx, lane, msg, err);
 }
 
 int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_error *err)
@@ -420,7 +535,7 @@ int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_
 
 	if (i >= 0) {
 		l = &tx->lanes[i];
-		if (!rk_send_set_complete(l->ss, wc))
+		if (!l->ss || !rk_send_set_complete(l->ss, wc))
 			return 0;
 		if (wc->status != IBV_WC_SUCCESS && !l->lost)
 			return lose(l, (unsigned)i, EIO, err, "a slot write failed: %s",
@@ -428,7 +543,7 @@ int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_
 		return 1;
 	}
 	i = wrid_lane(wc->wr_id, RK_RING_WRID_TXC, tx->nlanes);
-	if (i < 0)
+	if (i < 0 || !tx->lanes[i].rs)
 		return 0;
 	l = &tx->lanes[i];
 	r = rk_recv_set_take(l->rs, wc, &m, err);
@@ -442,13 +557,9 @@ int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_
 	if (r < 0)
 		return lose(l, (unsigned)i, -r, err, "%s",
 			    err && err->msg[0] ? err->msg : "receive failed");
-	if (m.opcode != IBV_WC_RECV || !m.has_imm || m.len)
-		return lose(l, (unsigned)i, EPROTO, err, "not a credit (opcode %d, %u bytes)",
-			    m.opcode, m.len);
-	if (rk_rseq_tx_credit(&tx->seq, m.imm))
-		return lose(l, (unsigned)i, EPROTO, err,
-			    "credit for %u deliveries, %llu messages sent", m.imm,
-			    (unsigned long long)tx->seq.sent);
+	r = tx_credit(tx, (unsigned)i, &m, err);
+	if (r < 0)
+		return r;
 	r = rk_recv_set_release(l->rs, m.index, err);
 	if (r)
 		return lose(l, (unsigned)i, -r, err, "reposting a receive failed");
@@ -458,6 +569,11 @@ int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_
 uint32_t rk_ring_tx_credits(const struct rk_ring_tx *tx)
 {
 	return rk_rseq_tx_credits(&tx->seq);
+}
+
+uint32_t rk_ring_tx_unacked(const struct rk_ring_tx *tx)
+{
+	return (uint32_t)(tx->seq.sent - tx->seq.acked);
 }
 
 int rk_ring_tx_lane_error(const struct rk_ring_tx *tx, unsigned lane, struct rk_error *err)

@@ -16,7 +16,7 @@
 
 int rk_ring_geometry_ok(uint32_t slots, uint32_t lanes)
 {
-	if (slots == 0 || slots > RK_RING_MAX_SLOTS || (slots & (slots - 1)))
+	if (slots == 0 || slots > RK_RING_MAX_SLOTS)
 		return -EINVAL;
 	if (lanes == 0 || lanes > RK_RING_MAX_LANES || slots % lanes)
 		return -EINVAL;
@@ -25,7 +25,7 @@ int rk_ring_geometry_ok(uint32_t slots, uint32_t lanes)
 
 uint32_t rk_ring_imm_encode(uint32_t slots, uint64_t seq)
 {
-	uint32_t slot = (uint32_t)(seq & (slots - 1));
+	uint32_t slot = (uint32_t)(seq % slots);
 
 	return slot << RK_RING_SEQ_BITS | ((uint32_t)seq & SEQ_MASK);
 }
@@ -71,7 +71,7 @@ enum rk_ring_verdict rk_rseq_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane,
 	full = rx->next + ((low - (uint32_t)rx->next) & SEQ_MASK);
 	if (full - rx->next >= rx->slots)
 		return RK_RING_OUTSIDE;
-	if (s != (uint32_t)(full & (rx->slots - 1)))
+	if (s != (uint32_t)(full % rx->slots))
 		return RK_RING_BAD_SLOT;
 	if (s % rx->lanes != lane)
 		return RK_RING_NOT_OWNED;
@@ -88,7 +88,7 @@ enum rk_ring_verdict rk_rseq_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane,
 
 int rk_rseq_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *len)
 {
-	uint32_t s = (uint32_t)(rx->next & (rx->slots - 1));
+	uint32_t s = (uint32_t)(rx->next % rx->slots);
 
 	if (!rx->have[s])
 		return 0;
@@ -99,7 +99,7 @@ int rk_rseq_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *l
 
 void rk_rseq_rx_consume(struct rk_ring_rx_seq *rx)
 {
-	uint32_t s = (uint32_t)(rx->next & (rx->slots - 1));
+	uint32_t s = (uint32_t)(rx->next % rx->slots);
 
 	if (!rx->have[s])
 		return;
@@ -132,7 +132,7 @@ int rk_rseq_tx_reserve(struct rk_ring_tx_seq *tx, uint64_t *seq, uint32_t *slot,
 	if (!rk_rseq_tx_credits(tx))
 		return -EAGAIN;
 	*seq = tx->sent++;
-	*slot = (uint32_t)(*seq & (tx->slots - 1));
+	*slot = (uint32_t)(*seq % tx->slots);
 	*lane = *slot % tx->lanes;
 	*imm = rk_ring_imm_encode(tx->slots, *seq);
 	return 0;

@@ -2,8 +2,8 @@
  * ring_seq.h - the credit ring's sequence, credit and reorder logic, free of
  * verbs so it can be unit tested and fuzzed (ring.h is the verbs part).
  *
- * The receiver owns S slots (a power of two, 1..RK_RING_MAX_SLOTS) and L
- * lanes (connections to the same sender; L divides S). Message number seq
+ * The receiver owns S slots (1..RK_RING_MAX_SLOTS) and L lanes
+ * (connections to the same sender; L divides S, so 3 lanes take 6 slots). Message number seq
  * (counting from 0, 64 bits here, never wraps) goes into slot seq mod S
  * over lane seq mod L: lane l owns the slots s with s mod L == l. The
  * sender may have at most S messages not yet delivered (its credits); the

@@ -28,10 +28,31 @@
  *
  * Completions: the ring polls nothing. Hand it every completion of its
  * lanes' CQs (rk_cq_poll, rk_wait ...); it claims its own by wr_id
- * (RK_RING_WRID_* in the top 16 bits, the lane in the next 16) and returns
- * 0 for others.
+ * (RK_RING_WRID_* in the top 16 bits, the lane in the next 16; none is a
+ * message set's default base, so sets may keep theirs) and returns 0 for
+ * others.
  *
- * Thread-safety: one thread at a time for a ring and all of its lanes.
+ * Sharing the lanes with your own messages: a QP has one receive queue, and
+ * a SEND takes whichever receive is first in it, so the ring's 0-byte
+ * receives and your buffers cannot both be posted on one lane. With
+ * shared_rq (rx and tx opts) the ring posts no receives: your receive set
+ * (msgbuf.h) owns the queue, and you hand the ring every received message
+ * that carries an immediate (rk_ring_rx_msg, rk_ring_tx_msg) before you
+ * release it. The ring's traffic is exactly that: writes with immediate at
+ * the receiver, credits (0-byte SEND with immediate) at the sender; your
+ * own messages must be SENDs without one. Size each lane's receives for
+ * both: the receiver's slots / lanes writes, 4 credits per lane at the
+ * sender, plus yours.
+ *
+ * Your own memory for the writes: with caller_buffers (tx opts), reserve
+ * hands out only the message's place in the sequence; you build the
+ * message in memory you registered and post the work request that
+ * rk_ring_tx_write_wr() fills in, on the message's lane, from any thread
+ * (a thread per lane, say). Do not reuse that memory before the write's
+ * completion, and post every reservation: the receiver delivers in order.
+ *
+ * Thread-safety: one thread at a time for a ring and all of its lanes,
+ * except rk_ring_tx_write_wr (it reads only what create set).
  * Lifetime: destroy the lanes (connections) first, then the ring, then the
  * pool.
  */
@@ -46,13 +67,15 @@
 #include <rdmakit/common.h>
 #include <rdmakit/conn.h>
 #include <rdmakit/error.h>
+#include <rdmakit/msgbuf.h>
 #include <rdmakit/pool.h>
+#include <rdmakit/post.h>
 
 struct rk_ring_rx;
 struct rk_ring_tx;
 
 #define RK_RING_WRID_RX	    0x5258u /* receiver: write-with-immediate receives */
-#define RK_RING_WRID_CREDIT 0x5243u /* receiver: credit sends */
+#define RK_RING_WRID_CREDIT 0x5246u /* receiver: credit sends */
 #define RK_RING_WRID_TX	    0x5457u /* sender: slot writes */
 #define RK_RING_WRID_TXC    0x5443u /* sender: credit receives */
 
@@ -60,28 +83,39 @@ struct rk_ring_tx;
 struct rk_ring_peer {
 	uint64_t addr;	    /* the first slot's address */
 	uint32_t rkey;	    /* of the slots' memory region */
-	uint32_t slots;	    /* a power of two, 1..4096 */
+	uint32_t slots;	    /* 1..4096, a multiple of lanes */
 	uint32_t slot_size; /* bytes per slot */
 	uint32_t lanes;	    /* connections the ring uses; divides slots */
 };
 
 struct rk_ring_rx_opts {
-	uint32_t slots;	       /* 0 = 64 */
+	uint32_t slots;	       /* 0 = 64; at most 4096, a multiple of the lanes */
 	uint32_t slot_size;    /* 0 = 4096; at most 8 MiB (one WR on rxe) */
 	uint32_t credit_every; /* send credits after this many deliveries; 0 = slots / 4 */
+	int shared_rq;	       /* post no receives: the caller's set owns them (see above) */
 };
 
 /*
  * rk_ring_rx_create - the receiving end over @nlanes connections (1..16,
  * dividing the slots; all in one PD): registers slots * slot_size bytes
- * with remote write in the lanes' PD and posts slots / nlanes 0-byte
- * receives on each lane (so each needs that many free receive slots).
- * Call before the peer may write, e.g. from the lanes' prepare callback or
- * before connecting. Owned by the caller.
+ * with remote write in the lanes' PD and, unless shared_rq, posts slots /
+ * nlanes 0-byte receives on each lane (so each needs that many free
+ * receive slots). Lanes after the first may be NULL and come later
+ * (rk_ring_rx_attach): the peer needs the ring's place (rk_ring_rx_peer)
+ * before it can connect them, say. Call before the peer may write, e.g.
+ * from lane 0's prepare callback or before connecting. Owned by the caller.
  */
 RK_API int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
 			     const struct rk_ring_rx_opts *opts, struct rk_error *err,
 			     struct rk_ring_rx **out);
+
+/*
+ * rk_ring_rx_attach - lane @lane (NULL at create) is @conn now, in the PD
+ * of lane 0; unless shared_rq its receives are posted. -EINVAL if the lane
+ * is taken or out of range, or the PD differs. Before the peer writes on it.
+ */
+RK_API int rk_ring_rx_attach(struct rk_ring_rx *rx, unsigned lane, struct rk_conn *conn,
+			     struct rk_error *err);
 
 /* rk_ring_rx_destroy - release the slots; after the lanes. Accepts NULL. */
 RK_API void rk_ring_rx_destroy(struct rk_ring_rx *rx);
@@ -97,6 +131,17 @@ RK_API void rk_ring_rx_peer(const struct rk_ring_rx *rx, struct rk_ring_peer *pe
  * call except the repost of the receive (one ibv_post_recv).
  */
 RK_API int rk_ring_rx_handle(struct rk_ring_rx *rx, const struct ibv_wc *wc, struct rk_error *err);
+
+/*
+ * rk_ring_rx_msg - shared_rq: hand over a message your receive set took on
+ * lane @lane. Returns 1 if it was the ring's (it carried an immediate: a
+ * slot was written, or it cost the lane: see rk_ring_rx_lane_error), 0 if
+ * it is yours, or a negative errno when it cost the lane (a SEND with an
+ * immediate, a forged or replayed one, a length beyond the slot). Release
+ * the receive in every case. O(1), no system call.
+ */
+RK_API int rk_ring_rx_msg(struct rk_ring_rx *rx, unsigned lane, const struct rk_msg *msg,
+			  struct rk_error *err);
 
 /*
  * rk_ring_rx_recv - take the next message in order, copied into @buf
@@ -118,16 +163,22 @@ RK_API int rk_ring_rx_lane_error(const struct rk_ring_rx *rx, unsigned lane, str
 /* rk_ring_rx_delivered - messages taken by rk_ring_rx_recv so far. */
 RK_API uint64_t rk_ring_rx_delivered(const struct rk_ring_rx *rx);
 
+struct rk_ring_tx_opts {
+	int shared_rq;	    /* post no receives: the caller's set owns them (see above) */
+	int caller_buffers; /* the caller's memory and posts (see above); @pool unused */
+};
+
 /*
  * rk_ring_tx_create - the sending end over @nlanes connections to the
  * receiver described by @peer (the lanes in the same order as the
- * receiver's). Takes slots / nlanes buffers of slot_size per lane from
- * @pool for the writes and posts 8 0-byte receives per lane for credits.
- * Owned by the caller.
+ * receiver's). Unless caller_buffers, takes slots / nlanes buffers of
+ * slot_size per lane from @pool for the writes; unless shared_rq, posts 8
+ * 0-byte receives per lane for credits. @opts may be NULL. Owned by the
+ * caller.
  */
 RK_API int rk_ring_tx_create(struct rk_conn *const *lanes, unsigned nlanes, struct rk_pool *pool,
-			     const struct rk_ring_peer *peer, struct rk_error *err,
-			     struct rk_ring_tx **out);
+			     const struct rk_ring_peer *peer, const struct rk_ring_tx_opts *opts,
+			     struct rk_error *err, struct rk_ring_tx **out);
 
 /* rk_ring_tx_destroy - release the buffers; after the lanes. Accepts NULL. */
 RK_API void rk_ring_tx_destroy(struct rk_ring_tx *tx);
@@ -137,8 +188,8 @@ RK_API void rk_ring_tx_destroy(struct rk_ring_tx *tx);
  * and write them into the next slot: rk_ring_tx_reserve, a memcpy and
  * rk_ring_tx_commit. Returns 0, -EAGAIN without credit or a free buffer
  * (hand the ring its completions, then retry), -EMSGSIZE, -ENOTCONN if the
- * lane this message must take was lost, or the post's error (which costs
- * the lane). Cost: a memcpy and one post.
+ * lane this message must take was lost, -EINVAL with caller_buffers, or
+ * the post's error (which costs the lane). Cost: a memcpy and one post.
  */
 RK_API int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len,
 			   struct rk_error *err);
@@ -149,7 +200,8 @@ RK_API int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len
  * data; the fields after @size are the ring's, pass them back unchanged.
  */
 struct rk_ring_tx_buf {
-	void *data;    /* @size bytes, local access; the caller's until committed */
+	void *data;    /* @size bytes, local access; the caller's until committed
+			  (NULL with caller_buffers) */
 	uint32_t size; /* the slot size: the most a message may hold */
 	uint64_t seq;  /* the message's sequence number */
 	uint32_t lane, slot, imm, index;
@@ -171,11 +223,23 @@ RK_API int rk_ring_tx_reserve(struct rk_ring_tx *tx, struct rk_ring_tx_buf *buf,
 /*
  * rk_ring_tx_commit - write the first @len bytes of reserved @buf into its
  * slot. Returns 0, -EMSGSIZE if @len exceeds buf->size (nothing posted: the
- * reservation stays open), or the post's error (which costs the lane).
- * Cost: one post.
+ * reservation stays open), -EINVAL with caller_buffers (post it yourself),
+ * or the post's error (which costs the lane). Cost: one post.
  */
 RK_API int rk_ring_tx_commit(struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf, uint32_t len,
 			     struct rk_error *err);
+
+/*
+ * rk_ring_tx_write_wr - caller_buffers: fill @wr with the RDMA WRITE WITH
+ * IMMEDIATE of @len bytes that puts reserved message @buf into its slot:
+ * op, len, remote address, rkey and immediate. The caller sets addr, lkey,
+ * wr_id and flags, and posts it on lane buf->lane (lanes[buf->lane] at
+ * create), once; a post that fails leaves the receiver waiting for that
+ * message: give up the ring. Returns 0 or -EMSGSIZE. Pure: any thread, at
+ * any time before destroy.
+ */
+RK_API int rk_ring_tx_write_wr(const struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf,
+			       uint32_t len, struct rk_wr *wr);
 
 /*
  * rk_ring_tx_handle - hand over one completion of a lane's CQ: frees write
@@ -185,8 +249,18 @@ RK_API int rk_ring_tx_commit(struct rk_ring_tx *tx, const struct rk_ring_tx_buf 
  */
 RK_API int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_error *err);
 
+/*
+ * rk_ring_tx_msg - shared_rq: hand over a message your receive set took on
+ * lane @lane; as rk_ring_rx_msg (the ring's are the credits).
+ */
+RK_API int rk_ring_tx_msg(struct rk_ring_tx *tx, unsigned lane, const struct rk_msg *msg,
+			  struct rk_error *err);
+
 /* rk_ring_tx_credits - messages that may be sent now. */
 RK_API uint32_t rk_ring_tx_credits(const struct rk_ring_tx *tx);
+
+/* rk_ring_tx_unacked - messages reserved that the receiver has not given credit for yet. */
+RK_API uint32_t rk_ring_tx_unacked(const struct rk_ring_tx *tx);
 
 /* rk_ring_tx_lane_error - as rk_ring_rx_lane_error, for the sender. */
 RK_API int rk_ring_tx_lane_error(const struct rk_ring_tx *tx, unsigned lane, struct rk_error *err);

@@ -40,7 +40,7 @@ static void setup(struct rk_device *dev, struct rk_pool *pool, struct pair *p)
 		lt_pair(dev, &o, &o, &p->tx_lane[i], &p->rx_lane[i]);
 	LT_CHECK(rk_ring_rx_create(p->rx_lane, 2, &ro, &e, &p->rx), &e);
 	rk_ring_rx_peer(p->rx, &peer);
-	LT_CHECK(rk_ring_tx_create(p->tx_lane, 2, pool, &peer, &e, &p->tx), &e);
+	LT_CHECK(rk_ring_tx_create(p->tx_lane, 2, pool, &peer, NULL, &e, &p->tx), &e);
 }
 
 static void teardown(struct pair *p)

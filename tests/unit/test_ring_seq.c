@@ -21,30 +21,36 @@ static void geometry(void **state)
 	assert_int_equal(rk_ring_geometry_ok(1, 1), 0);
 	assert_int_equal(rk_ring_geometry_ok(RK_RING_MAX_SLOTS, RK_RING_MAX_LANES), 0);
 	assert_int_equal(rk_ring_geometry_ok(0, 1), -EINVAL);
-	assert_int_equal(rk_ring_geometry_ok(12, 1), -EINVAL); /* not a power of two */
+	assert_int_equal(rk_ring_geometry_ok(12, 1), 0);
+	assert_int_equal(rk_ring_geometry_ok(6, 3), 0); /* any count the lanes divide */
+	assert_int_equal(rk_ring_geometry_ok(63, 7), 0);
 	assert_int_equal(rk_ring_geometry_ok(RK_RING_MAX_SLOTS * 2, 1), -EINVAL);
 	assert_int_equal(rk_ring_geometry_ok(8, 3), -EINVAL); /* does not divide */
 	assert_int_equal(rk_ring_geometry_ok(8, 0), -EINVAL);
 	assert_int_equal(rk_ring_geometry_ok(64, 32), -EINVAL);
 }
 
-/* Three times around the 20-bit sequence, one message at a time, over 4 lanes. */
-static void in_order_across_wrap(void **state)
+/*
+ * Three times around the 20-bit sequence, one message at a time, over
+ * @lanes lanes and @slots slots (2^20 is not a multiple of 6: the slot
+ * follows the whole sequence, not its low bits).
+ */
+static void wrap(uint32_t slots, uint32_t lanes)
 {
 	struct rk_ring_rx_seq rx;
 	struct rk_ring_tx_seq tx;
 	uint64_t n = 3ull << RK_RING_SEQ_BITS;
 
-	(void)state;
-	assert_int_equal(rk_rseq_rx_init(&rx, 16, 4, 100), 0);
-	rk_rseq_tx_init(&tx, 16, 4);
+	assert_int_equal(rk_rseq_rx_init(&rx, slots, lanes, 100), 0);
+	rk_rseq_tx_init(&tx, slots, lanes);
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t seq, got;
 		uint32_t slot, lane, imm, rslot, len;
 
 		assert_int_equal(rk_rseq_tx_reserve(&tx, &seq, &slot, &lane, &imm), 0);
 		assert_true(seq == i);
-		assert_int_equal(lane, slot % 4);
+		assert_int_equal(lane, slot % lanes);
+		assert_int_equal(slot, (uint32_t)(i % slots));
 		assert_int_equal(
 		    rk_rseq_rx_accept(&rx, lane, imm, (uint32_t)(i % 101), &got, &rslot),
 		    RK_RING_OK);
@@ -54,9 +60,16 @@ static void in_order_across_wrap(void **state)
 		assert_int_equal(len, i % 101);
 		rk_rseq_rx_consume(&rx);
 		assert_int_equal(rk_rseq_tx_credit(&tx, rk_ring_credit_imm(rx.next)), 0);
-		assert_int_equal(rk_rseq_tx_credits(&tx), 16);
+		assert_int_equal(rk_rseq_tx_credits(&tx), slots);
 	}
 	rk_rseq_rx_fini(&rx);
+}
+
+static void in_order_across_wrap(void **state)
+{
+	(void)state;
+	wrap(16, 4);
+	wrap(6, 3);
 }
 
 static void credits_run_out_and_return(void **state)
@@ -166,7 +179,7 @@ static void refused(void **state)
 	assert_true(seq == rx.next + 3);
 	assert_string_equal(rk_ring_verdict_str(RK_RING_NOT_OWNED), "slot not owned by this lane");
 	rk_rseq_rx_fini(&rx);
-	assert_int_equal(rk_rseq_rx_init(&rx, 6, 1, 64), -EINVAL);
+	assert_int_equal(rk_rseq_rx_init(&rx, 6, 4, 64), -EINVAL);
 }
 
 int main(void)
