@@ -1,6 +1,7 @@
 /*
- * copy_msg.c - rk copy's control messages (HELLO, WELCOME, CREDIT, ERROR, PULL),
- * the rdma_cm hello's lane argument and a slot's immediate.
+ * copy_msg.c - rk copy's control messages (HELLO, WELCOME, RESULTS, ERROR, PULL)
+ * and the rdma_cm hello's lane argument. (A slot's immediate is the
+ * library's ring's: lib_ring_imm.)
  *
  * Asserts, for any bytes:
  *  - at most one decoder accepts them, that of the type cp_msg_peek names;
@@ -9,8 +10,8 @@
  *    when the text was printable; otherwise the decoded text is printable,
  *    NUL-terminated and within the caller's buffer, and re-encoding it
  *    decodes to the same);
- *  - cp_lane_parse / cp_imm_parse accept exactly what cp_lane_arg,
- *    cp_pull_arg / cp_imm produce, and give back their arguments.
+ *  - cp_lane_parse accepts exactly what cp_lane_arg and cp_pull_arg
+ *    produce, and gives back their arguments.
  */
 #include <string.h>
 
@@ -46,14 +47,13 @@ static void check_error(const uint8_t *data, size_t size, int type, size_t text_
 	FUZZ_CHECK(code2 == code && strcmp(text2, text) == 0);
 }
 
-static void check_lane_imm(const uint8_t *data, size_t size)
+static void check_lane(const uint8_t *data, size_t size)
 {
-	uint32_t v;
-	uint16_t nslots, slot, hlen;
 	unsigned lane;
+	uint32_t v;
 	int r;
 
-	if (size < 6)
+	if (size < 4)
 		return;
 	v = (uint32_t)data[0] << 24 | (uint32_t)data[1] << 16 | (uint32_t)data[2] << 8 | data[3];
 	r = cp_lane_parse(v, &lane);
@@ -64,11 +64,6 @@ static void check_lane_imm(const uint8_t *data, size_t size)
 		FUZZ_CHECK(lane < CP_MAX_LANES);
 		FUZZ_CHECK(cp_lane_arg(lane) == v);
 	}
-	nslots = (uint16_t)(data[4] << 8 | data[5]);
-	if (cp_imm_parse(v, nslots, &slot, &hlen) == 0) {
-		FUZZ_CHECK(slot < nslots && hlen >= CP_SLOT_HDR && hlen <= CP_HDR_SIZE);
-		FUZZ_CHECK(cp_imm(slot, hlen) == v);
-	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -76,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t enc[CP_MSG_MAX];
 	struct cp_hello h;
 	struct cp_welcome w;
-	struct cp_credit c;
+	struct cp_results c;
 	struct cp_pull p;
 	int type = cp_msg_peek(data, size), accepted = 0;
 
@@ -91,10 +86,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		same_bytes(data, size, enc, cp_welcome_encode(&w, enc, sizeof(enc)));
 		accepted++;
 	}
-	if (cp_credit_decode(data, size, &c) == 0) {
-		FUZZ_CHECK(type == CP_MSG_CREDIT);
+	if (cp_results_decode(data, size, &c) == 0) {
+		FUZZ_CHECK(type == CP_MSG_RESULTS);
 		FUZZ_CHECK(c.nres <= CP_MAX_RECORDS);
-		same_bytes(data, size, enc, cp_credit_encode(&c, enc, sizeof(enc)));
+		same_bytes(data, size, enc, cp_results_encode(&c, enc, sizeof(enc)));
 		accepted++;
 	}
 	if (cp_pull_decode(data, size, &p) == 0) {
@@ -110,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Text buffers of every size up to more than the longest text. */
 	check_error(data, size, type, 256);
 	check_error(data, size, type, size ? 1 + data[size - 1] % 64 : 1);
-	check_lane_imm(data, size);
+	check_lane(data, size);
 	return 0;
 }
 
@@ -126,7 +121,7 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 			       .max_files = 128,
 			       .max_file_size = 1ull << 40,
 			       .key = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
-	struct cp_credit c = {.slot = 3, .nres = 2};
+	struct cp_results c = {.seq = 3, .nres = 2};
 	int n;
 
 	n = cp_hello_encode(&h, buf, sizeof(buf));
@@ -155,24 +150,17 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	c.res[0] = (struct cp_result){.file_id = 1, .kind = CP_RES_READY, .offset = 4096};
 	c.res[1] =
 	    (struct cp_result){.file_id = 2, .kind = CP_RES_DONE, .code = CP_E_IO, .sys_errno = 28};
-	n = cp_credit_encode(&c, buf, sizeof(buf));
-	emit("credit", buf, (size_t)n);
+	n = cp_results_encode(&c, buf, sizeof(buf));
+	emit("results", buf, (size_t)n);
 	c.nres = 0;
-	n = cp_credit_encode(&c, buf, sizeof(buf));
-	emit("credit-empty", buf, (size_t)n);
+	n = cp_results_encode(&c, buf, sizeof(buf));
+	emit("results-empty", buf, (size_t)n);
 	n = cp_error_encode(CP_E_PROTO, "protocol error: bad slot", buf, sizeof(buf));
 	emit("error", buf, (size_t)n);
-	/* lane join of lane 3, then the immediate of slot 5 with a 112-byte header */
+	/* lane join of lane 3 */
 	buf[0] = (uint8_t)(cp_lane_arg(3) >> 24);
 	buf[1] = (uint8_t)(cp_lane_arg(3) >> 16);
 	buf[2] = (uint8_t)(cp_lane_arg(3) >> 8);
 	buf[3] = (uint8_t)cp_lane_arg(3);
-	buf[4] = 0;
-	buf[5] = 16;
-	emit("lane", buf, 6);
-	buf[0] = 0;
-	buf[1] = 5;
-	buf[2] = 0;
-	buf[3] = 112;
-	emit("imm", buf, 6);
+	emit("lane", buf, 4);
 }

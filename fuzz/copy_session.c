@@ -10,11 +10,11 @@
  * 4 KiB) and that many bytes of header block and of data. The slots go
  * through what the transport does with them: a private copy, the slot
  * reader, each record to cp_files_record, the results encoded as a
- * CREDIT; a record the session refuses (-EPROTO), a block the reader
+ * RESULTS; a record the session refuses (-EPROTO), a block the reader
  * refuses or a slot after BYE ends the session.
  *
  * Asserts, for any input:
- *  - every slot's results fit in one CREDIT, which encodes;
+ *  - every slot's results fit in one RESULTS, which encodes;
  *  - nothing outside DIR is created, removed, written or chmodded,
  *    whatever the names, planted links and temporaries;
  *  - without CP_F_FORCE the files that were in DIR (DIR/exists,
@@ -72,7 +72,7 @@ static int one_slot(struct cp_files *fs, const uint8_t *hdr_in, size_t hlen, con
 	static uint8_t hdr[CP_HDR_SIZE], data[CHUNK];
 	uint8_t msg[CP_MSG_MAX];
 	struct cp_slot_reader rd;
-	struct cp_credit c;
+	struct cp_results c;
 	struct cp_rec r;
 	int n;
 
@@ -90,7 +90,7 @@ static int one_slot(struct cp_files *fs, const uint8_t *hdr_in, size_t hlen, con
 	}
 	if (n < 0)
 		return -EPROTO;
-	FUZZ_CHECK(cp_credit_encode(&c, msg, sizeof(msg)) > 0);
+	FUZZ_CHECK(cp_results_encode(&c, msg, sizeof(msg)) > 0);
 	return 0;
 }
 
@@ -176,7 +176,7 @@ static void slot(const struct cp_rec *recs, unsigned n, const void *data, size_t
 	cp_slot_init(&w, block, sizeof(block));
 	for (unsigned i = 0; i < n; i++)
 		FUZZ_CHECK(cp_slot_add(&w, &recs[i]) == 0);
-	cp_slot_set_seq(&w, seq++);
+	cp_slot_finish(&w, seq++);
 	put16(w.len);
 	put16(dlen);
 	memcpy(sbuf + slen, block, w.len);

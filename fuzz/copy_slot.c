@@ -1,16 +1,17 @@
 /*
- * copy_slot.c - a slot's header block as rk serve reads it from the ring.
+ * copy_slot.c - a slot's message as rk serve copies it out of the ring: a
+ * header block, then the data.
  *
- * Input: 4 bytes (big-endian) of data length, the bytes the peer placed in
- * the data block; then the header block.
+ * Input: the message.
  *
  * Asserts, for any bytes:
- *  - cp_slot_seq agrees with the reader on the sequence number;
+ *  - cp_slot_split's header length lies within the message and the block
+ *    bounds;
  *  - every record the reader returns lies inside the block, its name inside
  *    the block and only on DIR / BEGIN, its data inside the data length and
  *    only on DATA;
  *  - a block read to its end is written back byte for byte by the writer
- *    (cp_slot_init / cp_slot_add / cp_slot_set_seq), which must find room
+ *    (cp_slot_init / cp_slot_add / cp_slot_finish), which must find room
  *    for every record the reader accepted.
  */
 #include <string.h>
@@ -24,21 +25,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cp_rec recs[CP_MAX_RECORDS];
 	struct cp_slot_reader rd;
 	struct cp_slot_writer w;
-	uint32_t data_len;
+	uint32_t data_len, hlen;
 	unsigned n = 0;
-	int64_t seq;
 	int r;
 
-	if (size < 4)
+	if (cp_slot_split(data, size, &hlen))
 		return 0;
-	data_len =
-	    (uint32_t)data[0] << 24 | (uint32_t)data[1] << 16 | (uint32_t)data[2] << 8 | data[3];
-	data += 4;
-	size -= 4;
-	seq = cp_slot_seq(data, size);
+	FUZZ_CHECK(hlen >= CP_SLOT_HDR && hlen <= CP_HDR_SIZE && hlen <= size);
+	data_len = (uint32_t)(size - hlen);
+	size = hlen; /* the block; the data follows it */
 	if (cp_slot_reader_init(&rd, data, size, data_len))
 		return 0;
-	FUZZ_CHECK(seq == rd.seq);
 	while ((r = cp_slot_next(&rd, &recs[n])) == 1) {
 		const struct cp_rec *e = &recs[n];
 
@@ -68,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(cp_slot_room(&w, recs[i].name_len));
 		FUZZ_CHECK(cp_slot_add(&w, &recs[i]) == 0);
 	}
-	cp_slot_set_seq(&w, rd.seq);
+	cp_slot_finish(&w, rd.seq);
 	FUZZ_CHECK(w.len == size);
 	FUZZ_CHECK(memcmp(block, data, size) == 0);
 	return 0;
@@ -77,19 +74,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 static void emit_block(fuzz_emit_fn *emit, const char *name, uint32_t data_len,
 		       const struct cp_rec *recs, unsigned n, uint32_t seq)
 {
-	static uint8_t buf[4 + CP_HDR_SIZE];
+	static uint8_t buf[CP_HDR_SIZE + 8192];
 	struct cp_slot_writer w;
 
-	buf[0] = (uint8_t)(data_len >> 24);
-	buf[1] = (uint8_t)(data_len >> 16);
-	buf[2] = (uint8_t)(data_len >> 8);
-	buf[3] = (uint8_t)data_len;
-	cp_slot_init(&w, buf + 4, CP_HDR_SIZE);
+	cp_slot_init(&w, buf, CP_HDR_SIZE);
 	for (unsigned i = 0; i < n; i++)
 		if (cp_slot_add(&w, &recs[i]))
 			abort();
-	cp_slot_set_seq(&w, seq);
-	emit(name, buf, 4 + w.len);
+	cp_slot_finish(&w, seq);
+	memset(buf + w.len, 0x5a, data_len);
+	emit(name, buf, w.len + data_len);
 }
 
 void fuzz_seeds(fuzz_emit_fn *emit)

@@ -28,13 +28,14 @@ struct lane {
 	struct rk_send_set *ss; /* sender only */
 	unsigned credits_out;	/* receiver: credit sends not yet completed */
 	int lost;		/* negative errno once dropped */
+	int keep;		/* dropped: the caller disconnects it */
 	struct rk_error why;
 };
 
 struct rk_ring_rx {
 	struct rk_ring_rx_seq seq;
 	struct rk_mr *mr;
-	int shared_rq;
+	int shared_rq, caller_disconnects;
 	uint32_t credit_every;
 	uint64_t credited; /* the delivered count last sent as credit */
 	unsigned next_credit_lane;
@@ -83,7 +84,8 @@ static int lose(struct lane *l, unsigned idx, int e, struct rk_error *err, const
 		rk_err_set_qp(&l->why, rk_conn_qp_num(l->conn));
 		rk_warn("%s", l->why.msg);
 		l->lost = -e;
-		rk_conn_disconnect(l->conn, 0, NULL);
+		if (!l->keep)
+			rk_conn_disconnect(l->conn, 0, NULL);
 	}
 	if (err)
 		*err = l->why;
@@ -119,6 +121,7 @@ static int rx_lane_init(struct rk_ring_rx *rx, unsigned i, struct rk_conn *conn,
 				    .wr_id_base = wrid_base(RK_RING_WRID_RX, i)};
 
 	rx->lanes[i].conn = conn;
+	rx->lanes[i].keep = rx->caller_disconnects;
 	if (rx->shared_rq)
 		return 0;
 	return rk_recv_set_create(conn, NULL, &ro, err, &rx->lanes[i].rs);
@@ -150,6 +153,7 @@ int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
 		return rk_err_set(err, ENOMEM, "rk_ring_rx_create", NULL);
 	rx->nlanes = nlanes;
 	rx->shared_rq = opts->shared_rq;
+	rx->caller_disconnects = opts->caller_disconnects;
 	rx->credit_every = opts->credit_every ? opts->credit_every : (slots / 4 ? slots / 4 : 1);
 	if (rx->credit_every > slots)
 		rx->credit_every = slots;

@@ -16,7 +16,8 @@
  * replayed one, a slot of another lane, a length beyond the slot, a SEND
  * where a write belongs, or a credit for messages never sent makes the
  * ring drop that lane, with a logged reason (rk_ring_*_lane_error), and
- * disconnect it; other lanes and other rings go on. Ordered delivery stops
+ * disconnect it (or leave that to the caller: caller_disconnects); other
+ * lanes and other rings go on. Ordered delivery stops
  * at the first message the lost lane owed: the caller rebuilds the ring.
  *
  * The slots are registered with remote write: the peer can change them at
@@ -89,10 +90,12 @@ struct rk_ring_peer {
 };
 
 struct rk_ring_rx_opts {
-	uint32_t slots;	       /* 0 = 64; at most 4096, a multiple of the lanes */
-	uint32_t slot_size;    /* 0 = 4096; at most 8 MiB (one WR on rxe) */
-	uint32_t credit_every; /* send credits after this many deliveries; 0 = slots / 4 */
-	int shared_rq;	       /* post no receives: the caller's set owns them (see above) */
+	uint32_t slots;		/* 0 = 64; at most 4096, a multiple of the lanes */
+	uint32_t slot_size;	/* 0 = 4096; at most 8 MiB (one WR on rxe) */
+	uint32_t credit_every;	/* send credits after this many deliveries; 0 = slots / 4 */
+	int shared_rq;		/* post no receives: the caller's set owns them (see above) */
+	int caller_disconnects; /* a lane dropped is only marked lost: the caller tells the
+				   peer why, say, then disconnects it */
 };
 
 /*

@@ -44,6 +44,7 @@
 #include <rdmakit/post.h>
 
 #include "copy_proto.h"
+#include "raw_ring.h"
 
 #define NRX	8
 #define CHUNK	65536u
@@ -104,6 +105,11 @@ static int recv_msg(struct cl *c, void *out, int timeout_ms)
 				return -1;
 			if (!(wc[i].opcode & IBV_WC_RECV))
 				continue;
+			if (wc[i].wc_flags & IBV_WC_WITH_IMM) { /* the ring's credit */
+				if (post_rx(c->conn, c, (unsigned)wc[i].wr_id))
+					return -1;
+				continue;
+			}
 			memcpy(out, (uint8_t *)rk_mr_addr(c->rx) + wc[i].wr_id * CP_MSG_MAX,
 			       wc[i].byte_len);
 			got = (int)wc[i].byte_len;
@@ -183,11 +189,12 @@ static void session_close(struct cl *c)
 }
 
 /*
- * Post slot 0 with the records in @w's block and @dlen bytes at TX_DATA,
- * and wait for its CREDIT into *@cr. 0, or -1 (no credit: gone, or ERROR).
+ * Post the next slot with the records in @w's block and @dlen bytes at
+ * TX_DATA (the block moved to sit right before them: one message), and
+ * wait for its RESULTS into *@cr. 0, or -1 (none: gone, or ERROR).
  */
 static int slot_roundtrip(struct cl *c, struct cp_slot_writer *w, uint32_t dlen,
-			  struct cp_credit *cr)
+			  struct cp_results *cr)
 {
 	uint8_t *tx = rk_mr_addr(c->tx);
 	uint8_t msg[CP_MSG_MAX];
@@ -196,26 +203,23 @@ static int slot_roundtrip(struct cl *c, struct cp_slot_writer *w, uint32_t dlen,
 	uint16_t code;
 	int n;
 
-	cp_slot_set_seq(w, c->seq++);
-	{
-		struct rk_wr wrs[2] = {
-		    {.op = RK_OP_WRITE,
-		     .addr = tx + TX_HDR,
-		     .len = (uint32_t)w->len,
-		     .lkey = rk_mr_lkey(c->tx),
-		     .remote_addr = c->w.ring_addr,
-		     .rkey = c->w.rkey},
-		    {.op = RK_OP_WRITE_IMM,
-		     .flags = RK_WR_SIGNALED,
-		     .addr = tx + TX_DATA,
-		     .len = dlen,
-		     .lkey = rk_mr_lkey(c->tx),
-		     .remote_addr = c->w.ring_addr + CP_HDR_SIZE,
-		     .rkey = c->w.rkey,
-		     .imm = cp_imm(0, (uint16_t)w->len)},
-		};
+	uint32_t seq = c->seq++;
 
-		if (rk_post_list(c->conn, wrs, 2, &e) != 2)
+	cp_slot_finish(w, seq);
+	memmove(tx + TX_DATA - w->len, tx + TX_HDR, w->len);
+	{
+		struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
+				   .flags = RK_WR_SIGNALED,
+				   .addr = tx + TX_DATA - w->len,
+				   .len = (uint32_t)w->len + dlen,
+				   .lkey = rk_mr_lkey(c->tx),
+				   .remote_addr =
+				       c->w.ring_addr + (uint64_t)raw_slot(c->w.nslots, seq) *
+							    cp_slot_stride(c->w.chunk),
+				   .rkey = c->w.rkey,
+				   .imm = raw_imm(c->w.nslots, seq)};
+
+		if (rk_post(c->conn, &wr, &e))
 			return -1;
 	}
 	n = recv_msg(c, msg, 10000);
@@ -226,7 +230,7 @@ static int slot_roundtrip(struct cl *c, struct cp_slot_writer *w, uint32_t dlen,
 		fprintf(stderr, "copy_abuse: server ERROR: %s\n", text);
 		return -1;
 	}
-	return cp_credit_decode(msg, (size_t)n, cr) || cr->slot != 0 ? -1 : 0;
+	return cp_results_decode(msg, (size_t)n, cr) || cr->seq != (uint16_t)seq ? -1 : 0;
 }
 
 static void slot_begin(struct cl *c, struct cp_slot_writer *w)
@@ -238,7 +242,7 @@ static int bye(struct cl *c)
 {
 	struct cp_slot_writer w;
 	struct cp_rec r = {.type = CP_REC_BYE};
-	struct cp_credit cr;
+	struct cp_results cr;
 
 	slot_begin(c, &w);
 	cp_slot_add(&w, &r);
@@ -250,7 +254,7 @@ static int do_open(struct cl *c, const char *tag, unsigned nfiles, const char *r
 	unsigned ready = 0, limited = 0, other = 0, id = 1, sent = 0;
 	char names[64][32];
 	struct cp_slot_writer w;
-	struct cp_credit cr;
+	struct cp_results cr;
 
 	while (sent < nfiles) {
 		unsigned k = 0;
@@ -314,7 +318,7 @@ static int do_idle(struct cl *c, unsigned every_ms, unsigned max_s)
 {
 	double t0 = now_s();
 	struct cp_slot_writer w;
-	struct cp_credit cr;
+	struct cp_results cr;
 	unsigned n = 0;
 
 	while (now_s() - t0 < max_s) {
@@ -399,7 +403,7 @@ static int do_oracle(struct cl *c, const char *name, uint64_t size, int nsecret,
 			   .name_len = (uint16_t)strlen(name)};
 	unsigned nproof = cp_proof_count(size, CHUNK);
 	struct cp_slot_writer w;
-	struct cp_credit cr;
+	struct cp_results cr;
 	int bad = 0;
 
 	random_bytes(r.hash, 16);
@@ -445,7 +449,7 @@ static int begin_one(struct cl *c, const char *name)
 			   .name = name,
 			   .name_len = (uint16_t)strlen(name)};
 	struct cp_slot_writer w;
-	struct cp_credit cr;
+	struct cp_results cr;
 
 	slot_begin(c, &w);
 	cp_slot_add(&w, &r);
@@ -503,7 +507,7 @@ static int do_replace(const char *addr, const char *port, const char *name)
 	{
 		struct cp_rec ab = {.type = CP_REC_ABORT, .file_id = 1};
 		struct cp_slot_writer w;
-		struct cp_credit cr;
+		struct cp_results cr;
 
 		slot_begin(&c, &w);
 		cp_slot_add(&w, &ab);

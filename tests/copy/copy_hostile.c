@@ -2,7 +2,10 @@
  * copy_hostile.c - clients that attack rk serve through the ring.
  *
  *   cross:   a victim session places a slot's header block (file
- *            "victim.bin") in its ring; an attacker, a session of its own,
+ *            "victim.bin") in its ring (rk serve's ring: a header block,
+ *            then the data, written by one WRITE WITH IMMEDIATE whose
+ *            immediate names the slot and the sequence, raw_ring.h); an
+ *            attacker, a session of its own,
  *            RDMA WRITEs a forged header block (file "stolen.bin") over it
  *            in the victim's ring with the victim's rkey and address -
  *            the strongest case: a real attacker has to guess them. The
@@ -11,7 +14,7 @@
  *            arrive exactly as sent, verified, and no "stolen.bin" appear.
  *   rewrite: a client posts a slot (one whole file: BEGIN, DATA, END) and
  *            then rewrites its data block over and over, alternating other
- *            content with the original, until the slot's CREDIT comes back.
+ *            content with the original, until the slot's RESULTS come back.
  *            Each file must either be committed with exactly the content
  *            that was hashed, or be refused (hash mismatch) and absent:
  *            never verified with other content.
@@ -33,6 +36,7 @@
 #include <rdmakit/post.h>
 
 #include "copy_proto.h"
+#include "raw_ring.h"
 
 #define NRX	 8
 #define RX_TAG	 1000u
@@ -81,14 +85,17 @@ static int prepare(struct rk_conn *conn, void *arg)
 /*
  * Wait up to 10 s for the next completion. A receive is reposted and its
  * message left in *@msg (*@len bytes); *@msg is NULL for a send, whose
- * status is returned in *@st.
+ * status is returned in *@st. The ring's credits (SENDs with an
+ * immediate) are reposted and passed over: one slot at a time needs none.
  */
 static int next_wc(struct cli *c, const uint8_t **msg, size_t *len, enum ibv_wc_status *st)
 {
 	struct ibv_wc wc;
 	struct rk_error e;
-	int n = rk_cq_wait(rk_conn_cq(c->conn), &wc, 1, 10000, &e);
+	int n;
 
+again:
+	n = rk_cq_wait(rk_conn_cq(c->conn), &wc, 1, 10000, &e);
 	if (n <= 0)
 		return n ? n : -ETIMEDOUT;
 	*st = wc.status;
@@ -98,10 +105,12 @@ static int next_wc(struct cli *c, const uint8_t **msg, size_t *len, enum ibv_wc_
 
 		if (wc.status != IBV_WC_SUCCESS)
 			return -EIO;
-		*msg = (const uint8_t *)rk_mr_addr(c->rx) + (size_t)i * CP_MSG_MAX;
-		*len = wc.byte_len;
 		/* The buffer stays valid until NRX more messages arrive. */
 		post_rx(c->conn, c->rx, i);
+		if (wc.wc_flags & IBV_WC_WITH_IMM)
+			goto again;
+		*msg = (const uint8_t *)rk_mr_addr(c->rx) + (size_t)i * CP_MSG_MAX;
+		*len = wc.byte_len;
 		return 0;
 	}
 	c->sends--;
@@ -198,7 +207,10 @@ static void fill(uint8_t *p, size_t len, uint32_t seed)
 	}
 }
 
-/* Header block of slot 0, sequence @seq: one whole file @name of @data. */
+/*
+ * Header block of sequence @seq at @buf: one whole file @name of @data. The
+ * message is the block and the data right after it (see place()).
+ */
 static size_t whole_file_block(uint8_t *buf, uint32_t seq, uint32_t id, const char *name,
 			       const uint8_t *data, uint32_t len)
 {
@@ -215,20 +227,38 @@ static size_t whole_file_block(uint8_t *buf, uint32_t seq, uint32_t id, const ch
 	cp_hash128(data, len, rec.hash);
 	memcpy(end.hash, rec.hash, 16);
 	cp_slot_init(&w, buf, CP_HDR_SIZE);
-	cp_slot_set_seq(&w, seq);
 	if (cp_slot_add(&w, &begin) || cp_slot_add(&w, &rec) || cp_slot_add(&w, &end))
 		return 0;
+	cp_slot_finish(&w, seq);
 	return w.len;
 }
 
-/* Wait for the CREDIT of slot 0 and the DONE of file @id in it; its code, or -1. */
+/*
+ * @blk holds a header block of @hlen bytes at its start and the data at
+ * CP_HDR_SIZE: move the block to sit right before the data; the message's
+ * start.
+ */
+static uint8_t *place(uint8_t *blk, size_t hlen)
+{
+	memmove(blk + CP_HDR_SIZE - hlen, blk, hlen);
+	return blk + CP_HDR_SIZE - hlen;
+}
+
+/* Where slot @seq's message goes in @c's ring. */
+static uint64_t slot_addr(const struct cli *c, uint32_t seq)
+{
+	return c->wel.ring_addr +
+	       (uint64_t)raw_slot(c->wel.nslots, seq) * cp_slot_stride(c->wel.chunk);
+}
+
+/* Wait for the RESULTS of slot 0 and the DONE of file @id in it; its code, or -1. */
 static int wait_done(struct cli *c, uint32_t id)
 {
-	struct cp_credit cr;
+	struct cp_results cr;
 	const uint8_t *msg;
 	size_t len;
 
-	if (next_msg(c, &msg, &len) || cp_credit_decode(msg, len, &cr) || cr.slot != 0)
+	if (next_msg(c, &msg, &len) || cp_results_decode(msg, len, &cr) || cr.seq != 0)
 		return -1;
 	for (unsigned i = 0; i < cr.nres; i++)
 		if (cr.res[i].file_id == id && cr.res[i].kind == CP_RES_DONE)
@@ -312,14 +342,14 @@ static void cross(struct rk_device *dev, const char *addr, const char *port, con
 	else
 		printf("ok   attacker's WRITE into another session's ring: %s on its own QP\n",
 		       ibv_wc_status_str(st));
-	/* 3. The victim posts its data as usual and gets its file committed. */
+	/* 3. The victim posts its message as usual and gets its file committed. */
 	if (post(&v, &(struct rk_wr){.op = RK_OP_WRITE_IMM,
-				     .addr = vh + CP_HDR_SIZE,
-				     .len = CHUNK,
+				     .addr = place(vh, vlen),
+				     .len = (uint32_t)vlen + CHUNK,
 				     .lkey = rk_mr_lkey(v.tx),
-				     .remote_addr = v.wel.ring_addr + CP_HDR_SIZE,
+				     .remote_addr = slot_addr(&v, 0),
 				     .rkey = v.wel.rkey,
-				     .imm = cp_imm(0, (uint16_t)vlen)})) {
+				     .imm = raw_imm(v.wel.nslots, 0)})) {
 		FAIL("cross: the victim's data WRITE");
 		goto out;
 	}
@@ -340,38 +370,34 @@ out:
 }
 
 /*
- * Post @orig's bytes as file @id's data, wait @delay_us, then rewrite one
- * SLICE of them in the ring with other content and the original in turn,
- * INFLIGHT WRITEs at a time, until the CREDIT. The delay sweeps the moment
- * the rewrites start across the server's copy, hash, pwrite and whole-file
+ * Post slot @seq, the header block of @hlen bytes in @orig and @orig's
+ * bytes as file @id's data, wait @delay_us, then rewrite one SLICE of the
+ * data in the ring with other content and the original in turn, INFLIGHT
+ * WRITEs at a time, until the RESULTS. The delay sweeps the moment the
+ * rewrites start across the server's copy, hash, pwrite and whole-file
  * hash of the slot. The DONE code of @id, or -1.
  */
-static int post_and_rewrite(struct cli *c, size_t hlen, uint32_t id, struct rk_mr *orig,
-			    unsigned delay_us)
+static int post_and_rewrite(struct cli *c, uint32_t seq, size_t hlen, uint32_t id,
+			    struct rk_mr *orig, unsigned delay_us)
 {
 	size_t at = CHUNK - SLICE * (1 + id % 8);
 	uint8_t *other = (uint8_t *)rk_mr_addr(c->tx) + CP_HDR_SIZE + at;
-	uint64_t data = c->wel.ring_addr + CP_HDR_SIZE;
+	uint8_t *mine = (uint8_t *)rk_mr_addr(orig) + CP_HDR_SIZE + at;
+	uint64_t data = slot_addr(c, seq) + hlen;
 	enum ibv_wc_status st;
-	struct cp_credit cr;
+	struct cp_results cr;
 	const uint8_t *msg;
 	unsigned sent = 0;
 	int code = -1;
 	size_t len;
 
-	if (post(c, &(struct rk_wr){.op = RK_OP_WRITE,
-				    .addr = rk_mr_addr(c->tx),
-				    .len = (uint32_t)hlen,
-				    .lkey = rk_mr_lkey(c->tx),
-				    .remote_addr = c->wel.ring_addr,
-				    .rkey = c->wel.rkey}) ||
-	    post(c, &(struct rk_wr){.op = RK_OP_WRITE_IMM,
-				    .addr = rk_mr_addr(orig),
-				    .len = CHUNK,
+	if (post(c, &(struct rk_wr){.op = RK_OP_WRITE_IMM,
+				    .addr = place(rk_mr_addr(orig), hlen),
+				    .len = (uint32_t)hlen + CHUNK,
 				    .lkey = rk_mr_lkey(orig),
-				    .remote_addr = data,
+				    .remote_addr = slot_addr(c, seq),
 				    .rkey = c->wel.rkey,
-				    .imm = cp_imm(0, (uint16_t)hlen)}))
+				    .imm = raw_imm(c->wel.nslots, seq)}))
 		return -1;
 	usleep(delay_us);
 	for (;;) {
@@ -379,9 +405,7 @@ static int post_and_rewrite(struct cli *c, size_t hlen, uint32_t id, struct rk_m
 			struct rk_mr *from = sent++ & 1 ? orig : c->tx;
 
 			if (post(c, &(struct rk_wr){.op = RK_OP_WRITE,
-						    .addr = from == orig
-								? (uint8_t *)rk_mr_addr(orig) + at
-								: other,
+						    .addr = from == orig ? mine : other,
 						    .len = SLICE,
 						    .lkey = rk_mr_lkey(from),
 						    .remote_addr = data + at,
@@ -393,7 +417,7 @@ static int post_and_rewrite(struct cli *c, size_t hlen, uint32_t id, struct rk_m
 		if (msg)
 			break;
 	}
-	if (cp_credit_decode(msg, len, &cr))
+	if (cp_results_decode(msg, len, &cr))
 		return -1;
 	for (unsigned i = 0; i < cr.nres; i++)
 		if (cr.res[i].file_id == id && cr.res[i].kind == CP_RES_DONE)
@@ -412,29 +436,31 @@ static void rewrite(struct rk_device *dev, const char *addr, const char *port, c
 	struct cli c = {0};
 	struct rk_error e;
 
-	if (rk_mr_alloc(dev, CHUNK, RK_ACCESS_LOCAL, &e, &orig) || cli_open(dev, addr, port, &c)) {
+	if (rk_mr_alloc(dev, CP_HDR_SIZE + CHUNK, RK_ACCESS_LOCAL, &e, &orig) ||
+	    cli_open(dev, addr, port, &c)) {
 		FAIL("rewrite: cannot set up the session");
 		goto out;
 	}
 	/* The other content: tx's data block, the same length. */
 	fill((uint8_t *)rk_mr_addr(c.tx) + CP_HDR_SIZE, CHUNK, 99);
 	for (uint32_t t = 0; t < TRIALS && !failures; t++) {
+		uint8_t *want = (uint8_t *)rk_mr_addr(orig) + CP_HDR_SIZE;
 		char name[32];
 		size_t hlen;
 		int code;
 
 		snprintf(name, sizeof(name), "race.%u", (unsigned)t);
-		fill(rk_mr_addr(orig), CHUNK, 1000 + t);
-		hlen = whole_file_block(rk_mr_addr(c.tx), t, t + 1, name, rk_mr_addr(orig), CHUNK);
-		code = hlen ? post_and_rewrite(&c, hlen, t + 1, orig, (t % 10) * 3000) : -1;
+		fill(want, CHUNK, 1000 + t);
+		hlen = whole_file_block(rk_mr_addr(orig), t, t + 1, name, want, CHUNK);
+		code = hlen ? post_and_rewrite(&c, t, hlen, t + 1, orig, (t % 10) * 3000) : -1;
 		if (code == CP_OK) {
 			committed++;
-			if (file_is(dir, name, rk_mr_addr(orig), CHUNK) != 0)
+			if (file_is(dir, name, want, CHUNK) != 0)
 				FAIL("rewrite: %s verified with content other than what was hashed",
 				     name);
 		} else if (code == CP_E_HASH) {
 			refused++;
-			if (file_is(dir, name, rk_mr_addr(orig), CHUNK) != -1)
+			if (file_is(dir, name, want, CHUNK) != -1)
 				FAIL("rewrite: %s refused, yet it exists", name);
 		} else {
 			FAIL("rewrite: %s: %d (%s)", name, code,

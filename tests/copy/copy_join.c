@@ -4,7 +4,8 @@
  * past CP_MAX_LANES dressed up as joins, a join without a key, and a client
  * of protocol version 1. Each must end in a rejection whose reason text
  * says why. Then a real session that writes a slot whose sequence number
- * lies outside the window: the server must answer with a protocol ERROR.
+ * (in the ring's immediate and its header block) lies outside the window:
+ * the server must answer with a protocol ERROR.
  *
  * usage: copy_join ADDR PORT   (an rk serve listening there; RK_DEV set)
  */
@@ -20,6 +21,7 @@
 #include <rdmakit/post.h>
 
 #include "copy_proto.h"
+#include "raw_ring.h"
 
 static int failures;
 
@@ -113,26 +115,22 @@ static void bad_sequence(struct rk_device *dev, const char *addr, const char *po
 			goto out;
 		}
 	}
-	/* Our slot 0 header: well formed, but stamped far ahead of the window. */
+	/* A header block, well formed, but stamped far ahead of the window. */
 	post_recv(conn, rx);
 	cp_slot_init(&w, rk_mr_addr(tx), CP_HDR_SIZE);
-	cp_slot_set_seq(&w, 1000);
+	cp_slot_finish(&w, 1000);
 	{
-		struct rk_wr wrs[2] = {
-		    {.op = RK_OP_WRITE,
-		     .addr = rk_mr_addr(tx),
-		     .len = (uint32_t)w.len,
-		     .lkey = rk_mr_lkey(tx),
-		     .remote_addr = wel.ring_addr,
-		     .rkey = wel.rkey},
-		    {.op = RK_OP_WRITE_IMM,
-		     .flags = RK_WR_SIGNALED,
-		     .remote_addr = wel.ring_addr + CP_HDR_SIZE,
-		     .rkey = wel.rkey,
-		     .imm = cp_imm(0, (uint16_t)w.len)},
-		};
+		struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
+				   .flags = RK_WR_SIGNALED,
+				   .addr = rk_mr_addr(tx),
+				   .len = (uint32_t)w.len,
+				   .lkey = rk_mr_lkey(tx),
+				   .remote_addr = wel.ring_addr + raw_slot(wel.nslots, 1000) *
+								      cp_slot_stride(wel.chunk),
+				   .rkey = wel.rkey,
+				   .imm = raw_imm(wel.nslots, 1000)};
 
-		if (rk_post_list(conn, wrs, 2, &e) != 2 || (n = wait_recv(conn)) < 0 ||
+		if (rk_post(conn, &wr, &e) || (n = wait_recv(conn)) < 0 ||
 		    cp_error_decode(rk_mr_addr(rx), (size_t)n, &code, text, sizeof(text)) ||
 		    code != CP_E_PROTO) {
 			printf("FAIL bad sequence: no protocol ERROR from the server\n");

@@ -40,7 +40,7 @@ static char top[PATH_MAX], dir[PATH_MAX], outside[PATH_MAX];
 struct sess {
 	struct cp_server srv;
 	struct cp_files fs;
-	struct cp_credit c; /* the results of the last record */
+	struct cp_results c; /* the results of the last record */
 };
 
 static void path_in(char *out, const char *base, const char *rel)

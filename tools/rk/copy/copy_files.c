@@ -80,7 +80,7 @@ static void close_file(struct cp_rfile *f, int unlink_tmp)
 	f->fd = f->dirfd = -1;
 }
 
-static void result(struct cp_credit *c, uint32_t id, uint8_t kind, uint16_t code, int sys_errno,
+static void result(struct cp_results *c, uint32_t id, uint8_t kind, uint16_t code, int sys_errno,
 		   uint64_t offset)
 {
 	struct cp_result *r = &c->res[c->nres++];
@@ -94,7 +94,7 @@ static void result(struct cp_credit *c, uint32_t id, uint8_t kind, uint16_t code
 }
 
 /* Fail @f: one DONE with the reason, a log line, the temporary removed. */
-static void fail_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *f, uint16_t code,
+static void fail_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f, uint16_t code,
 		      int sys_errno, uint64_t offset, int unlink_tmp)
 {
 	result(c, f->id, CP_RES_DONE, code, sys_errno, offset);
@@ -173,7 +173,7 @@ static int free_space_ok(int dirfd, uint64_t need)
  * and the answer is yes (up to date) or no (exists): nothing about the
  * file itself goes back.
  */
-static void begin_existing(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *f,
+static void begin_existing(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
 			   const struct stat *fin, const uint8_t *whole)
 {
 	struct stat now;
@@ -365,7 +365,7 @@ static int resolve_into(int rootfd, char *name, char *parent, char *leaf)
 	return 0;
 }
 
-static void begin_file(struct cp_files *fs, struct cp_credit *c, const struct cp_rec *r,
+static void begin_file(struct cp_files *fs, struct cp_results *c, const struct cp_rec *r,
 		       const uint8_t *data)
 {
 	int resume = (fs->flags & CP_F_RESUME) && (r->flags & CP_BEGIN_PROOF);
@@ -464,7 +464,7 @@ static void begin_file(struct cp_files *fs, struct cp_credit *c, const struct cp
 		result(c, f->id, CP_RES_READY, CP_OK, 0, f->next_off);
 }
 
-static void data_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *f,
+static void data_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
 		      const struct cp_rec *r, const uint8_t *data)
 {
 	uint8_t h[16];
@@ -509,7 +509,7 @@ static int commit_rename(int dirfd, const char *tmp, const char *leaf, unsigned 
 	return renameat(dirfd, tmp, dirfd, leaf);
 }
 
-static void end_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *f,
+static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
 		     const struct cp_rec *r)
 {
 	unsigned flags = (fs->flags & CP_F_FORCE) ? 0 : RENAME_NOREPLACE;
@@ -562,7 +562,7 @@ static void end_file(struct cp_files *fs, struct cp_credit *c, struct cp_rfile *
 	close_file(f, 0);
 }
 
-static void make_dir(struct cp_files *fs, struct cp_credit *c, const struct cp_rec *r)
+static void make_dir(struct cp_files *fs, struct cp_results *c, const struct cp_rec *r)
 {
 	char name[CP_NAME_MAX + 1];
 	int fd;
@@ -590,7 +590,7 @@ static void make_dir(struct cp_files *fs, struct cp_credit *c, const struct cp_r
 }
 
 /* Whether the record just handled ended in a success (for --idle). */
-static int done_ok(const struct cp_credit *c, unsigned before)
+static int done_ok(const struct cp_results *c, unsigned before)
 {
 	const struct cp_result *r;
 
@@ -610,7 +610,7 @@ static int done_ok(const struct cp_credit *c, unsigned before)
  * date: CP_ENTRY_BYTES each, and an up-to-date file's verified bytes); not
  * files begun, refused or failed, and not empty slots.
  */
-int cp_files_record(struct cp_files *fs, struct cp_credit *c, const struct cp_rec *r,
+int cp_files_record(struct cp_files *fs, struct cp_results *c, const struct cp_rec *r,
 		    const uint8_t *data)
 {
 	unsigned before = c->nres;

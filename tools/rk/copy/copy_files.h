@@ -87,7 +87,7 @@ int cp_files_init(struct cp_files *fs, const struct cp_server *srv, const char *
  * out of line (the session must end). Blocks on file I/O (pwrite, fsync,
  * hashing a resumed prefix).
  */
-int cp_files_record(struct cp_files *fs, struct cp_credit *c, const struct cp_rec *r,
+int cp_files_record(struct cp_files *fs, struct cp_results *c, const struct cp_rec *r,
 		    const uint8_t *data);
 
 /* cp_files_close - close every open file, keeping the temporaries (for --resume); free. */

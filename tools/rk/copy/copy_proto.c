@@ -48,28 +48,12 @@ int cp_lane_parse(uint32_t app_arg, unsigned *lane)
 	return 1;
 }
 
-uint32_t cp_imm(uint16_t slot, uint16_t hdr_len)
-{
-	return (uint32_t)slot << 16 | hdr_len;
-}
-
-int cp_imm_parse(uint32_t imm, uint16_t nslots, uint16_t *slot, uint16_t *hdr_len)
-{
-	uint16_t s = (uint16_t)(imm >> 16), h = (uint16_t)imm;
-
-	if (s >= nslots || h < CP_SLOT_HDR || h > CP_HDR_SIZE)
-		return -EBADMSG;
-	*slot = s;
-	*hdr_len = h;
-	return 0;
-}
-
 /* ---- control messages ---- */
 
 /* Payload sizes by type: exact for fixed ones, bounds for the others. */
 #define HELLO_LEN   (12 + CP_KEY_LEN + 12)
 #define WELCOME_LEN (36 + CP_KEY_LEN)
-#define CREDIT_MIN  4
+#define RESULTS_MIN 4
 #define ERROR_MIN   4
 #define ERROR_TEXT  200
 
@@ -102,7 +86,7 @@ int cp_msg_peek(const void *buf, size_t len)
 	switch (p[5]) {
 	case CP_MSG_HELLO:
 	case CP_MSG_WELCOME:
-	case CP_MSG_CREDIT:
+	case CP_MSG_RESULTS:
 	case CP_MSG_ERROR:
 	case CP_MSG_PULL:
 		return p[5];
@@ -204,17 +188,17 @@ int cp_welcome_decode(const void *buf, size_t len, struct cp_welcome *w)
 	return 0;
 }
 
-int cp_credit_encode(const struct cp_credit *c, void *buf, size_t len)
+int cp_results_encode(const struct cp_results *c, void *buf, size_t len)
 {
-	size_t plen = CREDIT_MIN + (size_t)c->nres * CP_RESULT_SIZE;
+	size_t plen = RESULTS_MIN + (size_t)c->nres * CP_RESULT_SIZE;
 	uint8_t *p = buf;
 
-	if (c->nres > CP_MAX_RECORDS || msg_header(p, len, CP_MSG_CREDIT, plen))
+	if (c->nres > CP_MAX_RECORDS || msg_header(p, len, CP_MSG_RESULTS, plen))
 		return -ENOSPC;
 	p += CP_MSG_HDR;
-	rk_put16(p, c->slot);
+	rk_put16(p, c->seq);
 	rk_put16(p + 2, c->nres);
-	p += CREDIT_MIN;
+	p += RESULTS_MIN;
 	for (unsigned i = 0; i < c->nres; i++, p += CP_RESULT_SIZE) {
 		const struct cp_result *r = &c->res[i];
 
@@ -229,18 +213,18 @@ int cp_credit_encode(const struct cp_credit *c, void *buf, size_t len)
 	return (int)(CP_MSG_HDR + plen);
 }
 
-int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c)
+int cp_results_decode(const void *buf, size_t len, struct cp_results *c)
 {
 	size_t n;
-	const uint8_t *p = payload(buf, len, CP_MSG_CREDIT, &n);
+	const uint8_t *p = payload(buf, len, CP_MSG_RESULTS, &n);
 
-	if (!p || n < CREDIT_MIN)
+	if (!p || n < RESULTS_MIN)
 		return -EBADMSG;
-	c->slot = rk_get16(p);
+	c->seq = rk_get16(p);
 	c->nres = rk_get16(p + 2);
-	if (c->nres > CP_MAX_RECORDS || n != CREDIT_MIN + (size_t)c->nres * CP_RESULT_SIZE)
+	if (c->nres > CP_MAX_RECORDS || n != RESULTS_MIN + (size_t)c->nres * CP_RESULT_SIZE)
 		return -EBADMSG;
-	p += CREDIT_MIN;
+	p += RESULTS_MIN;
 	for (unsigned i = 0; i < c->nres; i++, p += CP_RESULT_SIZE) {
 		struct cp_result *r = &c->res[i];
 
@@ -386,18 +370,24 @@ void cp_slot_init(struct cp_slot_writer *w, void *buf, size_t cap)
 	rk_put32(w->buf + 12, 0);
 }
 
-void cp_slot_set_seq(struct cp_slot_writer *w, uint32_t seq)
+void cp_slot_finish(struct cp_slot_writer *w, uint32_t seq)
 {
 	rk_put32(w->buf + 8, seq);
+	rk_put32(w->buf + 12, (uint32_t)w->len);
 }
 
-int64_t cp_slot_seq(const void *buf, size_t len)
+int cp_slot_split(const void *buf, size_t len, uint32_t *hlen)
 {
 	const uint8_t *p = buf;
+	uint32_t h;
 
 	if (len < CP_SLOT_HDR || rk_get32(p) != CP_SLOT_MAGIC)
 		return -EBADMSG;
-	return rk_get32(p + 8);
+	h = rk_get32(p + 12);
+	if (h < CP_SLOT_HDR || h > CP_HDR_SIZE || h > len)
+		return -EBADMSG;
+	*hlen = h;
+	return 0;
 }
 
 int cp_slot_room(const struct cp_slot_writer *w, size_t name_len)
@@ -436,7 +426,7 @@ int cp_slot_reader_init(struct cp_slot_reader *rd, const void *buf, size_t len, 
 	const uint8_t *p = buf;
 
 	if (len < CP_SLOT_HDR || len > CP_HDR_SIZE || rk_get32(p) != CP_SLOT_MAGIC ||
-	    rk_get16(p + 4) > CP_MAX_RECORDS || rk_get16(p + 6) != 0 || rk_get32(p + 12) != 0)
+	    rk_get16(p + 4) > CP_MAX_RECORDS || rk_get16(p + 6) != 0 || rk_get32(p + 12) != len)
 		return -EBADMSG;
 	rd->buf = p;
 	rd->len = len;

@@ -5,34 +5,36 @@
  *
  * Two channels share one RC connection:
  *
- *  1. Control messages (SEND): a 12-byte header {magic "RKCP", u8 version,
- *     u8 type, u16 zero, u32 payload length} then the payload. The client
- *     sends one, HELLO (chunk size, depth, flags, lanes, the key of the
- *     session it replaces after a reconnect); everything else
- *     flows server -> client: WELCOME (the ring and a session key), CREDIT
- *     (a slot given back plus per-file results), ERROR (fatal, with text).
+ *  1. Control messages (SEND without immediate): a 12-byte header {magic
+ *     "RKCP", u8 version, u8 type, u16 zero, u32 payload length} then the
+ *     payload. The client sends one, HELLO (chunk size, depth, flags,
+ *     lanes, the key of the session it replaces after a reconnect);
+ *     everything else flows server -> client: WELCOME (the ring and a
+ *     session key), RESULTS (per-file results of one slot's records),
+ *     ERROR (fatal, with text).
  *
- *  2. The ring: the receiver registers NSLOTS slots, each a header block
- *     (CP_HDR_SIZE bytes of records) followed by a data block (chunk bytes).
- *     The sender owns a slot between receiving it as a credit and posting
- *     it: an RDMA WRITE of the records into the header block, then an RDMA
- *     WRITE WITH IMMEDIATE of the data into the data block. The immediate
- *     names the slot and the header length; the completion's byte count is
- *     the data length. Records say what the data is (file, offset, chunk
- *     hash) and also carry directory entries, file begin/end and bye, so a
- *     tree of small files travels many files per slot with no round trip
- *     per file, and control traffic needs no flow control of its own: every
- *     slot the sender posts is answered by exactly one CREDIT.
+ *  2. The ring: librdmakit's credit ring (rdmakit/ring.h) with NSLOTS
+ *     slots of cp_slot_stride(chunk) bytes at the receiver. Message number
+ *     seq goes into slot seq mod NSLOTS over lane slot mod LANES, one
+ *     RDMA WRITE WITH IMMEDIATE (the ring's immediate: slot and sequence);
+ *     the ring gives credits back (0-byte SENDs with immediate) as the
+ *     receiver copies messages out, and puts what comes over several
+ *     lanes back in order. A message is a header block of records (its
+ *     length inside it, at most CP_HDR_SIZE) followed directly by the data
+ *     (at most chunk bytes). Records say what the data is (file, offset,
+ *     chunk hash) and also carry directory entries, file begin/end and
+ *     bye, so a tree of small files travels many files per slot with no
+ *     round trip per file. Every slot the receiver handles is answered by
+ *     exactly one RESULTS, on lane 0 in sequence, so control traffic needs
+ *     no flow control of its own: the receiver takes the next slot only
+ *     with a send buffer free for its RESULTS.
  *
  * Lanes (--num-qp N): the first connection is lane 0 and carries HELLO and
  * WELCOME; lanes 1..N-1 are more RC connections whose rdma_cm hello names
  * the lane and carries the 16-byte session key from WELCOME instead of the
- * access token. Slots are shared by all lanes; a slot's header block and
- * data go over one lane (RC keeps the two in order) and its CREDIT comes
- * back on the same lane. Slots may arrive out of order across lanes, so
- * each header block carries a sequence number and the receiver handles
- * slots strictly in sequence: file data, the streaming whole-file hash and
- * records stay in the order the sender wrote them.
+ * access token. The ring orders the slots of all lanes: file data, the
+ * streaming whole-file hash and records are handled in the order the
+ * sender wrote them; each header block repeats its sequence number.
  *
  * All integers are big-endian. Hashes are XXH3-128 (high half first).
  */
@@ -58,15 +60,17 @@
 
 #define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
 #define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
-#define CP_VERSION    6 /* 3: resume by proof; 4: CP_BEGIN_INTO; 5: CP_F_REPLACES; 6: totals */
-#define CP_APP_ID     0x524b4350u /* rdma_cm hello app_id of rk copy */
+#define CP_VERSION                                                                                 \
+	7 /* 3: resume by proof; 4: CP_BEGIN_INTO; 5: CP_F_REPLACES; 6: totals; 7: the library's   \
+	     ring */
+#define CP_APP_ID 0x524b4350u /* rdma_cm hello app_id of rk copy */
 
 #define CP_MSG_HDR	12
 #define CP_MSG_MAX	4096	   /* largest control message */
 #define CP_HDR_SIZE	4096	   /* a slot's header block */
-#define CP_SLOT_HDR	16	   /* magic, nrec, zero, seq, zero */
+#define CP_SLOT_HDR	16	   /* magic, nrec, zero, seq, the block's length */
 #define CP_REC_FIXED	48	   /* a record without its name */
-#define CP_MAX_RECORDS	64	   /* per slot, so one CREDIT holds every result */
+#define CP_MAX_RECORDS	64	   /* per slot, so one RESULTS holds every result */
 #define CP_NAME_MAX	1024	   /* bytes of a relative destination path */
 #define CP_COMP_MAX	240	   /* bytes of one path component (room for ".X.rkpart") */
 #define CP_CHUNK_MIN	4096u	   /* smallest chunk */
@@ -82,7 +86,7 @@
 enum cp_msg_type {
 	CP_MSG_HELLO = 1,   /* C->S: chunk, depth, flags */
 	CP_MSG_WELCOME = 2, /* S->C: ring and limits */
-	CP_MSG_CREDIT = 3,  /* S->C: a slot back, results of its records */
+	CP_MSG_RESULTS = 3, /* S->C: the results of one slot's records */
 	CP_MSG_ERROR = 4,   /* S->C: fatal, code and text */
 	CP_MSG_PULL = 5,    /* C->S: what to fetch (a server with --read) */
 };
@@ -140,24 +144,24 @@ struct cp_pull {
 	const char *src[CP_PULL_MAX_SRC];
 };
 
-/* cp_slot_stride - a ring slot's bytes: its header block, then @chunk data rounded up to 4 KiB. */
+/* cp_slot_stride - a ring slot's bytes: room for a header block, then @chunk data, in 4 KiB. */
 static inline size_t cp_slot_stride(uint32_t chunk)
 {
 	return CP_HDR_SIZE + ((size_t)chunk + 4095) / 4096 * 4096;
 }
 
 struct cp_welcome {
-	uint64_t ring_addr; /* slot i header block at ring_addr + i * cp_slot_stride(chunk) */
+	uint64_t ring_addr; /* slot i at ring_addr + i * cp_slot_stride(chunk) */
 	uint32_t rkey;
 	uint32_t chunk;	 /* data bytes per slot (the client's chunk) */
-	uint16_t nslots; /* credits the client starts with */
+	uint16_t nslots; /* ring slots: a multiple of the lanes */
 	uint16_t max_name;
 	uint32_t max_files;	 /* per connection */
 	uint64_t max_file_size;	 /* bytes */
 	uint8_t key[CP_KEY_LEN]; /* lanes 1.. join with it */
 };
 
-/* Result kinds and codes carried by CREDIT. */
+/* Result kinds and codes carried by RESULTS. */
 enum cp_result_kind {
 	CP_RES_READY = 1, /* file may start at offset (a prefix the client proved) */
 	CP_RES_DONE = 2,  /* terminal: code says how */
@@ -190,8 +194,8 @@ struct cp_result {
 	uint64_t offset;    /* READY: start; DONE with CP_E_HASH: where */
 };
 
-struct cp_credit {
-	uint16_t slot;
+struct cp_results {
+	uint16_t seq; /* the slot's sequence number, low 16 bits */
 	uint16_t nres;
 	struct cp_result res[CP_MAX_RECORDS];
 };
@@ -266,10 +270,6 @@ int cp_lane_parse(uint32_t app_arg, unsigned *lane);
 #define CP_LANE_PULL (1u << 30)
 uint32_t cp_pull_arg(void);
 
-/* cp_imm - the immediate of a slot's data WRITE; cp_imm_parse checks it. */
-uint32_t cp_imm(uint16_t slot, uint16_t hdr_len);
-int cp_imm_parse(uint32_t imm, uint16_t nslots, uint16_t *slot, uint16_t *hdr_len);
-
 /*
  * Control messages. Encoders return the byte count or -ENOSPC. cp_msg_peek
  * validates the header of a received message of @len bytes: magic,
@@ -282,8 +282,8 @@ int cp_hello_encode(const struct cp_hello *h, void *buf, size_t len);
 int cp_hello_decode(const void *buf, size_t len, struct cp_hello *h);
 int cp_welcome_encode(const struct cp_welcome *w, void *buf, size_t len);
 int cp_welcome_decode(const void *buf, size_t len, struct cp_welcome *w);
-int cp_credit_encode(const struct cp_credit *c, void *buf, size_t len);
-int cp_credit_decode(const void *buf, size_t len, struct cp_credit *c);
+int cp_results_encode(const struct cp_results *c, void *buf, size_t len);
+int cp_results_decode(const void *buf, size_t len, struct cp_results *c);
 /* PULL: -ENOSPC when the sources do not fit one CP_MSG_MAX message. */
 int cp_pull_encode(const struct cp_pull *p, void *buf, size_t len);
 int cp_pull_decode(const void *buf, size_t len, struct cp_pull *p);
@@ -301,21 +301,23 @@ struct cp_slot_writer {
 };
 
 void cp_slot_init(struct cp_slot_writer *w, void *buf, size_t cap);
-/* cp_slot_set_seq - stamp the block with its sequence number (at posting). */
-void cp_slot_set_seq(struct cp_slot_writer *w, uint32_t seq);
+/* cp_slot_finish - stamp the block with its sequence number and its length (at posting). */
+void cp_slot_finish(struct cp_slot_writer *w, uint32_t seq);
 int cp_slot_add(struct cp_slot_writer *w, const struct cp_rec *r);
 /* cp_slot_room - whether a record with @name_len more bytes of name fits. */
 int cp_slot_room(const struct cp_slot_writer *w, size_t name_len);
 
 /*
- * cp_slot_seq - the sequence number of a block of @len bytes, or -EBADMSG
- * when it is too short or not a header block; read before the block is
- * queued for in-order handling.
+ * cp_slot_split - a message of @len bytes from the ring: the length of its
+ * header block in *@hlen (the data follows it), or -EBADMSG when it is not
+ * a header block or the length it states does not fit (CP_SLOT_HDR ..
+ * min(@len, CP_HDR_SIZE)).
  */
-int64_t cp_slot_seq(const void *buf, size_t len);
+int cp_slot_split(const void *buf, size_t len, uint32_t *hlen);
 
 /*
- * The reader validates the block header (magic, record count) and then,
+ * The reader validates the block header (magic, record count, the length
+ * it states is @len) and then,
  * record by record, the type, the name length (<= CP_NAME_MAX, inside the
  * block), data_off + data_len <= @data_len (the bytes the peer actually
  * placed; data only on DATA and on BEGIN with CP_BEGIN_PROOF, a multiple

@@ -3,16 +3,16 @@
  * each slot the client fills into file operations and give the slot back.
  *
  * The loop is simple on purpose: a slot arrives (WRITE WITH IMMEDIATE
- * completion), its header block and data are copied out of the ring into
- * memory the client cannot reach, records are parsed from that copy, data
- * is verified (XXH3-128 per chunk) and pwrite()n at its offset, and one
- * CREDIT returns the slot with the results of its records. While
- * we write one slot the client is already filling others, so reading at
- * the source, the wire and writing here overlap.
+ * completion into the library's credit ring), the ring copies it out into
+ * memory the client cannot reach and gives the slot back, records are
+ * parsed from that copy, data is verified (XXH3-128 per chunk) and
+ * pwrite()n at its offset, and one RESULTS answers the slot's records.
+ * While we write one slot the client is already filling others, so
+ * reading at the source, the wire and writing here overlap.
  *
  * What the records do to files (temporaries, verification, commit, the
  * per-session limits) is copy_files.c, which knows nothing of verbs; this
- * file is the transport: connections, the ring, slots in sequence, CREDITs,
+ * file is the transport: connections, the ring, slots in sequence, RESULTS,
  * and the idle timer, which is a minimum rate: a session must move
  * CP_IDLE_MIN_BYTES of file data (an entry made counts CP_ENTRY_BYTES)
  * within every --idle period. A client that keeps posting empty slots, one
@@ -23,7 +23,7 @@
  * (copy_recv_registry.c), and this thread accepts them and serves all
  * lanes from one loop. This file is a session's life: accept (or, for a
  * pull, connect), that loop, the end. The protocol on the wire, slots and
- * CREDITs are copy_recv_ring.c (copy_recv_int.h has the map).
+ * RESULTS are copy_recv_ring.c (copy_recv_int.h has the map).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -68,7 +68,7 @@ void rcv_log(const struct session *s, const char *fmt, ...)
 static struct rk_conn_opts conn_opts(struct session *s)
 {
 	return (struct rk_conn_opts){
-	    .sq_depth = NSEND,
+	    .sq_depth = SQ_DEPTH,
 	    .rq_depth = RQ_DEPTH,
 	    .wait_mode = RK_WAIT_EVENT,
 	    .prepare = rcv_prepare,
@@ -114,7 +114,9 @@ static int take_joins(struct session *s, struct rk_error *err)
 			return r;
 		}
 		s->lanes[l].conn = conn;
-		r = watch_lane(s, l, err);
+		r = rcv_lane_joined(s, l, err);
+		if (!r)
+			r = watch_lane(s, l, err);
 		if (r) {
 			for (unsigned k = l + 1; k < CP_MAX_LANES; k++)
 				if (reqs[k])
@@ -158,7 +160,9 @@ static int connect_lanes(struct session *s, struct rk_error *err)
 			usleep(20000);
 		}
 		s->lanes[l].conn = conn;
-		r = watch_lane(s, l, err);
+		r = rcv_lane_joined(s, l, err);
+		if (!r)
+			r = watch_lane(s, l, err);
 		if (r)
 			return r;
 	}
@@ -187,7 +191,7 @@ static int serve(struct session *s, struct rk_error *err)
 			if (n)
 				return n;
 		}
-		/* After BYE, let the client hang up first (it has our last CREDIT). */
+		/* After BYE, let the client hang up first (it has our last RESULTS). */
 		if (s->fs.bye && !rcv_sends_pending(s) && cli_now_ns() - last > BYE_LINGER_NS)
 			return 0;
 		if (atomic_load(s->srv->stop))
@@ -211,7 +215,8 @@ static int serve(struct session *s, struct rk_error *err)
 			for (int j = 0; j < ev[k].nwc; j++) {
 				int r = rcv_handle_wc(s, (unsigned)ev[k].tag, &ev[k].wc[j], err);
 
-				/* A repost or CREDIT refused: the lane went down under us. */
+				/* A repost, RESULTS or credit refused: the lane went down under us.
+				 */
 				if (r == -ENOTCONN) {
 					gone = 1;
 					continue;
@@ -256,12 +261,12 @@ static void session_free(struct session *s)
 		rk_send_set_destroy(s->lanes[l].ss);
 		rk_recv_set_destroy(s->lanes[l].rs);
 	}
-	rk_mr_dereg(s->ring);
+	rk_ring_rx_destroy(s->ring);
 	rk_pool_destroy(s->pool);
 	rk_pd_free(s->pd);
 	if (s->reg.evfd >= 0)
 		close(s->reg.evfd);
-	rk_free_aligned(s->data);
+	rk_free_aligned(s->msg);
 	free(s);
 }
 
@@ -466,7 +471,7 @@ unsigned cp_session_fds(unsigned max_open)
 
 uint64_t cp_session_pinned(uint32_t max_ring)
 {
-	/* Per lane its receive and CREDIT buffers, rounded up to pages as pinned. */
+	/* Per lane its receive and send buffers, rounded up to pages as pinned. */
 	uint64_t lane = ((uint64_t)RQ_DEPTH * CP_MSG_MAX + 4095) / 4096 * 4096 +
 			((uint64_t)NSEND * CP_MSG_MAX + 4095) / 4096 * 4096;
 

@@ -1,15 +1,14 @@
 /*
  * copy_recv_ring.c - a receiving session's protocol on the wire (see
  * copy_recv_int.h): the HELLO that sizes the ring, slots taken strictly in
- * sequence, one CREDIT per slot with the results of its records, and the
- * handling of every completion.
+ * sequence, one RESULTS per slot, and the handling of every completion.
  *
- * A slot arrives as a WRITE WITH IMMEDIATE completion; its header block and
- * data are copied out of the ring into memory the peer cannot reach, and
- * only that copy is parsed, verified and written (copy_files.c). With
- * lanes, slots may arrive out of sequence; they wait in a small reorder
- * window (never larger than the ring) and are handled in sequence, so the
- * files see the same order as with one lane.
+ * The slots are librdmakit's credit ring (rdmakit/ring.h), sharing each
+ * lane's receive queue with our control messages: a completion with an
+ * immediate is the ring's (a slot written), checked there; a lane that
+ * forges one is dropped. The ring hands slots over in sequence, across
+ * lanes, each copied out into memory the peer cannot reach (s->msg), and
+ * only that copy is parsed, verified and written (copy_files.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,7 +32,7 @@ int rcv_send_msg(struct session *s, unsigned lane, const void *msg, size_t len,
 	struct rk_send_buf b;
 	int r;
 
-	/* None free cannot happen with one CREDIT per slot; a peer breaking that is gone. */
+	/* A slot is taken only with a buffer free for its RESULTS (rcv_deliver). */
 	if (!ss || rk_send_set_get(ss, &b))
 		return -ENOBUFS;
 	memcpy(b.data, msg, len);
@@ -52,33 +51,27 @@ void rcv_send_error(struct session *s, uint16_t code, const char *text)
 		rcv_send_msg(s, 0, msg, (size_t)n, NULL);
 }
 
-/* Its turn has come: act on a slot's records, give it back with results. */
-static int handle_slot(struct session *s, const struct pending *p, struct rk_error *err)
+/*
+ * Slot number @seq, @len bytes in s->msg (our copy): act on its records,
+ * answer with their results (on lane 0: in sequence, whatever lane the
+ * slot took).
+ */
+static int handle_slot(struct session *s, uint64_t seq, uint32_t len, struct rk_error *err)
 {
 	uint8_t msg[CP_MSG_MAX];
 	struct cp_slot_reader rd;
-	struct cp_credit c;
+	struct cp_results c;
 	struct cp_rec r;
-	const uint8_t *base;
+	uint32_t hlen;
 	int n;
 
-	if (s->fs.bye)
-		return -EPROTO;
-	base = (const uint8_t *)rk_mr_addr(s->ring) + (size_t)p->slot * s->stride;
-	/*
-	 * Our own copies: the client can rewrite its slot at any moment, also
-	 * after posting it. What we parse, hash, write and hash again must be
-	 * one and the same bytes, so all of it comes from memory it cannot
-	 * reach (one memcpy of the slot; cheaper than the wire by far).
-	 */
-	memcpy(s->hdr, base, p->hlen);
-	memcpy(s->data, base + CP_HDR_SIZE, p->byte_len);
-	if (cp_slot_reader_init(&rd, s->hdr, p->hlen, p->byte_len) || rd.seq != p->seq)
+	if (s->fs.bye || cp_slot_split(s->msg, len, &hlen) || len - hlen > s->chunk ||
+	    cp_slot_reader_init(&rd, s->msg, hlen, len - hlen) || rd.seq != (uint32_t)seq)
 		return -EPROTO;
 	memset(&c, 0, sizeof(c));
-	c.slot = p->slot;
+	c.seq = (uint16_t)seq;
 	while ((n = cp_slot_next(&rd, &r)) == 1)
-		if (cp_files_record(&s->fs, &c, &r, s->data))
+		if (cp_files_record(&s->fs, &c, &r, s->msg + hlen))
 			return -EPROTO;
 	if (n < 0)
 		return -EPROTO;
@@ -86,53 +79,33 @@ static int handle_slot(struct session *s, const struct pending *p, struct rk_err
 		s->progress_ns = cli_now_ns();
 		s->fs.progressed = 0;
 	}
-	n = cp_credit_encode(&c, msg, sizeof(msg));
+	n = cp_results_encode(&c, msg, sizeof(msg));
 	if (n < 0)
 		return -EPROTO;
-	return rcv_send_msg(s, p->lane, msg, (size_t)n, err);
+	return rcv_send_msg(s, 0, msg, (size_t)n, err);
 }
 
 /*
- * A slot arrived on @lane: check the immediate, the length and the
- * sequence number (inside the window of slots the client can have in
- * flight, not already waiting), park it, and handle every slot whose turn
- * has come.
+ * Take every slot whose turn has come, while lane 0 has a send buffer free
+ * for its RESULTS (else later: our SENDs complete first). So the RESULTS
+ * in flight never outnumber those buffers, nor the client's receives.
  */
-static int slot_arrived(struct session *s, unsigned lane, uint32_t imm, uint32_t byte_len,
-			struct rk_error *err)
+static int deliver(struct session *s, struct rk_error *err)
 {
-	struct pending *p;
-	uint16_t slot, hlen;
-	int64_t seq;
-
-	if (s->fs.bye || cp_imm_parse(imm, s->nslots, &slot, &hlen) || byte_len > s->chunk ||
-	    s->slot_pending[slot])
-		return -EPROTO;
-	seq = cp_slot_seq((const uint8_t *)rk_mr_addr(s->ring) + (size_t)slot * s->stride, hlen);
-	if (seq < 0 || (uint32_t)seq - s->next_seq >= s->nslots)
-		return -EPROTO;
-	p = &s->pend[(uint32_t)seq % CP_MAX_SLOTS];
-	if (p->valid)
-		return -EPROTO;
-	*p = (struct pending){.valid = 1,
-			      .lane = (uint8_t)lane,
-			      .slot = slot,
-			      .hlen = hlen,
-			      .byte_len = byte_len,
-			      .seq = (uint32_t)seq};
-	s->slot_pending[slot] = 1;
-	while ((p = &s->pend[s->next_seq % CP_MAX_SLOTS])->valid) {
-		struct pending turn = *p;
+	for (;;) {
+		uint64_t seq = rk_ring_rx_delivered(s->ring);
+		uint32_t len;
 		int r;
 
-		p->valid = 0;
-		s->slot_pending[turn.slot] = 0;
-		s->next_seq++;
-		r = handle_slot(s, &turn, err);
+		if (!s->lanes[0].ss || !rk_send_set_free_count(s->lanes[0].ss))
+			return 0;
+		r = rk_ring_rx_recv(s->ring, s->msg, s->stride, &len, err);
+		if (r <= 0)
+			return r;
+		r = handle_slot(s, seq, len, err);
 		if (r)
 			return r;
 	}
-	return 0;
 }
 
 /* HELLO: size the ring to the client's chunk and depth, within our limit. */
@@ -189,22 +162,48 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 		rcv_send_error(s, CP_E_LIMIT, why);
 		return -EPERM;
 	}
+	/* The ring's geometry: a multiple of the lanes, each lane as many slots. */
 	nslots = h.depth < CP_MAX_SLOTS ? h.depth : CP_MAX_SLOTS;
-	while (nslots > 1 && nslots * s->stride > s->srv->max_ring)
-		nslots--;
+	nslots -= nslots % h.lanes;
+	if (nslots < h.lanes)
+		nslots = h.lanes;
+	while (nslots > h.lanes && nslots * s->stride > s->srv->max_ring)
+		nslots -= h.lanes;
+	if (nslots * s->stride > s->srv->max_ring) {
+		char why[128];
+
+		snprintf(why, sizeof(why),
+			 "limit: --max-ring: %u lanes of %u-byte chunks need %zu bytes of ring, "
+			 "this server allows %u",
+			 h.lanes, h.chunk, nslots * s->stride, s->srv->max_ring);
+		rcv_send_error(s, CP_E_LIMIT, why);
+		return -EPERM;
+	}
 	s->nslots = (uint16_t)nslots;
-	s->data = rk_alloc_aligned(s->chunk);
-	if (!s->data) {
+	s->msg = rk_alloc_aligned(s->stride);
+	if (!s->msg) {
 		rcv_send_error(s, CP_E_IO, "server out of memory");
 		return -ENOMEM;
 	}
-	r = rk_mr_alloc_pd(s->pd, nslots * s->stride, RK_ACCESS_REMOTE_WRITE, err, &s->ring);
-	if (r) {
-		rcv_send_error(s, CP_E_IO, "server out of registered memory");
-		return r;
+	{
+		struct rk_conn *lanes[CP_MAX_LANES] = {s->lanes[0].conn};
+		/* A lane the ring drops hears why from us first (an ERROR), then goes. */
+		struct rk_ring_rx_opts ro = {.slots = nslots,
+					     .slot_size = (uint32_t)s->stride,
+					     .shared_rq = 1,
+					     .caller_disconnects = 1};
+		struct rk_ring_peer peer;
+
+		/* The other lanes join with the key this WELCOME carries (rcv_lane_joined). */
+		r = rk_ring_rx_create(lanes, h.lanes, &ro, err, &s->ring);
+		if (r) {
+			rcv_send_error(s, CP_E_IO, "server out of registered memory");
+			return r;
+		}
+		rk_ring_rx_peer(s->ring, &peer);
+		w.ring_addr = peer.addr;
+		w.rkey = peer.rkey;
 	}
-	w.ring_addr = (uintptr_t)rk_mr_addr(s->ring);
-	w.rkey = rk_mr_rkey(s->ring);
 	w.chunk = s->chunk;
 	w.nslots = s->nslots;
 	w.max_name = CP_NAME_MAX;
@@ -248,6 +247,16 @@ int rcv_prepare(struct rk_conn *conn, void *arg)
 	return r;
 }
 
+int rcv_lane_joined(struct session *s, unsigned l, struct rk_error *err)
+{
+	if (!s->ring || l == 0 || l >= s->reg.want_lanes) {
+		rk_error_setf(err, "rk serve", EPROTO, "lane %u joined a session of %u lanes", l,
+			      s->reg.want_lanes);
+		return -EPROTO;
+	}
+	return rk_ring_rx_attach(s->ring, l, s->lanes[l].conn, err);
+}
+
 int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, struct rk_error *err)
 {
 	struct lane *l = &s->lanes[lane];
@@ -255,23 +264,31 @@ int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, str
 	int r;
 
 	if (rk_send_set_complete(l->ss, wc)) {
-		if (wc->status == IBV_WC_SUCCESS)
-			return 0;
-		rk_error_from_wc(err, wc);
-		return -EIO;
+		if (wc->status != IBV_WC_SUCCESS) {
+			rk_error_from_wc(err, wc);
+			return -EIO;
+		}
+		/* A buffer is free again: slots held back for want of one go on. */
+		return s->ring ? deliver(s, err) : 0;
+	}
+	if (s->ring) {
+		r = rk_ring_rx_handle(s->ring, wc, err); /* a credit of the ring's went out */
+		if (r)
+			return r < 0 ? -EIO : 0;
 	}
 	r = rk_recv_set_take(l->rs, wc, &m, err);
 	if (r < 0)
 		return -EIO;
 	if (r == 0)
-		return -EPROTO; /* neither set's: not ours */
-	if (m.opcode == IBV_WC_RECV_RDMA_WITH_IMM && m.has_imm && s->hello_done) {
-		r = slot_arrived(s, lane, m.imm, m.len, err);
-		if (r == -EPROTO)
+		return -EPROTO; /* nobody's: not ours */
+	if (m.has_imm && s->ring) {
+		/* A slot written, or the ring drops the lane (and says why). */
+		r = rk_ring_rx_msg(s->ring, lane, &m, err);
+		if (r < 0) { /* the ring logged its reason */
 			rcv_send_error(s, CP_E_PROTO, "malformed slot");
-		if (r)
-			return r;
-	} else if (m.opcode == IBV_WC_RECV && !s->hello_done && lane == 0) {
+			return -EPROTO;
+		}
+	} else if (m.opcode == IBV_WC_RECV && !m.has_imm && !s->hello_done && lane == 0) {
 		r = handle_hello(s, m.data, m.len, err);
 		if (r)
 			return r;
@@ -279,7 +296,13 @@ int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, str
 		rcv_send_error(s, CP_E_PROTO, "unexpected message");
 		return -EPROTO;
 	}
-	return rk_recv_set_release(l->rs, m.index, err);
+	r = rk_recv_set_release(l->rs, m.index, err);
+	if (r)
+		return r;
+	r = s->ring ? deliver(s, err) : 0;
+	if (r == -EPROTO)
+		rcv_send_error(s, CP_E_PROTO, "malformed slot");
+	return r;
 }
 
 int rcv_sends_pending(const struct session *s)

@@ -1,12 +1,14 @@
 /*
  * copy_send.c - one rk copy session (see copy_send.h).
  *
- * Local staging mirrors the server's ring: slot i here is filled (records
- * into its header block, file bytes read straight into its data block) and
- * posted as WRITE (header) + WRITE WITH IMMEDIATE (data) into slot i there.
- * A slot is reusable once the server's CREDIT for it has come back and our
- * own send completion too, so up to nslots chunks are in flight while the
- * next one is read from disk.
+ * Local staging mirrors the server's ring (librdmakit's credit ring, with
+ * our own memory and posts: rdmakit/ring.h's caller_buffers): slot i here
+ * is filled (records into its header block, file bytes read straight into
+ * its data block) and posted as one WRITE WITH IMMEDIATE, the header block
+ * moved to sit right before the data, into slot i there. The ring hands
+ * out slot i (its credit) once the server copied out what it held; our
+ * staging slot is free again once that write completed, so up to nslots
+ * chunks are in flight while the next one is read from disk.
  *
  * Small files go several to a slot (BEGIN, DATA, END together) without
  * waiting for anything. A file larger than a chunk, and every file with
@@ -25,7 +27,7 @@
  * next chunk. Posting is where the work of a software RDMA device (rxe)
  * happens, in the poster's system call, so the two overlap even with one
  * lane, and N lanes spread it over N CPUs. One mutex guards everything the
- * threads share (slots, plan items, the session's fate); the main thread
+ * threads share (slots, the ring, plan items, the session's fate); the main thread
  * holds it except while it reads and hashes file data, which only it
  * touches, and while it waits on the condition variable the lane threads
  * signal after every batch of completions.
@@ -358,7 +360,26 @@ static int connect_and_hello(struct sender *s)
 			return -1;
 	}
 	s->stride = cp_slot_stride(s->w.chunk);
+	if (s->o->max_stage && s->w.nslots * s->stride > s->o->max_stage) {
+		snd_fatal(s, RK_EXIT_REFUSED,
+			  "limit: --max-ring: %u slots of %zu bytes, this server allows %llu",
+			  s->w.nslots, s->stride, (unsigned long long)s->o->max_stage);
+		return -1;
+	}
 	r = alloc_mr(s, s->w.nslots * s->stride, &e, &s->stage);
+	if (!r) {
+		struct rk_ring_peer peer = {.addr = s->w.ring_addr,
+					    .rkey = s->w.rkey,
+					    .slots = s->w.nslots,
+					    .slot_size = (uint32_t)s->stride,
+					    .lanes = s->nlanes};
+		struct rk_ring_tx_opts to = {.shared_rq = 1, .caller_buffers = 1};
+		struct rk_conn *conns[CP_MAX_LANES];
+
+		for (unsigned i = 0; i < s->nlanes; i++)
+			conns[i] = s->lanes[i].conn;
+		r = rk_ring_tx_create(conns, s->nlanes, NULL, &peer, &to, &e, &s->ring);
+	}
 	if (r) {
 		snd_fatal(s, RK_EXIT_LOST, "%s", rk_error_str(&e));
 		return -1;
@@ -423,7 +444,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 		snd_run(&s);
 	snd_stop_lanes(&s);
 out:
-	/* Reverse order of creation: lanes, staging, pool, hello, state, device. */
+	/* Reverse order of creation: lanes, ring, staging, pool, hello, state, device. */
 	for (unsigned i = CP_MAX_LANES; i-- > 0;) {
 		struct lane *l = &s.lanes[i];
 
@@ -435,6 +456,7 @@ out:
 		if (l->evfd >= 0)
 			close(l->evfd);
 	}
+	rk_ring_tx_destroy(s.ring);
 	rk_mr_dereg(s.stage);
 	rk_pool_destroy(s.pool);
 	rk_mr_dereg(s.hello);

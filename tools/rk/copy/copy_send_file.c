@@ -34,43 +34,62 @@ static void lock_main(struct sender *s)
 /* ---- slots ---- */
 
 /*
- * Hand the filled slot to a lane (round robin, in sequence order) for
- * posting. The sequence number lets the server handle slots in the order
- * they were filled, whichever lane they travel on.
+ * Hand the filled slot to the lane the ring gave it for posting, with its
+ * header block moved to sit right before the data: one write carries
+ * both. The ring puts the slots of all lanes back in sequence at the
+ * server; the block repeats its sequence number.
  */
 static int flush(struct sender *s)
 {
-	uint32_t seq = s->next_seq;
-	struct lane *l = &s->lanes[seq % s->nlanes];
+	struct lslot *ls;
+	struct lane *l;
 
 	if (s->cur < 0)
 		return 0;
 	if (s->fatal)
 		return -1;
-	s->next_seq++;
-	cp_slot_set_seq(&s->wr, seq);
-	s->slots[s->cur] =
-	    (struct lslot){.state = LS_POSTED, .hlen = (uint16_t)s->wr.len, .dlen = s->dlen};
+	ls = &s->slots[s->cur];
+	cp_slot_finish(&s->wr, (uint32_t)ls->rb.seq);
+	memmove(snd_slot_data(s, s->cur) - s->wr.len, snd_slot_hdr(s, s->cur), s->wr.len);
+	ls->state = LS_POSTED;
+	ls->hlen = (uint16_t)s->wr.len;
+	ls->dlen = s->dlen;
+	l = &s->lanes[ls->rb.lane];
 	l->q[l->qtail++ % CP_MAX_SLOTS] = (uint16_t)s->cur;
 	s->cur = -1;
 	snd_wake(l);
 	return 0;
 }
 
-/* Make sure a slot is being filled; wait for a credit if none is free. */
+/*
+ * Make sure a slot is being filled: the ring's next one, once the server
+ * gave it back (a credit) and our write from it completed.
+ */
 static int get_slot(struct sender *s)
 {
+	struct rk_error e;
+
 	if (s->cur >= 0)
 		return 0;
 	for (;;) {
-		for (int i = 0; i < s->w.nslots; i++) {
-			if (s->slots[i].state != LS_FREE)
-				continue;
-			s->slots[i].state = LS_FILL;
-			s->cur = i;
-			cp_slot_init(&s->wr, snd_slot_hdr(s, i), CP_HDR_SIZE);
-			s->dlen = 0;
-			return 0;
+		int i = (int)(s->next_seq % s->w.nslots), r;
+		struct rk_ring_tx_buf b;
+
+		if (s->slots[i].state == LS_FREE && rk_ring_tx_credits(s->ring)) {
+			r = rk_ring_tx_reserve(s->ring, &b, &e);
+			if (r == 0) { /* b.slot is i: the ring counts as we do */
+				s->next_seq++;
+				s->cur = (int)b.slot;
+				s->slots[s->cur].state = LS_FILL;
+				s->slots[s->cur].rb = b;
+				cp_slot_init(&s->wr, snd_slot_hdr(s, s->cur), CP_HDR_SIZE);
+				s->dlen = 0;
+				return 0;
+			}
+			if (r != -EAGAIN) { /* its lane was dropped: the ring said why */
+				snd_fatal_transport(s, "connection lost: %s", rk_error_str(&e));
+				return -1;
+			}
 		}
 		if (snd_pump(s, WAIT_MS))
 			return -1;
@@ -303,11 +322,8 @@ static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 
 		if (need(s, 3, 0, s->w.chunk))
 			return -1;
-		if (it->state == CP_ITEM_DONE) {
-			s->slots[s->cur].state = LS_FREE; /* failed on the server: stop */
-			s->cur = -1;
-			return 0;
-		}
+		if (it->state == CP_ITEM_DONE)
+			return 0; /* failed on the server: stop (the slot takes the next records) */
 		memset(&r, 0, sizeof(r));
 		r.file_id = id;
 		unlock_main(s);

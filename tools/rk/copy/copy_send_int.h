@@ -4,7 +4,7 @@
  *
  *   copy_send.c       set-up: device, lanes, HELLO / WELCOME, a pull's PULL;
  *                     the session's end and its fate
- *   copy_send_lane.c  what the peer tells us (CREDIT, READY / DONE, ERROR),
+ *   copy_send_lane.c  what the peer tells us (RESULTS: READY / DONE, ERROR),
  *                     waiting for it, and the lane threads that post slots
  *   copy_send_file.c  plan items into records: filling slots, reading and
  *                     hashing files, --resume proofs
@@ -25,25 +25,27 @@
 #include <rdmakit/mr.h>
 #include <rdmakit/msgbuf.h>
 #include <rdmakit/pool.h>
+#include <rdmakit/ring.h>
 #include <rdmakit/wait.h>
 
 #include "copy_proto.h"
 #include "copy_send.h"
 
-#define RQ_DEPTH      (CP_MAX_SLOTS + 8)
+#define RQ_DEPTH      (CP_MAX_SLOTS + 16) /* the server's RESULTS (its NSEND), credits, ERROR */
 #define SQ_DEPTH      (2 * CP_MAX_SLOTS + 8)
 #define HELLO_WRID    (1ull << 40)
 #define WAIT_MS	      200
 #define HASH_BUF      (1u << 20)
-#define GONE_GRACE_NS 1000000000ull /* other lanes may still hold the last CREDITs */
+#define GONE_GRACE_NS 1000000000ull /* other lanes may still hold the last RESULTS */
 
-/* A staging slot: free, being filled by the main thread, or posted until credited and sent. */
+/* A staging slot: free, being filled by the main thread, or posted until its write completed. */
 enum { LS_FREE = 0, LS_FILL, LS_POSTED };
 
 struct lslot {
-	uint8_t state, credited, sent;
-	uint16_t hlen; /* header block bytes, set when posted */
-	uint32_t dlen; /* data bytes */
+	uint8_t state;
+	uint16_t hlen;		  /* header block bytes, set when posted */
+	uint32_t dlen;		  /* data bytes */
+	struct rk_ring_tx_buf rb; /* its place in the ring: sequence, lane, immediate */
 };
 
 struct sender;
@@ -71,10 +73,12 @@ struct sender {
 	unsigned nlanes;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int threaded; /* lane threads run: the main thread holds mu */
-	int stop;     /* lane threads: finish */
-	uint32_t next_seq;
+	int threaded;	      /* lane threads run: the main thread holds mu */
+	int stop;	      /* lane threads: finish */
+	uint32_t next_seq;    /* slots reserved in the ring */
+	uint32_t results_seq; /* RESULTS taken: they come in sequence, on lane 0 */
 	uint64_t gone_ns;
+	struct rk_ring_tx *ring; /* the server's slots: sequence, credits (once welcomed) */
 	struct rk_mr *stage, *hello;
 	struct rk_pool *pool; /* the lanes' receive buffers: local access */
 	struct cp_welcome w;

@@ -1,8 +1,8 @@
 /*
  * copy_send_lane.c - a sending session's lanes (see copy_send_int.h): what
- * the peer sends (WELCOME, CREDIT with its results, ERROR, a pull's PULL),
- * each completion, the waits, and the thread per lane that posts the slots
- * the main thread filled.
+ * the peer sends (WELCOME, RESULTS, ERROR, a pull's PULL, and the ring's
+ * credits), each completion, the waits, and the thread per lane that posts
+ * the slots the main thread filled.
  *
  * Why a thread per lane: posting is where a software RDMA device (rxe)
  * does its work, in the poster's system call, so posting on other threads
@@ -65,21 +65,19 @@ static void on_result(struct sender *s, const struct cp_result *r)
 	it->offset = r->offset;
 }
 
-static void on_credit(struct sender *s, const void *buf, uint32_t len)
+/* The results of the next slot in sequence (they all come on lane 0, in order). */
+static void on_results(struct sender *s, const void *buf, uint32_t len)
 {
-	struct cp_credit c;
-	struct lslot *ls;
+	struct cp_results c;
 
-	if (cp_credit_decode(buf, len, &c) || c.slot >= s->w.nslots)
-		return snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed credit from the %s",
+	if (cp_results_decode(buf, len, &c))
+		return snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed results from the %s",
 				 s->them);
-	ls = &s->slots[c.slot];
-	if (ls->state != LS_POSTED || ls->credited)
+	if (c.seq != (uint16_t)s->results_seq || s->results_seq == s->next_seq)
 		return snd_fatal(s, RK_EXIT_LOST,
-				 "protocol error: credit for slot %u not in flight", c.slot);
-	ls->credited = 1;
-	if (ls->sent)
-		ls->state = LS_FREE;
+				 "protocol error: results for slot %u, %u expected, %u sent", c.seq,
+				 s->results_seq, s->next_seq);
+	s->results_seq++;
 	for (unsigned i = 0; i < c.nres && !s->fatal; i++)
 		on_result(s, &c.res[i]);
 }
@@ -90,11 +88,13 @@ static void on_message(struct sender *s, const void *buf, uint32_t len)
 	uint16_t code;
 	int type = cp_msg_peek(buf, len);
 
-	if (type == CP_MSG_CREDIT && s->welcomed) {
-		on_credit(s, buf, len);
+	if (type == CP_MSG_RESULTS && s->welcomed) {
+		on_results(s, buf, len);
 	} else if (type == CP_MSG_WELCOME && !s->welcomed) {
+		/* A ring of at most our depth (or one slot per lane), the lanes dividing it. */
 		if (cp_welcome_decode(buf, len, &s->w) || s->w.chunk != s->o->chunk ||
-		    s->w.nslots > s->o->depth)
+		    s->w.nslots % s->nlanes ||
+		    s->w.nslots > (s->o->depth > s->nlanes ? s->o->depth : s->nlanes))
 			return snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed welcome");
 		s->welcomed = 1;
 	} else if (type == CP_MSG_ERROR &&
@@ -158,7 +158,16 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 		if (m.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
 			return snd_fatal(s, RK_EXIT_LOST,
 					 "protocol error: the %s wrote into our memory", s->them);
-		on_message(s, m.data, m.len);
+		if (m.has_imm) {
+			/* The ring's credit, checked there (a forged one drops the lane). */
+			if (!s->ring ||
+			    rk_ring_tx_msg(s->ring, (unsigned)(l - s->lanes), &m, &e) < 0)
+				return snd_fatal(s, RK_EXIT_LOST, "protocol error: %s",
+						 s->ring ? rk_error_str(&e)
+							 : "a credit before the ring");
+		} else {
+			on_message(s, m.data, m.len);
+		}
 		if (!s->fatal && rk_recv_set_release(l->rs, m.index, &e)) {
 			if (rk_conn_state(l->conn) != RK_CONN_CONNECTED)
 				snd_lost(l,
@@ -169,14 +178,10 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 		return;
 	}
 	if (wc->wr_id == HELLO_WRID || !(wc->wr_id & 1))
-		return; /* hello SEND, or a header WRITE: the data WRITE follows */
-	if ((wc->wr_id >> 1) < CP_MAX_SLOTS) {
-		struct lslot *ls = &s->slots[wc->wr_id >> 1];
-
-		ls->sent = 1;
-		if (ls->credited)
-			ls->state = LS_FREE;
-	}
+		return; /* the HELLO's SEND */
+	/* A slot's write completed: the server has it, our staging slot is free. */
+	if ((wc->wr_id >> 1) < CP_MAX_SLOTS && s->slots[wc->wr_id >> 1].state == LS_POSTED)
+		s->slots[wc->wr_id >> 1].state = LS_FREE;
 }
 
 int snd_all_done(const struct sender *s)
@@ -313,38 +318,25 @@ int snd_pump(struct sender *s, int wait_ms)
 
 /* ---- lane threads ---- */
 
-/* Post slot @i (its header block, then its data with the immediate) on @l. */
+/* Post slot @i (its header block and data, one write with the ring's immediate) on @l. */
 static int post_slot(struct lane *l, int i)
 {
 	struct sender *s = l->s;
 	const struct lslot *ls = &s->slots[i];
-	uint64_t remote = s->w.ring_addr + (uint64_t)i * s->stride;
-	struct rk_wr wrs[2] = {
-	    {.op = RK_OP_WRITE,
-	     .wr_id = (uint64_t)i << 1,
-	     .addr = snd_slot_hdr(s, i),
-	     .len = ls->hlen,
-	     .lkey = rk_mr_lkey(s->stage),
-	     .remote_addr = remote,
-	     .rkey = s->w.rkey},
-	    {.op = RK_OP_WRITE_IMM,
-	     .flags = RK_WR_SIGNALED,
-	     .wr_id = (uint64_t)i << 1 | 1,
-	     .addr = snd_slot_data(s, i),
-	     .len = ls->dlen,
-	     .lkey = rk_mr_lkey(s->stage),
-	     .remote_addr = remote + CP_HDR_SIZE,
-	     .rkey = s->w.rkey,
-	     .imm = cp_imm((uint16_t)i, ls->hlen)},
-	};
+	struct rk_wr wr = {.flags = RK_WR_SIGNALED,
+			   .wr_id = (uint64_t)i << 1 | 1,
+			   .addr = snd_slot_data(s, i) - ls->hlen,
+			   .lkey = rk_mr_lkey(s->stage)};
 	struct rk_error e;
 	int r;
 
-	/* Cannot fill up (two WRs per slot, fewer slots than room); be safe anyway. */
-	while ((r = rk_post_list(l->conn, wrs, 2, &e)) == -ENOBUFS)
+	if (rk_ring_tx_write_wr(s->ring, &ls->rb, ls->hlen + ls->dlen, &wr))
+		return -1;
+	/* Cannot fill up (one WR per slot, fewer slots than room); be safe anyway. */
+	while ((r = rk_post(l->conn, &wr, &e)) == -ENOBUFS)
 		if (pump_lane(l, 10))
 			return -1;
-	return r == 2 ? 0 : -1;
+	return r ? -1 : 0;
 }
 
 static void *lane_main(void *arg)
