@@ -120,11 +120,15 @@ static int rx_lane_init(struct rk_ring_rx *rx, unsigned i, struct rk_conn *conn,
 	struct rk_msgbuf_opts ro = {.count = rx->seq.slots / rx->nlanes,
 				    .wr_id_base = wrid_base(RK_RING_WRID_RX, i)};
 
-	rx->lanes[i].conn = conn;
+	if (!rx->shared_rq) {
+		int r = rk_recv_set_create(conn, NULL, &ro, err, &rx->lanes[i].rs);
+
+		if (r)
+			return r; /* the lane stays free */
+	}
 	rx->lanes[i].keep = rx->caller_disconnects;
-	if (rx->shared_rq)
-		return 0;
-	return rk_recv_set_create(conn, NULL, &ro, err, &rx->lanes[i].rs);
+	rx->lanes[i].conn = conn;
+	return 0;
 }
 
 int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
@@ -276,6 +280,47 @@ int rk_ring_rx_msg(struct rk_ring_rx *rx, unsigned lane, const struct rk_msg *ms
 	return rx_written(rx, lane, msg, err);
 }
 
+/*
+ * Send the delivered count over the next lane with room for it. A lane
+ * whose post fails is lost (its error says why) and the next one tried;
+ * with none free now, the next delivery or credit completion tries again.
+ */
+static void send_credit(struct rk_ring_rx *rx)
+{
+	uint64_t delivered = rx->seq.next;
+
+	for (unsigned k = 0; k < rx->nlanes; k++) {
+		unsigned i = (rx->next_credit_lane + k) % rx->nlanes;
+		struct lane *l = &rx->lanes[i];
+		struct rk_wr wr = {.op = RK_OP_SEND_IMM,
+				   .flags = RK_WR_SIGNALED,
+				   .wr_id = wrid_base(RK_RING_WRID_CREDIT, i),
+				   .imm = rk_ring_credit_imm(delivered)};
+		struct rk_error e;
+		int r;
+
+		if (!l->conn || l->lost || l->credits_out >= CREDITS_INFLIGHT)
+			continue;
+		r = rk_post(l->conn, &wr, &e);
+		if (r == -ENOBUFS)
+			continue;
+		if (r) {
+			lose(l, i, -r, NULL, "posting a credit failed: %s", e.msg);
+			continue;
+		}
+		l->credits_out++;
+		rx->credited = delivered;
+		rx->next_credit_lane = i + 1;
+		return;
+	}
+}
+
+/* Credits are due: credit_every deliveries not told yet. */
+static int credit_due(const struct rk_ring_rx *rx)
+{
+	return rx->seq.next - rx->credited >= rx->credit_every;
+}
+
 int rk_ring_rx_handle(struct rk_ring_rx *rx, const struct ibv_wc *wc, struct rk_error *err)
 {
 	int i = wrid_lane(wc->wr_id, RK_RING_WRID_RX, rx->nlanes);
@@ -294,36 +339,10 @@ int rk_ring_rx_handle(struct rk_ring_rx *rx, const struct ibv_wc *wc, struct rk_
 	if (wc->status != IBV_WC_SUCCESS && !l->lost)
 		return lose(l, (unsigned)i, EIO, err, "credit send failed: %s",
 			    ibv_wc_status_str(wc->status));
+	/* Room again: a credit held back for want of it goes now. */
+	if (credit_due(rx))
+		send_credit(rx);
 	return 1;
-}
-
-/* Send the delivered count over the next lane with room for it. */
-static int send_credit(struct rk_ring_rx *rx, struct rk_error *err)
-{
-	uint64_t delivered = rx->seq.next;
-
-	for (unsigned k = 0; k < rx->nlanes; k++) {
-		unsigned i = (rx->next_credit_lane + k) % rx->nlanes;
-		struct lane *l = &rx->lanes[i];
-		struct rk_wr wr = {.op = RK_OP_SEND_IMM,
-				   .flags = RK_WR_SIGNALED,
-				   .wr_id = wrid_base(RK_RING_WRID_CREDIT, i),
-				   .imm = rk_ring_credit_imm(delivered)};
-		int r;
-
-		if (!l->conn || l->lost || l->credits_out >= CREDITS_INFLIGHT)
-			continue;
-		r = rk_post(l->conn, &wr, err);
-		if (r == -ENOBUFS)
-			continue;
-		if (r)
-			return lose(l, i, -r, err, "posting a credit failed");
-		l->credits_out++;
-		rx->credited = delivered;
-		rx->next_credit_lane = i + 1;
-		return 0;
-	}
-	return 0; /* no lane has room now: the next delivery tries again */
 }
 
 int rk_ring_rx_recv(struct rk_ring_rx *rx, void *buf, size_t cap, uint32_t *len,
@@ -340,12 +359,8 @@ int rk_ring_rx_recv(struct rk_ring_rx *rx, void *buf, size_t cap, uint32_t *len,
 	memcpy(buf, (const char *)rk_mr_addr(rx->mr) + (size_t)slot * rx->seq.slot_size, n);
 	*len = n;
 	rk_rseq_rx_consume(&rx->seq);
-	if (rx->seq.next - rx->credited >= rx->credit_every) {
-		int r = send_credit(rx, err);
-
-		if (r)
-			return r;
-	}
+	if (credit_due(rx))
+		send_credit(rx);
 	return 1;
 }
 

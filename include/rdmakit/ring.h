@@ -42,8 +42,9 @@
  * release it. The ring's traffic is exactly that: writes with immediate at
  * the receiver, credits (0-byte SEND with immediate) at the sender; your
  * own messages must be SENDs without one. Size each lane's receives for
- * both: the receiver's slots / lanes writes, 4 credits per lane at the
- * sender, plus yours.
+ * both: the receiver's slots / lanes writes; at the sender the credits
+ * not yet handed over (up to slots / credit_every + 1 per lane); plus
+ * yours.
  *
  * Your own memory for the writes: with caller_buffers (tx opts), reserve
  * hands out only the message's place in the sequence; you build the
@@ -52,8 +53,12 @@
  * (a thread per lane, say). Do not reuse that memory before the write's
  * completion, and post every reservation: the receiver delivers in order.
  *
- * Thread-safety: one thread at a time for a ring and all of its lanes,
- * except rk_ring_tx_write_wr (it reads only what create set).
+ * Thread-safety: one thread at a time for a ring, except
+ * rk_ring_tx_write_wr (it reads only what create set). A lane the ring
+ * drops is disconnected by the thread that handed over the completion:
+ * with a thread per lane, hand each lane's completions to the ring from
+ * the thread that posts on it (under your lock), or set
+ * caller_disconnects.
  * Lifetime: destroy the lanes (connections) first, then the ring, then the
  * pool.
  */
@@ -115,7 +120,9 @@ RK_API int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
 /*
  * rk_ring_rx_attach - lane @lane (NULL at create) is @conn now, in the PD
  * of lane 0; unless shared_rq its receives are posted. -EINVAL if the lane
- * is taken or out of range, or the PD differs. Before the peer writes on it.
+ * is taken or out of range, or the PD differs. Before any completion of
+ * the lane is handed to the ring (the peer may have written already: its
+ * completions wait in the CQ).
  */
 RK_API int rk_ring_rx_attach(struct rk_ring_rx *rx, unsigned lane, struct rk_conn *conn,
 			     struct rk_error *err);
@@ -130,8 +137,10 @@ RK_API void rk_ring_rx_peer(const struct rk_ring_rx *rx, struct rk_ring_peer *pe
  * rk_ring_rx_handle - hand over one completion of a lane's CQ. Returns 1
  * if it was the ring's (a message now waits, or a credit went out), 0 if
  * not, or a negative errno when it cost a lane (refused immediate, failed
- * completion): the lane is disconnected and @err says why. O(1); no system
- * call except the repost of the receive (one ibv_post_recv).
+ * completion): the lane is disconnected (unless caller_disconnects) and
+ * @err says why. O(1); no system call except the repost of the receive
+ * (one ibv_post_recv), and a credit once its send completes if one was
+ * held back.
  */
 RK_API int rk_ring_rx_handle(struct rk_ring_rx *rx, const struct ibv_wc *wc, struct rk_error *err);
 
@@ -140,8 +149,9 @@ RK_API int rk_ring_rx_handle(struct rk_ring_rx *rx, const struct ibv_wc *wc, str
  * lane @lane. Returns 1 if it was the ring's (it carried an immediate: a
  * slot was written, or it cost the lane: see rk_ring_rx_lane_error), 0 if
  * it is yours, or a negative errno when it cost the lane (a SEND with an
- * immediate, a forged or replayed one, a length beyond the slot). Release
- * the receive in every case. O(1), no system call.
+ * immediate, a forged or replayed one, a length beyond the slot);
+ * -EINVAL for a lane not attached (nothing changes). Release the receive
+ * in every case. O(1), no system call.
  */
 RK_API int rk_ring_rx_msg(struct rk_ring_rx *rx, unsigned lane, const struct rk_msg *msg,
 			  struct rk_error *err);
@@ -150,9 +160,10 @@ RK_API int rk_ring_rx_msg(struct rk_ring_rx *rx, unsigned lane, const struct rk_
  * rk_ring_rx_recv - take the next message in order, copied into @buf
  * (@cap bytes; its length in *@len), and free its slot; credits go back
  * every credit_every messages. Returns 1, 0 if the next message has not
- * arrived, -EMSGSIZE if @cap is too small (nothing taken), or an error
- * posting the credit. Cost: a memcpy of the message; a post every
- * credit_every calls.
+ * arrived, or -EMSGSIZE if @cap is too small (nothing taken). A credit
+ * that cannot be posted costs its lane (rk_ring_rx_lane_error), never the
+ * message taken. Cost: a memcpy of the message; a post every credit_every
+ * calls.
  */
 RK_API int rk_ring_rx_recv(struct rk_ring_rx *rx, void *buf, size_t cap, uint32_t *len,
 			   struct rk_error *err);

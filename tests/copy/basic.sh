@@ -1,5 +1,5 @@
 #!/bin/sh
-# rk copy: edge sizes (0, 1, chunk-1, chunk+1 bytes), byte-for-byte identical,
+# rk copy: edge sizes (0, 1, chunk-1, chunk+1 bytes) and the largest chunk, byte-for-byte identical,
 # the summary line and --json; --force; the refusals: an existing file,
 # '..', an absolute path and a symlink escaping DIR (sent past the client's
 # own check, so the server must refuse them), and a wrong access token.
@@ -23,6 +23,12 @@ for f in zero one chunk-1 chunk+1 multi; do
 done
 # Nothing but the final files: no temporaries left behind.
 [ "$(ls -A "$D/edge" | wc -l)" = 5 ] || fail "extra files in $D/edge: $(ls -A "$D/edge")"
+
+# The largest chunk: a slot's records and its data in one 8 MiB work request.
+random "$S/big" $((9 * 1048576))
+"$RK" copy -q --chunk 8188K "$S/big" "$RK_ADDR:$port:big.bin" || fail "copy with --chunk 8188K"
+cmp "$S/big" "$D/big.bin" || fail "big.bin differs"
+expect_rc 2 "$RK" copy -q --chunk 8M "$S/big" "$RK_ADDR:$port:big2.bin"
 
 # A single file to an explicit name, default chunk; --json summary.
 "$RK" copy --json "$S/multi" "$RK_ADDR:$port:renamed.bin" >"$W/json" || fail "copy to a name"

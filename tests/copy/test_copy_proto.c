@@ -561,6 +561,8 @@ static void stride(void **state)
 	assert_int_equal(cp_slot_stride(4097), CP_HDR_SIZE + 8192);
 	assert_int_equal(cp_slot_stride(1u << 20), CP_HDR_SIZE + (1u << 20));
 	assert_int_equal(cp_slot_stride(CP_CHUNK_MAX), CP_HDR_SIZE + CP_CHUNK_MAX);
+	/* the largest slot is what one work request may carry on rxe, the ring's limit */
+	assert_int_equal(cp_slot_stride(CP_CHUNK_MAX), 8u << 20);
 }
 
 int main(void)

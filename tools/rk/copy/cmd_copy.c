@@ -54,7 +54,7 @@ static void usage(FILE *f)
 	    "      --resume          continue interrupted transfers from the longest verified\n"
 	    "                        prefix; files already there and identical are skipped\n"
 	    "  -f, --force           overwrite existing files\n"
-	    "      --chunk SIZE      bytes per RDMA write (default 1M, 4K..8M)\n"
+	    "      --chunk SIZE      bytes per RDMA write (default 1M, 4K..8188K)\n"
 	    "      --depth N         chunks in flight (default 8, 1..%d)\n"
 	    "      --num-qp N        stripe over N connections (1..8, default 1)\n"
 	    "      --token-file FILE access token, if the server requires one\n"
@@ -348,7 +348,8 @@ int rk_cmd_copy(int argc, char **argv)
 			break;
 		case 'C':
 			if (cli_parse_size(optarg, &v) || v < CP_CHUNK_MIN || v > CP_CHUNK_MAX) {
-				fprintf(stderr, "rk copy: --chunk must be 4K..8M\n");
+				fprintf(stderr, "rk copy: --chunk must be 4K..8188K (8M less a "
+						"slot's records)\n");
 				return RK_EXIT_USAGE;
 			}
 			so.chunk = (uint32_t)v;

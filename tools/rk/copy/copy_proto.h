@@ -65,16 +65,17 @@
 	     ring */
 #define CP_APP_ID 0x524b4350u /* rdma_cm hello app_id of rk copy */
 
-#define CP_MSG_HDR	12
-#define CP_MSG_MAX	4096	   /* largest control message */
-#define CP_HDR_SIZE	4096	   /* a slot's header block */
-#define CP_SLOT_HDR	16	   /* magic, nrec, zero, seq, the block's length */
-#define CP_REC_FIXED	48	   /* a record without its name */
-#define CP_MAX_RECORDS	64	   /* per slot, so one RESULTS holds every result */
-#define CP_NAME_MAX	1024	   /* bytes of a relative destination path */
-#define CP_COMP_MAX	240	   /* bytes of one path component (room for ".X.rkpart") */
-#define CP_CHUNK_MIN	4096u	   /* smallest chunk */
-#define CP_CHUNK_MAX	(8u << 20) /* rxe: keep one work request <= 8 MiB */
+#define CP_MSG_HDR     12
+#define CP_MSG_MAX     4096  /* largest control message */
+#define CP_HDR_SIZE    4096  /* a slot's header block */
+#define CP_SLOT_HDR    16    /* magic, nrec, zero, seq, the block's length */
+#define CP_REC_FIXED   48    /* a record without its name */
+#define CP_MAX_RECORDS 64    /* per slot, so one RESULTS holds every result */
+#define CP_NAME_MAX    1024  /* bytes of a relative destination path */
+#define CP_COMP_MAX    240   /* bytes of one path component (room for ".X.rkpart") */
+#define CP_CHUNK_MIN   4096u /* smallest chunk */
+#define CP_CHUNK_MAX                                                                               \
+	((8u << 20) - CP_HDR_SIZE) /* rxe: one work request (records + data) <= 8 MiB */
 #define CP_MAX_SLOTS	64	   /* ring slots per connection */
 #define CP_RESULT_SIZE	24
 #define CP_PROOF_MAX	64 /* prefix hashes a resuming BEGIN carries, at most */

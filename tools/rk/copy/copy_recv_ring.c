@@ -269,7 +269,10 @@ int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, str
 			return -EIO;
 		}
 		/* A buffer is free again: slots held back for want of one go on. */
-		return s->ring ? deliver(s, err) : 0;
+		r = s->ring ? deliver(s, err) : 0;
+		if (r == -EPROTO)
+			rcv_send_error(s, CP_E_PROTO, "malformed slot");
+		return r;
 	}
 	if (s->ring) {
 		r = rk_ring_rx_handle(s->ring, wc, err); /* a credit of the ring's went out */
@@ -296,13 +299,13 @@ int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, str
 		rcv_send_error(s, CP_E_PROTO, "unexpected message");
 		return -EPROTO;
 	}
-	r = rk_recv_set_release(l->rs, m.index, err);
-	if (r)
-		return r;
+	/* What arrived is handled even if the lane is going down (the BYE, say). */
 	r = s->ring ? deliver(s, err) : 0;
 	if (r == -EPROTO)
 		rcv_send_error(s, CP_E_PROTO, "malformed slot");
-	return r;
+	if (r)
+		return r;
+	return rk_recv_set_release(l->rs, m.index, err);
 }
 
 int rcv_sends_pending(const struct session *s)

@@ -272,6 +272,20 @@ static int take_pull(struct sender *s)
 	}
 	if (s->o->max_stage && s->own.depth * stride > s->o->max_stage)
 		s->own.depth = (unsigned)(s->o->max_stage / stride);
+	/* The client's ring holds a slot per lane at least: that must fit as well. */
+	if (s->own.depth < s->own.lanes)
+		s->own.depth = s->own.lanes;
+	if (s->o->max_stage && s->own.depth * stride > s->o->max_stage) {
+		snprintf(
+		    why, sizeof(why),
+		    "limit: --max-ring: %u lanes of %u-byte chunks need %zu bytes, this server "
+		    "allows %llu",
+		    s->own.lanes, p.chunk, s->own.depth * stride,
+		    (unsigned long long)s->o->max_stage);
+		send_error(s, CP_E_LIMIT, why);
+		snd_fatal(s, RK_EXIT_REFUSED, "%s", why);
+		return -1;
+	}
 	code = s->o->on_pull(s->o->on_pull_arg, &p, s->plan, why, sizeof(why));
 	if (code) {
 		send_error(s, (uint16_t)code, why);

@@ -63,7 +63,10 @@ static int flush(struct sender *s)
 
 /*
  * Make sure a slot is being filled: the ring's next one, once the server
- * gave it back (a credit) and our write from it completed.
+ * gave it back (a credit), our write from it completed and the server
+ * answered the slot that used it before (its RESULTS): the RESULTS the
+ * server may have on their way to us never outnumber the slots, so our
+ * receive queue holds them (RQ_DEPTH) whichever lane's thread is behind.
  */
 static int get_slot(struct sender *s)
 {
@@ -75,7 +78,8 @@ static int get_slot(struct sender *s)
 		int i = (int)(s->next_seq % s->w.nslots), r;
 		struct rk_ring_tx_buf b;
 
-		if (s->slots[i].state == LS_FREE && rk_ring_tx_credits(s->ring)) {
+		if (s->slots[i].state == LS_FREE && rk_ring_tx_credits(s->ring) &&
+		    s->next_seq - s->results_seq < s->w.nslots) {
 			r = rk_ring_tx_reserve(s->ring, &b, &e);
 			if (r == 0) { /* b.slot is i: the ring counts as we do */
 				s->next_seq++;

@@ -75,8 +75,8 @@ struct sender {
 	pthread_cond_t cv;
 	int threaded;	      /* lane threads run: the main thread holds mu */
 	int stop;	      /* lane threads: finish */
-	uint32_t next_seq;    /* slots reserved in the ring */
-	uint32_t results_seq; /* RESULTS taken: they come in sequence, on lane 0 */
+	uint64_t next_seq;    /* slots reserved in the ring */
+	uint64_t results_seq; /* RESULTS taken: they come in sequence, on lane 0 */
 	uint64_t gone_ns;
 	struct rk_ring_tx *ring; /* the server's slots: sequence, credits (once welcomed) */
 	struct rk_mr *stage, *hello;

@@ -68,27 +68,28 @@ static void on_result(struct sender *s, const struct cp_result *r)
 /* The results of the next slot in sequence (they all come on lane 0, in order). */
 static void on_results(struct sender *s, const void *buf, uint32_t len)
 {
+	uint64_t posted = s->next_seq - (s->cur >= 0); /* the slot being filled is not */
 	struct cp_results c;
 
 	if (cp_results_decode(buf, len, &c))
 		return snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed results from the %s",
 				 s->them);
-	if (c.seq != (uint16_t)s->results_seq || s->results_seq == s->next_seq)
+	if (c.seq != (uint16_t)s->results_seq || s->results_seq >= posted)
 		return snd_fatal(s, RK_EXIT_LOST,
-				 "protocol error: results for slot %u, %u expected, %u sent", c.seq,
-				 s->results_seq, s->next_seq);
+				 "protocol error: results for slot %u, %u expected, %llu sent",
+				 c.seq, (uint16_t)s->results_seq, (unsigned long long)posted);
 	s->results_seq++;
 	for (unsigned i = 0; i < c.nres && !s->fatal; i++)
 		on_result(s, &c.res[i]);
 }
 
-static void on_message(struct sender *s, const void *buf, uint32_t len)
+static void on_message(struct sender *s, int lane0, const void *buf, uint32_t len)
 {
 	char text[256];
 	uint16_t code;
 	int type = cp_msg_peek(buf, len);
 
-	if (type == CP_MSG_RESULTS && s->welcomed) {
+	if (type == CP_MSG_RESULTS && s->welcomed && lane0) {
 		on_results(s, buf, len);
 	} else if (type == CP_MSG_WELCOME && !s->welcomed) {
 		/* A ring of at most our depth (or one slot per lane), the lanes dividing it. */
@@ -166,7 +167,7 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 						 s->ring ? rk_error_str(&e)
 							 : "a credit before the ring");
 		} else {
-			on_message(s, m.data, m.len);
+			on_message(s, l == &s->lanes[0], m.data, m.len);
 		}
 		if (!s->fatal && rk_recv_set_release(l->rs, m.index, &e)) {
 			if (rk_conn_state(l->conn) != RK_CONN_CONNECTED)
@@ -186,6 +187,9 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 
 int snd_all_done(const struct sender *s)
 {
+	/* Every slot answered, the BYE's too: the server is done with us. */
+	if (s->results_seq != s->next_seq || s->cur >= 0)
+		return 0;
 	for (size_t i = 0; i < s->plan->n; i++)
 		if (s->plan->items[i].state == CP_ITEM_SENT)
 			return 0;
