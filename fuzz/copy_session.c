@@ -213,7 +213,7 @@ static void upload(uint32_t id, const char *name, size_t len, uint8_t fill)
 		r = rec(CP_REC_DATA, id, NULL);
 		r.a = off;
 		r.data_len = (uint32_t)n;
-		cp_hash128(content + off, n, r.hash);
+		cp_hash128(content, off + n, r.hash); /* the file's digest so far */
 		slot(&r, 1, content + off, n);
 	}
 	r = rec(CP_REC_END, id, NULL);

@@ -114,7 +114,7 @@ static int rec_data(struct sess *s, uint32_t id, uint64_t off, const uint8_t *p,
 
 	r.a = off;
 	r.data_len = len;
-	cp_hash128(p, len, r.hash);
+	cp_hash128(p - off, off + len, r.hash); /* the file's digest so far: @p is at @off */
 	assert_int_equal(apply(s, &r, p), 0);
 	return code_of(s);
 }
@@ -531,9 +531,18 @@ static void test_hashes(void **state)
 	assert_int_equal(rec_begin(&s, 4, "h4", CHUNK, 0, whole, NULL, 0), -2);
 	assert_int_equal(rec_data(&s, 4, 0, p, CHUNK), -2);
 	assert_int_equal(rec_data(&s, 4, CHUNK, p + CHUNK, CHUNK), CP_E_PROTO);
+	/* A DATA record's hash is the file's so far: the chunk's own hash alone is refused. */
+	assert_int_equal(rec_begin(&s, 5, "h5", 2 * CHUNK, 0, whole, NULL, 0), -2);
+	assert_int_equal(rec_data(&s, 5, 0, p, CHUNK), -2);
+	r.file_id = 5;
+	r.a = CHUNK;
+	cp_hash128(p + CHUNK, CHUNK, r.hash);
+	assert_int_equal(apply(&s, &r, p + CHUNK), 0);
+	assert_int_equal(code_of(&s), CP_E_HASH);
 	sess_close(&s);
 	assert_false(exists(dir, "h3"));
 	assert_false(exists(dir, "h4"));
+	assert_false(exists(dir, "h5"));
 	free(p);
 }
 

@@ -470,16 +470,20 @@ static void data_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile
 	uint8_t h[16];
 	int e;
 
-	/* In order, inside the announced size: the whole-file hash streams. */
+	/*
+	 * In order, inside the announced size. The file's hash streams, and
+	 * the record states its digest up to the end of these bytes: one pass
+	 * over them checks the chunk and everything before it.
+	 */
 	if (f->existing || r->a != f->next_off || r->data_len > f->size - f->next_off)
 		return fail_file(fs, c, f, CP_E_PROTO, 0, r->a, 1);
-	cp_hash128(data + r->data_off, r->data_len, h);
+	XXH3_128bits_update(f->st, data + r->data_off, r->data_len);
+	cp_hash_digest(f->st, h);
 	if (memcmp(h, r->hash, 16))
 		return fail_file(fs, c, f, CP_E_HASH, 0, r->a, 1);
 	e = pwrite_all(f->fd, data + r->data_off, r->data_len, r->a);
 	if (e)
 		return fail_file(fs, c, f, open_errno_code(e), e, r->a, 1);
-	XXH3_128bits_update(f->st, data + r->data_off, r->data_len);
 	f->next_off += r->data_len;
 }
 

@@ -22,7 +22,7 @@
  *     lanes back in order. A message is a header block of records (its
  *     length inside it, at most CP_HDR_SIZE) followed directly by the data
  *     (at most chunk bytes). Records say what the data is (file, offset,
- *     chunk hash) and also carry directory entries, file begin/end and
+ *     running hash) and also carry directory entries, file begin/end and
  *     bye, so a tree of small files travels many files per slot with no
  *     round trip per file. Every slot the receiver handles is answered by
  *     exactly one RESULTS, on lane 0 in sequence, so control traffic needs
@@ -203,9 +203,15 @@ struct cp_results {
 
 /* Record types inside a slot's header block. */
 enum cp_rec_type {
-	CP_REC_DIR = 1,	    /* name: create this directory (and parents) */
-	CP_REC_BEGIN = 2,   /* file_id, a = size, b = mode, name; flags CP_BEGIN_* */
-	CP_REC_DATA = 3,    /* file_id, a = offset, data_off/len, hash of the bytes */
+	CP_REC_DIR = 1,	  /* name: create this directory (and parents) */
+	CP_REC_BEGIN = 2, /* file_id, a = size, b = mode, name; flags CP_BEGIN_* */
+	/*
+	 * file_id, a = offset, data_off/len, and the hash of the file from its
+	 * start to the end of these bytes (the streaming XXH3-128 digest):
+	 * each byte is hashed once on each side, and each chunk's check covers
+	 * everything before it (a resumed prefix too).
+	 */
+	CP_REC_DATA = 3,
 	CP_REC_END = 4,	    /* file_id, hash of the whole file */
 	CP_REC_RESTART = 5, /* unused since version 3 (resume by proof): refused */
 	CP_REC_ABORT = 6,   /* file_id: the client gives up on this file */

@@ -332,9 +332,9 @@ static int send_large(struct sender *s, struct cp_item *it, uint32_t id, int fd)
 		r.file_id = id;
 		unlock_main(s);
 		e = read_full(fd, snd_slot_data(s, s->cur), n, off);
-		if (!e && n) {
-			cp_hash128(snd_slot_data(s, s->cur), n, r.hash);
+		if (!e && n) { /* one pass: the record carries the file's digest so far */
 			XXH3_128bits_update(s->st, snd_slot_data(s, s->cur), n);
+			cp_hash_digest(s->st, r.hash);
 		}
 		lock_main(s);
 		if (e) {
