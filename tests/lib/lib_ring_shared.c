@@ -77,16 +77,18 @@ static void *lane_main(void *arg)
 					   .addr = (char *)rk_mr_addr(g.stage) + b.slot * SIZE,
 					   .lkey = rk_mr_lkey(g.stage)};
 
+			int note = ++l->posted % NOTE == 0;
+
 			if (rk_ring_tx_write_wr(g.tx, &b, msg_len(b.seq), &wr))
 				LT_FAIL("write_wr refused %u bytes", msg_len(b.seq));
+			/* Counted before it goes: the main thread waits for every note counted. */
+			g.notes_sent += (unsigned)note;
 			/* The post is where the device works: outside the lock. */
 			pthread_mutex_unlock(&g.mu);
 			LT_CHECK(rk_post(l->tx, &wr, &e), &e);
-			if (++l->posted % NOTE == 0)
+			if (note)
 				send_own(l->tx_ss, "note");
 			pthread_mutex_lock(&g.mu);
-			if (l->posted % NOTE == 0)
-				g.notes_sent++;
 		}
 		pthread_mutex_unlock(&g.mu);
 		int n = rk_cq_poll(rk_conn_cq(l->tx), wc, 16, &e);

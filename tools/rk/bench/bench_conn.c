@@ -45,6 +45,13 @@ int bench_step_ms(const struct bench_ctx *c)
 	return (int)c->l->watchdog_s * 1000;
 }
 
+int bench_connect_ms(const struct bench_ctx *c)
+{
+	int ms = bench_step_ms(c);
+
+	return ms > BENCH_CONNECT_MIN_MS ? ms : BENCH_CONNECT_MIN_MS;
+}
+
 /* Copy @src into @dst, cut to fit (names and kernel strings may be long). */
 static void copy_cut(char *dst, size_t len, const char *src)
 {
@@ -370,7 +377,7 @@ static int connect_cm_client(struct bench_ctx *c, struct bench_qp *q, struct rk_
 	struct rk_hello h = {
 	    .app_id = BENCH_APP_ID, .app_arg = q->index, .token_len = BENCH_TOKEN_LEN};
 	struct rk_cm_connect_opts o = {
-	    .host = c->l->host, .port = c->l->port, .timeout_ms = bench_step_ms(c), .hello = &h};
+	    .host = c->l->host, .port = c->l->port, .timeout_ms = bench_connect_ms(c), .hello = &h};
 
 	memcpy(h.token, c->token, BENCH_TOKEN_LEN);
 	conn_opts(c, q, &o.conn);
@@ -380,7 +387,7 @@ static int connect_cm_client(struct bench_ctx *c, struct bench_qp *q, struct rk_
 /* Accept num_qp requests carrying our client's token; anyone else is turned away. */
 static int accept_cm(struct bench_ctx *c, struct rk_error *err)
 {
-	uint64_t deadline = cli_now_ns() + (uint64_t)bench_step_ms(c) * 1000000;
+	uint64_t deadline = cli_now_ns() + (uint64_t)bench_connect_ms(c) * 1000000;
 
 	while (c->nqp < c->p->num_qp) {
 		struct rk_cm_request *req;
@@ -392,7 +399,7 @@ static int accept_cm(struct bench_ctx *c, struct rk_error *err)
 
 		if (now >= deadline)
 			return bench_fail(err, ETIMEDOUT, "%u of %u QPs connected after %d ms",
-					  c->nqp, c->p->num_qp, bench_step_ms(c));
+					  c->nqp, c->p->num_qp, bench_connect_ms(c));
 		r = rk_listener_get_request(c->lis, (int)((deadline - now) / 1000000) + 1, err,
 					    &req);
 		if (r)
@@ -410,7 +417,7 @@ static int accept_cm(struct bench_ctx *c, struct rk_error *err)
 		}
 		q = &c->qps[h->app_arg];
 		conn_opts(c, q, &o);
-		r = rk_cm_request_accept(req, &o, NULL, 0, bench_step_ms(c), err, &q->conn);
+		r = rk_cm_request_accept(req, &o, NULL, 0, bench_connect_ms(c), err, &q->conn);
 		if (r)
 			return r;
 		c->nqp++;

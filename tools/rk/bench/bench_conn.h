@@ -102,6 +102,15 @@ void bench_ctx_release(struct bench_ctx *c);
 
 /* Deadline for one control step, from --watchdog. */
 int bench_step_ms(const struct bench_ctx *c);
+/*
+ * bench_connect_ms - how long connecting the QPs may take: the watchdog,
+ * but never under BENCH_CONNECT_MIN_MS. rdma_cm's address and route
+ * resolution and each side's QP set-up take seconds under emulation on a
+ * loaded host; a short watchdog (tests run -a legs at 2 s) bounds the run's
+ * silences, not a connect that is on its way.
+ */
+#define BENCH_CONNECT_MIN_MS 10000
+int bench_connect_ms(const struct bench_ctx *c);
 
 /* bench_signal_every - the QPs' selective signaling: cq-mod, at most tx-depth. */
 uint32_t bench_signal_every(const struct bench_params *p);

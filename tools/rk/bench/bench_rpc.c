@@ -164,7 +164,7 @@ int bench_rpc_listen(struct bench_ctx *c, struct rk_error *err)
 static int accept_clients(struct bench_ctx *c, struct rk_error *err)
 {
 	struct bench_rpc *r = c->rpc;
-	uint64_t deadline = bench_now_ns() + (uint64_t)bench_step_ms(c) * 1000000;
+	uint64_t deadline = bench_now_ns() + (uint64_t)bench_connect_ms(c) * 1000000;
 	struct rk_rpc_server_stats st;
 	struct bench_msg m;
 	int rc;
@@ -176,7 +176,7 @@ static int accept_clients(struct bench_ctx *c, struct rk_error *err)
 		if (bench_now_ns() >= deadline)
 			return bench_fail(err, ETIMEDOUT,
 					  "%u of %u RPC clients connected after %d ms", st.conns,
-					  c->p->num_qp, bench_step_ms(c));
+					  c->p->num_qp, bench_connect_ms(c));
 		rc = rk_rpc_server_progress(r->srv, WAIT_MS, err);
 		if (rc < 0 && rc != -ETIMEDOUT && rc != -EINTR)
 			return rc;
@@ -209,7 +209,7 @@ static int connect_client(struct bench_ctx *c, struct rpc_client *q, struct rk_e
 	    .host = c->l->host,
 	    .port = c->l->port,
 	    .window = window_of(p),
-	    .timeout_ms = bench_step_ms(c),
+	    .timeout_ms = bench_connect_ms(c),
 	    .mode = c->l->poll,
 	    .conn = c->l->mtu ? &co : NULL,
 	    .token = c->token,
