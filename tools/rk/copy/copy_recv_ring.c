@@ -32,7 +32,7 @@ int rcv_send_msg(struct session *s, unsigned lane, const void *msg, size_t len,
 	struct rk_send_buf b;
 	int r;
 
-	/* A slot is taken only with a buffer free for its RESULTS (rcv_deliver). */
+	/* A slot is taken only with a buffer free for its RESULTS (deliver()). */
 	if (!ss || rk_send_set_get(ss, &b))
 		return -ENOBUFS;
 	memcpy(b.data, msg, len);
