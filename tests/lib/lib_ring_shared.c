@@ -227,6 +227,10 @@ int main(void)
 			/* The next slot's stage buffer must be done with its last write. */
 			if (g.busy[sent % SLOTS])
 				break;
+			/* What is in flight and what may go make up the ring. */
+			if (rk_ring_tx_unacked(g.tx) + rk_ring_tx_credits(g.tx) != SLOTS)
+				LT_FAIL("%u unacked + %u credits", rk_ring_tx_unacked(g.tx),
+					rk_ring_tx_credits(g.tx));
 			r = rk_ring_tx_reserve(g.tx, &b, &e);
 			if (r == -EAGAIN)
 				break;
