@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "cli.h"
@@ -131,6 +132,11 @@ uint64_t cli_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cli_name_thread(const char *name)
+{
+	(void)prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 void cli_report(const char *prog, const char *what, const struct rk_error *err)

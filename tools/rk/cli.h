@@ -39,6 +39,13 @@ const char *cli_fmt_rate(double bits_per_sec, char *buf, size_t len);
 uint64_t cli_now_ns(void);
 
 /*
+ * cli_name_thread - name the calling thread (at most 15 characters are
+ * kept), so that top -H, perf and gdb tell a tool's threads apart. Costs one
+ * system call; a failure is ignored (the name is only a help).
+ */
+void cli_name_thread(const char *name);
+
+/*
  * cli_clean_text - @len bytes of text from a peer made safe for a terminal:
  * printable ASCII kept, every other byte (escapes, control characters, NUL,
  * anything beyond ASCII) shown as '?'. Cut to fit @dst (@dst_len >= 1) and

@@ -279,6 +279,7 @@ static void *session_main(void *arg)
 	struct rk_error err;
 	int r;
 
+	cli_name_thread("rk-session");
 	rk_error_clear(&err);
 	r = rk_cm_request_accept(s->req, &o, NULL, 0, ACCEPT_MS, &err, &conn);
 	s->req = NULL;

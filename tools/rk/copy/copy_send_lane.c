@@ -347,7 +347,10 @@ static void *lane_main(void *arg)
 {
 	struct lane *l = arg;
 	struct sender *s = l->s;
+	char name[16];
 
+	snprintf(name, sizeof(name), "rk-lane%u", (unsigned)(l - s->lanes));
+	cli_name_thread(name);
 	pthread_mutex_lock(&s->mu);
 	while (!s->stop && !s->fatal) {
 		while (l->qhead != l->qtail && !s->fatal) {
@@ -357,6 +360,18 @@ static void *lane_main(void *arg)
 			/* The slot is ours until its completion: post it unlocked. */
 			pthread_mutex_unlock(&s->mu);
 			r = post_slot(l, i);
+			/*
+			 * Take what has come in since, without waiting: the
+			 * write's completion frees its staging slot, and the
+			 * server's RESULTS and credits free ring slots. Left
+			 * until the queue runs dry, they would keep the main
+			 * thread from filling the next slot, and this lane
+			 * would then wait for it (measured: 10-15 % of one
+			 * lane's rate under Soft-RoCE). An end of the session
+			 * shows in s->fatal.
+			 */
+			if (!r)
+				(void)pump_lane(l, 0);
 			pthread_mutex_lock(&s->mu);
 			if (r)
 				snd_lost(l, "(posting failed)");

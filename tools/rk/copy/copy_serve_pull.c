@@ -171,6 +171,7 @@ static void *pull_main(void *arg)
 	size_t ok = 0;
 	int rc;
 
+	cli_name_thread("rk-pull");
 	cp_progress_init(&prog, 0, 0);
 	if (rk_pd_alloc(srv->dev, &e, &pd)) {
 		rk_cm_request_reject(ps->req, RK_REJECT_BUSY, "server out of resources", NULL);
