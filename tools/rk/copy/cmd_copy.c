@@ -55,7 +55,7 @@ static void usage(FILE *f)
 	    "                        prefix; files already there and identical are skipped\n"
 	    "  -f, --force           overwrite existing files\n"
 	    "      --chunk SIZE      bytes per RDMA write (default 1M, 4K..8188K)\n"
-	    "      --depth N         chunks in flight (default 8, 1..%d)\n"
+	    "      --depth N         chunks in flight (default 8 per connection, 1..%d)\n"
 	    "      --num-qp N        stripe over N connections (1..8, default 1)\n"
 	    "      --token-file FILE access token, if the server requires one\n"
 	    "      --dev NAME        local RDMA device (default $RK_DEV, else the one the route\n"
@@ -320,7 +320,7 @@ int rk_cmd_copy(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct cp_send_opts so = {.port = CP_DEFAULT_PORT, .chunk = 1u << 20, .depth = 8};
+	struct cp_send_opts so = {.port = CP_DEFAULT_PORT, .chunk = 1u << 20};
 	uint64_t v, timeout = 30;
 	int recursive = 0, json = 0, quiet = 0, c, rc;
 	char host[256], port[16], why[512];
@@ -409,6 +409,13 @@ int rk_cmd_copy(int argc, char **argv)
 			return RK_EXIT_USAGE;
 		}
 	}
+	/*
+	 * 8 chunks in flight per connection by default: a lane that has only
+	 * 4 runs dry while the others' RESULTS come back (measured with two
+	 * lanes: 1.14x the rate of 8 shared).
+	 */
+	if (!so.depth)
+		so.depth = 8 * (so.lanes > 1 ? so.lanes : 1);
 	if (argc - optind < 2) {
 		fprintf(stderr, "rk copy: need SRC... and HOST[:PORT]:DEST\n");
 		usage(stderr);
