@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "copy_budget.h"
 #include "copy_plan.h"
 #include "copy_progress.h"
 #include "copy_proto.h"
@@ -55,7 +56,8 @@ static void usage(FILE *f)
 	    "                        prefix; files already there and identical are skipped\n"
 	    "  -f, --force           overwrite existing files\n"
 	    "      --chunk SIZE      bytes per RDMA write (default 1M, 4K..8188K)\n"
-	    "      --depth N         chunks in flight (default 8 per connection, 1..%d)\n"
+	    "      --depth N         chunks in flight in all (default 8 per connection, fewer\n"
+	    "                        if locked memory is short; 1..%d)\n"
 	    "      --num-qp N        stripe over N connections (1..8, default 1)\n"
 	    "      --token-file FILE access token, if the server requires one\n"
 	    "      --dev NAME        local RDMA device (default $RK_DEV, else the one the route\n"
@@ -412,10 +414,11 @@ int rk_cmd_copy(int argc, char **argv)
 	/*
 	 * 8 chunks in flight per connection by default: a lane that has only
 	 * 4 runs dry while the others' RESULTS come back (measured with two
-	 * lanes: 1.14x the rate of 8 shared).
+	 * lanes: 1.14x the rate of 8 shared). Fewer where locked memory is
+	 * short (cp_default_depth).
 	 */
 	if (!so.depth)
-		so.depth = 8 * (so.lanes > 1 ? so.lanes : 1);
+		so.depth = cp_default_depth(so.lanes, so.chunk);
 	if (argc - optind < 2) {
 		fprintf(stderr, "rk copy: need SRC... and HOST[:PORT]:DEST\n");
 		usage(stderr);

@@ -58,6 +58,21 @@ static int can_lock_all(void)
 	return !!(d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK));
 }
 
+unsigned cp_default_depth(unsigned lanes, uint32_t chunk)
+{
+	struct rlimit rl = raise_soft(RLIMIT_MEMLOCK);
+	uint64_t want = 8ull * (lanes > 1 ? lanes : 1), fit;
+
+	if (want > CP_MAX_SLOTS)
+		want = CP_MAX_SLOTS;
+	if (want <= 8 || rl.rlim_cur == RLIM_INFINITY || can_lock_all())
+		return (unsigned)want;
+	fit = rl.rlim_cur > CP_PINNED_MARGIN
+		  ? (rl.rlim_cur - CP_PINNED_MARGIN) / ((uint64_t)CP_HDR_SIZE + chunk)
+		  : 0;
+	return (unsigned)(fit < 8 ? 8 : fit < want ? fit : want);
+}
+
 int cp_fit_memlock(unsigned *max_clients, uint32_t *max_ring, uint64_t *limit)
 {
 	struct rlimit rl = raise_soft(RLIMIT_MEMLOCK);

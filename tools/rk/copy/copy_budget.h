@@ -2,7 +2,8 @@
  * copy_budget.h - rk serve's share of the process's limits: file
  * descriptors and locked (registered) memory, divided among --max-clients
  * sessions at start, so that the last session admitted gets what the
- * first did instead of an EMFILE or ENOMEM halfway through a file.
+ * first did instead of an EMFILE or ENOMEM halfway through a file; and
+ * how deep rk copy's pipeline may be by default within the same limit.
  */
 #ifndef RK_COPY_BUDGET_H
 #define RK_COPY_BUDGET_H
@@ -28,6 +29,19 @@ uint64_t cp_fit_fds(unsigned max_clients, unsigned reserve, uint32_t *max_open);
  * not even one session with a ring of one smallest slot fits.
  */
 int cp_fit_memlock(unsigned *max_clients, uint32_t *max_ring, uint64_t *limit);
+
+/*
+ * cp_default_depth - rk copy's chunks in flight when --depth is not given:
+ * 8 per connection, so that each of @lanes lanes keeps a pipeline of its
+ * own. Where the locked-memory limit binds (finite after raising the soft
+ * limit to the hard one, and no CAP_IPC_LOCK), no more than fit in it
+ * beside CP_PINNED_MARGIN of queues and control buffers, but never fewer
+ * than 8 (one lane's default: if even that does not fit, registering it
+ * fails with the limit's hint, as it always did). At most CP_MAX_SLOTS.
+ */
+unsigned cp_default_depth(unsigned lanes, uint32_t chunk);
+
+#define CP_PINNED_MARGIN (2u << 20)
 
 #define CP_RING_FLOOR (4 * (4096u + (1u << 20)))
 
