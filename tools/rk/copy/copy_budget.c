@@ -62,14 +62,13 @@ unsigned cp_default_depth(unsigned lanes, uint32_t chunk)
 {
 	struct rlimit rl = raise_soft(RLIMIT_MEMLOCK);
 	uint64_t want = 8ull * (lanes > 1 ? lanes : 1), fit;
+	uint64_t margin = CP_PINNED_MARGIN(lanes > 1 ? lanes : 1);
 
 	if (want > CP_MAX_SLOTS)
 		want = CP_MAX_SLOTS;
 	if (want <= 8 || rl.rlim_cur == RLIM_INFINITY || can_lock_all())
 		return (unsigned)want;
-	fit = rl.rlim_cur > CP_PINNED_MARGIN
-		  ? (rl.rlim_cur - CP_PINNED_MARGIN) / ((uint64_t)CP_HDR_SIZE + chunk)
-		  : 0;
+	fit = rl.rlim_cur > margin ? (rl.rlim_cur - margin) / ((uint64_t)CP_HDR_SIZE + chunk) : 0;
 	return (unsigned)(fit < 8 ? 8 : fit < want ? fit : want);
 }
 

@@ -35,13 +35,17 @@ int cp_fit_memlock(unsigned *max_clients, uint32_t *max_ring, uint64_t *limit);
  * 8 per connection, so that each of @lanes lanes keeps a pipeline of its
  * own. Where the locked-memory limit binds (finite after raising the soft
  * limit to the hard one, and no CAP_IPC_LOCK), no more than fit in it
- * beside CP_PINNED_MARGIN of queues and control buffers, but never fewer
+ * beside CP_PINNED_MARGIN(@lanes) of queues and control buffers, but never fewer
  * than 8 (one lane's default: if even that does not fit, registering it
  * fails with the limit's hint, as it always did). At most CP_MAX_SLOTS.
  */
 unsigned cp_default_depth(unsigned lanes, uint32_t chunk);
 
-#define CP_PINNED_MARGIN (2u << 20)
+/*
+ * What a client pins besides its slots: per lane about 80 receive buffers
+ * of 4 KiB and its queues (under 512 KiB), and 1 MiB for the rest.
+ */
+#define CP_PINNED_MARGIN(lanes) ((1ull << 20) + (uint64_t)(lanes) * (512u << 10))
 
 #define CP_RING_FLOOR (4 * (4096u + (1u << 20)))
 
