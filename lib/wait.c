@@ -29,7 +29,15 @@
  * never be idle, and a peer's disconnect must still be seen.
  */
 #define MAX_DEFER 16
-#define FD_EVERY  32 /* busy mode: look at the fds every this many spins */
+/*
+ * Busy mode: look at the fds (epoll_wait, a system call) every FD_EVERY
+ * spins, counted across calls. An fd event (a CM event, a socket, an
+ * eventfd) is seen within that many spins: tens of microseconds on a
+ * hardware NIC's CQ, a few hundred under emulation. rk_wait_wake() is seen
+ * at once: it is a counter in memory. At 32, a 64 B RPC round trip made
+ * three or four of these system calls on each side.
+ */
+#define FD_EVERY 256
 
 struct src {
 	int used;
@@ -422,10 +430,18 @@ static int epoll_pass(struct rk_wait *ws, struct rk_wait_event *out, int n, int 
 #define UNTIL_LAZY (-2) /* spin(): the deadline is @after_us from the first clock reading */
 
 /*
- * The clock, looked at every 64 spins: 1 when @until_us has passed. A lazy
- * deadline starts at the first look: a wait that ends within 64 spins
- * reads no clock at all (where the clock source is not the TSC, HPET under
- * emulation say, a reading is a system call of microseconds).
+ * How often spin() reads the clock: every CLOCK_EVERY_MS spins for a
+ * deadline in milliseconds (rk_wait's timeout, lazy), every
+ * CLOCK_EVERY_US for adaptive mode's spin of a few microseconds. Where
+ * the clock source is not the TSC (HPET under emulation, some VMs), a
+ * reading is a system call of microseconds.
+ */
+#define CLOCK_EVERY_MS 256
+#define CLOCK_EVERY_US 64
+
+/*
+ * The clock: 1 when @until_us has passed. A lazy deadline starts at the
+ * first look: a wait that ends before its first look reads no clock at all.
  */
 static int clock_passed(int64_t *until_us, int64_t after_us)
 {
@@ -449,6 +465,7 @@ static int clock_passed(int64_t *until_us, int64_t after_us)
 static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t until_us,
 		int64_t after_us, int once, struct rk_error *err)
 {
+	unsigned clock_every = until_us == UNTIL_LAZY ? CLOCK_EVERY_MS : CLOCK_EVERY_US;
 	int got = 0, looked = 0, r;
 
 	for (unsigned spins = 0;; spins++) {
@@ -466,8 +483,8 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 		}
 		if (got)
 			return got;
-		if (once ||
-		    (spins % 64 == 63 && until_us != -1 && clock_passed(&until_us, after_us))) {
+		if (once || (spins % clock_every == clock_every - 1 && until_us != -1 &&
+			     clock_passed(&until_us, after_us))) {
 			if (ws->nfds && !looked) {
 				r = epoll_pass(ws, out, n, &got, 0, err);
 				if (r < 0)
