@@ -11,7 +11,7 @@
  *
  * Underneath is one epoll instance. CQs wait as rk_cq_wait() does, in the
  * set's mode (cq.h): RK_WAIT_BUSY spins on every CQ and looks at the other
- * fds with a non-blocking epoll_wait (a system call) every 256 spins,
+ * fds with a non-blocking epoll_wait (a system call) every 1024 spins,
  * counted across calls, and once more before a wait ends with nothing (so
  * while completions flow, an fd's event may wait that many spins; a
  * wake-up by rk_wait_wake() is seen on the next spin);
