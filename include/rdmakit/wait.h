@@ -11,10 +11,11 @@
  *
  * Underneath is one epoll instance. CQs wait as rk_cq_wait() does, in the
  * set's mode (cq.h): RK_WAIT_BUSY spins on every CQ and looks at the other
- * fds with a non-blocking epoll_wait (a system call) every 1024 spins,
- * counted across calls, and once more before a wait ends with nothing (so
- * while completions flow, an fd's event may wait that many spins; a
- * wake-up by rk_wait_wake() is seen on the next spin);
+ * fds with a non-blocking epoll_wait (a system call) after 1024 empty
+ * spins or 128 waits that returned completions, counted across calls, and
+ * once more before a wait ends with nothing (so an fd's event may wait
+ * that long to be seen; a wake-up by rk_wait_wake() is seen on the next
+ * spin);
  * RK_WAIT_EVENT arms every CQ's completion channel and sleeps in
  * epoll_wait; RK_WAIT_ADAPTIVE spins for spin_us first, then sleeps. In the
  * two sleeping modes each CQ must have a completion channel (a CQ created in
@@ -106,8 +107,9 @@ RK_API int rk_wait_add_cq(struct rk_wait *ws, struct rk_cq *cq, int max_wc, uint
  * CM events wait for a later rk_wait(): a peer's last messages and its
  * disconnect often come together, and the caller must be able to act on
  * those messages (repost a receive, answer) while the connection is still
- * CONNECTED. They wait 16 calls at most (a CQ shared by busy connections is
- * never idle). -EINVAL for a manual connection (it has no CM channel).
+ * CONNECTED. They wait 16 looks at the fds at most (a CQ shared by busy
+ * connections is never idle; in busy mode a look comes every 128 waits
+ * that returned completions, see above). -EINVAL for a manual connection (it has no CM channel).
  * Returns the source id.
  */
 RK_API int rk_wait_add_conn(struct rk_wait *ws, struct rk_conn *conn, uint64_t tag,
@@ -141,7 +143,9 @@ RK_API int rk_wait_remove(struct rk_wait *ws, int id);
  * (-1 = forever, 0 = just look). Fills up to @n events and returns how many
  * (>= 1), -ETIMEDOUT at the deadline, or another negative errno (with @err).
  * Cost: busy mode, one ibv_poll_cq per CQ per spin and one epoll_wait
- * system call every few microseconds; event mode, per call one epoll_wait
+ * system call per 1024 empty spins or 128 calls that returned completions
+ * (a busy deadline may pass by up to 2048 spins: it is checked every 1024);
+ * event mode, per call one epoll_wait
  * plus, per CQ whose channel fired, the channel read and re-arm (acks are
  * batched, see cq.h). Nothing is allocated.
  */
