@@ -478,11 +478,21 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 	for (unsigned spins = 0;; spins++) {
 		int looked = 0; /* the fds, in this spin */
 
+		/*
+		 * A look at the fds that is due but found the caller's array
+		 * full (CQs enough to fill it on every call) keeps a place
+		 * in it this time: a busy server must still see a new
+		 * client or a disconnect.
+		 */
+		int due = ws->nfds && ws->fd_spins >= FD_EVERY;
+
 		if (atomic_load_explicit(&ws->wakes, memory_order_relaxed))
 			take_wakes(ws, out, &got);
-		r = poll_cqs(ws, out, n, &got, 0, err);
-		if (r)
-			return r;
+		if (!due || n > 1) {
+			r = poll_cqs(ws, out, due ? n - 1 : n, &got, 0, err);
+			if (r)
+				return r;
+		}
 		ws->fd_spins += got ? FD_BUSY : 1;
 		if (ws->nfds && got < n && ws->fd_spins >= FD_EVERY) {
 			ws->fd_spins = 0;

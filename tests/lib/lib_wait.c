@@ -1,6 +1,7 @@
 /*
  * lib_wait.c - the wait set on a real device: completions of two CQs and an
- * eventfd in one wait, in busy, event and adaptive mode, data checked; the
+ * eventfd in one wait, in busy, event and adaptive mode, data checked; an
+ * eventfd seen by a busy wait whose CQs fill the caller's array; the
  * deadline with nothing in flight; a peer's disconnect reported through its
  * CM channel. Usage: lib_wait ADDR PORT
  */
@@ -115,6 +116,72 @@ static void cqs_and_eventfd(struct rk_device *dev, enum rk_wait_mode mode)
 							       : mode == RK_WAIT_EVENT
 								   ? "event"
 								   : "adaptive");
+}
+
+/*
+ * Busy mode, a caller whose array (one event) every CQ can fill: an
+ * eventfd signaled while 200 completions wait is still reported before
+ * they are all taken (a busy server must see a new client).
+ */
+static void full_array_sees_fds(struct rk_device *dev)
+{
+	enum { N = 100, SZ = 64 };
+	struct rk_conn_opts o = {.wait_mode = RK_WAIT_BUSY};
+	struct rk_wait_opts wo = {.mode = RK_WAIT_BUSY};
+	struct rk_conn *a, *b;
+	struct rk_mr *sm, *rm;
+	struct rk_wait *ws;
+	struct rk_wait_event ev[1];
+	struct rk_error e;
+	uint64_t one = 1;
+	int efd = eventfd(0, EFD_NONBLOCK);
+	int taken = 0, efd_at = -1;
+
+	lt_pair(dev, &o, &o, &a, &b);
+	LT_CHECK(rk_mr_alloc(dev, N * SZ, RK_ACCESS_LOCAL, &e, &sm), &e);
+	LT_CHECK(rk_mr_alloc(dev, N * SZ, RK_ACCESS_LOCAL, &e, &rm), &e);
+	LT_CHECK(rk_wait_create(&wo, &e, &ws), &e);
+	LT_CHECK(rk_wait_add_cq(ws, rk_conn_cq(a), 1, 0xa, &e), &e);
+	LT_CHECK(rk_wait_add_cq(ws, rk_conn_cq(b), 1, 0xb, &e), &e);
+	LT_CHECK(rk_wait_add_eventfd(ws, efd, 0xe, &e), &e);
+	for (int i = 0; i < N; i++) {
+		char *r = (char *)rk_mr_addr(rm) + i * SZ;
+		struct rk_wr wr = {.op = RK_OP_SEND,
+				   .flags = RK_WR_SIGNALED,
+				   .wr_id = (uint64_t)i,
+				   .addr = (char *)rk_mr_addr(sm) + i * SZ,
+				   .len = SZ,
+				   .lkey = rk_mr_lkey(sm)};
+
+		LT_CHECK(rk_post_recv(b, r, SZ, rk_mr_lkey(rm), (uint64_t)i, &e), &e);
+		LT_CHECK(rk_post(a, &wr, &e), &e);
+	}
+	usleep(500 * 1000); /* all 2 N completions in their CQs */
+	if (write(efd, &one, sizeof(one)) != sizeof(one))
+		LT_FAIL("eventfd");
+	while (taken < 2 * N || efd_at < 0) {
+		int n = rk_wait(ws, ev, 1, 10000, &e);
+
+		LT_CHECK(n, &e);
+		if (ev[0].src == RK_SRC_EVENTFD) {
+			efd_at = taken;
+			continue;
+		}
+		if (ev[0].src != RK_SRC_CQ || ev[0].nwc != 1 ||
+		    ev[0].wc[0].status != IBV_WC_SUCCESS)
+			LT_FAIL("unexpected event src %d", ev[0].src);
+		taken++;
+	}
+	if (efd_at >= 2 * N)
+		LT_FAIL("the eventfd was reported only after all %d completions", 2 * N);
+	rk_wait_destroy(ws);
+	close(efd);
+	rk_conn_destroy(a);
+	rk_conn_destroy(b);
+	rk_mr_dereg(sm);
+	rk_mr_dereg(rm);
+	printf("busy: an eventfd seen after %d of %d completions, one event per wait: ok\n", efd_at,
+	       2 * N);
 }
 
 static void busy_cq_refused(struct rk_device *dev)
@@ -234,6 +301,7 @@ int main(int argc, char **argv)
 	cqs_and_eventfd(dev, RK_WAIT_BUSY);
 	cqs_and_eventfd(dev, RK_WAIT_EVENT);
 	cqs_and_eventfd(dev, RK_WAIT_ADAPTIVE);
+	full_array_sees_fds(dev);
 	busy_cq_refused(dev);
 	rk_device_close(dev);
 	printf("lib_wait: ok\n");
