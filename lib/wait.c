@@ -481,20 +481,27 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 		/*
 		 * A look at the fds that is due but found the caller's array
 		 * full (CQs enough to fill it on every call) keeps a place
-		 * in it this time: a busy server must still see a new
-		 * client or a disconnect.
+		 * in it this time, first in the spin when the array has one:
+		 * a busy server must still see a new client or a disconnect.
 		 */
 		int due = ws->nfds && ws->fd_spins >= FD_EVERY;
 
 		if (atomic_load_explicit(&ws->wakes, memory_order_relaxed))
 			take_wakes(ws, out, &got);
-		if (!due || n > 1) {
-			r = poll_cqs(ws, out, due ? n - 1 : n, &got, 0, err);
+		if (due && n == 1 && !got) {
+			ws->fd_spins = 0;
+			looked = 1;
+			r = epoll_pass(ws, out, n, &got, 0, err);
+			if (r < 0)
+				return r;
+		}
+		if (got < n) {
+			r = poll_cqs(ws, out, due && !looked ? n - 1 : n, &got, 0, err);
 			if (r)
 				return r;
 		}
 		ws->fd_spins += got ? FD_BUSY : 1;
-		if (ws->nfds && got < n && ws->fd_spins >= FD_EVERY) {
+		if (!looked && ws->nfds && got < n && ws->fd_spins >= FD_EVERY) {
 			ws->fd_spins = 0;
 			looked = 1;
 			r = epoll_pass(ws, out, n, &got, 0, err);
