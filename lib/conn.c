@@ -219,6 +219,34 @@ int rk_conn_first_error(const struct rk_conn *c, struct rk_error *err)
 	return -c->first_errno;
 }
 
+/*
+ * After the move to ERROR, one signaled WR more: its flush completion comes
+ * after every WR posted before it. Without it, a run of unsignaled sends that
+ * completed before the move would never be retired (a success posts nothing
+ * for them, and a WR that is done is not flushed), and the drain would wait
+ * out its whole deadline. A zero-length RDMA WRITE: no buffer, no key. Not
+ * posted when the slot ring is full; the drain then waits as before.
+ */
+static void post_drain_marker(struct rk_conn *c)
+{
+	struct ibv_send_wr wr = {0}, *bad = NULL;
+	uint64_t seq = c->slots.sq_head;
+	int r;
+
+	if (seq - c->slots.sq_tail > c->slots.sq_mask)
+		return;
+	wr.wr_id = seq;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	c->slots.sq_ids[seq & c->slots.sq_mask] = 0;
+	r = ibv_post_send(c->qp, &wr, &bad);
+	if (r) {
+		rk_dbg("qp 0x%x: drain marker not posted: %s", c->qp->qp_num, strerror(r));
+		return;
+	}
+	c->slots.sq_head = seq + 1;
+}
+
 /* Move the QP to ERROR and wait (bounded) for every posted WR to be flushed. */
 static void drain(struct rk_conn *c)
 {
@@ -235,6 +263,8 @@ static void drain(struct rk_conn *c)
 	/* With a shared CQ the flushes are dropped later by rk_cq_poll. */
 	if (!c->own_cq)
 		return;
+	if (c->slots.sq_tail != c->slots.sq_head)
+		post_drain_marker(c);
 	while (c->slots.sq_tail != c->slots.sq_head || c->slots.rq_tail != c->slots.rq_head) {
 		r = rk_cq_poll(c->cq, wc, 16, NULL);
 		if (r < 0)

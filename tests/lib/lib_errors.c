@@ -23,14 +23,6 @@
 
 #define APP_ID 0x65727273
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void bad_rkey(struct rk_device *dev)
 {
 	struct rk_conn *a, *b;
@@ -179,9 +171,9 @@ static void connect_fails(struct rk_device *dev, const char *host, const char *p
 	struct rk_cm_connect_opts co = {.host = host, .port = port, .timeout_ms = 2000, .hello = h};
 	struct rk_conn *c = NULL;
 	struct rk_error e;
-	int64_t t0 = now_ms();
+	int64_t t0 = lt_now_ms();
 	int r = rk_cm_connect(dev, &co, &e, &c);
-	int64_t ms = now_ms() - t0;
+	int64_t ms = lt_now_ms() - t0;
 
 	if (r == 0)
 		LT_FAIL("%s: connected", what);

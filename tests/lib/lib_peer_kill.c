@@ -12,14 +12,6 @@
 
 #include "lt.h"
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void victim(const char *addr, const char *port, int manual, int ready)
 {
 	struct rk_device *dev = lt_open_device(0);
@@ -101,7 +93,7 @@ static void survive(const char *addr, const char *port, int manual)
 	LT_CHECK(rk_mr_alloc(dev, 4096, RK_ACCESS_LOCAL, &e, &mr), &e);
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
-	t0 = now_ms();
+	t0 = lt_now_ms();
 	if (manual) {
 		struct rk_wr wr = {.op = RK_OP_SEND,
 				   .flags = RK_WR_SIGNALED | RK_WR_NO_INLINE,
@@ -123,7 +115,7 @@ static void survive(const char *addr, const char *port, int manual)
 		printf("manual: send to the dead peer: %s\n", e.msg);
 		close(fd);
 	} else {
-		while (rk_conn_state(c) == RK_CONN_CONNECTED && now_ms() - t0 < 15000)
+		while (rk_conn_state(c) == RK_CONN_CONNECTED && lt_now_ms() - t0 < 15000)
 			if (rk_conn_progress(c, 1000, &e))
 				break;
 		/*
@@ -135,7 +127,7 @@ static void survive(const char *addr, const char *port, int manual)
 			LT_FAIL("state %s after the peer died",
 				rk_conn_state_str(rk_conn_state(c)));
 	}
-	ms = now_ms() - t0;
+	ms = lt_now_ms() - t0;
 	rk_conn_first_error(c, &e);
 	printf("%s: peer killed, reported after %lld ms: %s\n", manual ? "manual" : "rdma_cm",
 	       (long long)ms, e.msg);

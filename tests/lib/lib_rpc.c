@@ -35,14 +35,6 @@ static struct rk_rpc_server *srv;
 static volatile int stop;
 static unsigned nasync = NASYNC;
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the server's handlers ------------------------------------------------ */
 
 static void h_echo(struct rk_rpc_req *req, void *arg)
@@ -220,7 +212,7 @@ static void echo_by(struct rk_rpc_client *cl, uint16_t method, uint32_t len, int
 	    .method = method, .req_len = len, .resp_cap = len, .timeout_ms = 60000};
 	struct rk_error e;
 	uint32_t got = 0;
-	int64_t t0 = now_ms();
+	int64_t t0 = lt_now_ms();
 
 	if (zero_copy) {
 		LT_CHECK(rk_mr_alloc_pd(pd, len ? len : 1, RK_ACCESS_REMOTE_READ, &e, &req_mr), &e);
@@ -248,7 +240,7 @@ static void echo_by(struct rk_rpc_client *cl, uint16_t method, uint32_t len, int
 	       method == M_INPLACE ? ", answered in place"
 	       : method == M_DEFER ? ", deferred"
 				   : "",
-	       (long long)(now_ms() - t0));
+	       (long long)(lt_now_ms() - t0));
 	if (zero_copy) {
 		rk_mr_dereg(req_mr);
 		rk_mr_dereg(resp_mr);
@@ -290,7 +282,7 @@ static void many_async(struct rk_rpc_client *cl)
 	uint32_t ids[NASYNC];
 	unsigned next = 0;
 	struct rk_error e;
-	int64_t t0 = now_ms();
+	int64_t t0 = lt_now_ms();
 
 	async_done = 0;
 	while (async_done < nasync) {
@@ -318,7 +310,7 @@ static void many_async(struct rk_rpc_client *cl)
 		if (!s[i].done)
 			LT_FAIL("call %u never completed", i);
 	printf("%u async calls, %u in flight: all matched (%lld ms)\n", nasync, INFLIGHT,
-	       (long long)(now_ms() - t0));
+	       (long long)(lt_now_ms() - t0));
 }
 
 static int call_simple(struct rk_rpc_client *cl, uint16_t method, const void *req, uint32_t len,
@@ -365,11 +357,11 @@ static void errors(struct rk_rpc_client *cl)
 		LT_FAIL("deferred answer: %d (%s)", r, rk_error_str(&e));
 	printf("deferred answer from another thread: ok\n");
 
-	t0 = now_ms();
+	t0 = lt_now_ms();
 	r = call_simple(cl, M_NEVER, NULL, 0, buf, sizeof(buf), 300, &got, &code, &e);
-	if (r != -ETIMEDOUT || now_ms() - t0 > 3000)
-		LT_FAIL("deadline: %d after %lld ms", r, (long long)(now_ms() - t0));
-	printf("deadline: -ETIMEDOUT after %lld ms: %s\n", (long long)(now_ms() - t0),
+	if (r != -ETIMEDOUT || lt_now_ms() - t0 > 3000)
+		LT_FAIL("deadline: %d after %lld ms", r, (long long)(lt_now_ms() - t0));
+	printf("deadline: -ETIMEDOUT after %lld ms: %s\n", (long long)(lt_now_ms() - t0),
 	       rk_error_str(&e));
 
 	r = call_simple(cl, M_PAST, NULL, 0, buf, sizeof(buf), 5000, &got, &code, &e);
@@ -437,11 +429,11 @@ static void raw_attack(struct rk_device *dev, const char *addr, const char *port
 	}
 	LT_CHECK(rk_post(r.conn, &wr, &e), &e);
 	rk_cq_wait(rk_conn_cq(r.conn), &wc, 1, 5000, &e);
-	t0 = now_ms();
+	t0 = lt_now_ms();
 	do {
 		usleep(20000);
 		rk_rpc_server_get_stats(srv, &after);
-	} while (after.conns_dropped == before.conns_dropped && now_ms() - t0 < 10000);
+	} while (after.conns_dropped == before.conns_dropped && lt_now_ms() - t0 < 10000);
 	if (after.conns_dropped != before.conns_dropped + 1)
 		LT_FAIL("hostile client (%s) not dropped", what);
 	printf("hostile client (%s): dropped\n", what);
@@ -504,7 +496,7 @@ static void gone_cb(void *arg, int status, uint32_t len, int32_t code, const str
 	if (status != -ECONNRESET || !strstr(e->msg, "peer gone"))
 		LT_FAIL("a call in flight when the server died: %d (%s)", status, e->msg);
 	if (gone_n++ == 0) {
-		gone_at = now_ms();
+		gone_at = lt_now_ms();
 		printf("server killed: %s\n", e->msg);
 	}
 }
@@ -542,8 +534,8 @@ static void server_killed(const char *addr)
 	rk_rpc_client_progress(cl, 200, &e);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	killed = now_ms();
-	while (gone_n < 8 && now_ms() - killed < 15000)
+	killed = lt_now_ms();
+	while (gone_n < 8 && lt_now_ms() - killed < 15000)
 		rk_rpc_client_progress(cl, 500, &e);
 	if (gone_n != 8)
 		LT_FAIL("%u of 8 calls failed within 15 s of the kill", gone_n);

@@ -389,6 +389,47 @@ static void client_batch(struct side *s)
 	printf("post list of %d WRs ok (%d completions)\n", BATCH_N, completions);
 }
 
+/*
+ * Teardown after a run of unsignaled WRITEs that completed: success posts no
+ * completion for them and a WR that is done is not flushed, so only a WR the
+ * drain posts itself can tell it they are done. Without one it waited out its
+ * whole deadline (2 s) and warned. Once the run is on the queue unretired,
+ * the connection must be gone well within that.
+ */
+static void client_teardown(struct side *s)
+{
+	uint8_t *data = rk_mr_addr(s->data);
+	struct rk_wr wr = {.op = RK_OP_WRITE,
+			   .addr = data,
+			   .len = 64,
+			   .lkey = rk_mr_lkey(s->data),
+			   .remote_addr = s->peer_addr,
+			   .rkey = s->peer_rkey};
+	struct ibv_wc wc[4];
+	struct rk_error e;
+	unsigned unretired;
+	int64_t t0, ms;
+
+	/* One more whenever the policy signaled the last one (the run reached 16). */
+	for (int i = 0; i < 3 && rk_sq_room(s->conn) == rk_conn_sq_depth(s->conn); i++) {
+		wr.wr_id = 900 + (uint64_t)i;
+		LT_CHECK(rk_post(s->conn, &wr, &e), &e);
+		usleep(200000);
+		LT_CHECK(rk_cq_poll(rk_conn_cq(s->conn), wc, 4, &e), &e);
+	}
+	unretired = rk_conn_sq_depth(s->conn) - rk_sq_room(s->conn);
+	if (!unretired)
+		LT_FAIL("no unsignaled WRITE left unretired to tear down behind");
+	t0 = lt_now_ms();
+	rk_conn_destroy(s->conn);
+	s->conn = NULL;
+	ms = lt_now_ms() - t0;
+	printf("teardown behind %u unretired WRITEs: %lld ms\n", unretired, (long long)ms);
+	if (ms >= 1500)
+		LT_FAIL("teardown took %lld ms: the drain waited for WRs that completed unsignaled",
+			(long long)ms);
+}
+
 static void wait_ready(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -472,6 +513,7 @@ static void client(const char *addr, const char *port)
 	if (wait_mode != RK_WAIT_BUSY)
 		printf("completion channel events: %llu\n",
 		       (unsigned long long)rk_cq_events(rk_conn_cq(s.conn)));
+	client_teardown(&s);
 	free_side(&s);
 }
 

@@ -2,6 +2,7 @@
  * lt.c - helpers shared by the librdmakit device tests.
  */
 #include <string.h>
+#include <time.h>
 
 #include "lt.h"
 
@@ -87,4 +88,12 @@ void lt_pair(struct rk_device *dev, const struct rk_conn_opts *oa, const struct 
 	LT_CHECK(rk_oob_decode(wb, sizeof(wb), &db, &e), &e);
 	LT_CHECK(rk_conn_connect(*a, &db, &e), &e);
 	LT_CHECK(rk_conn_connect(*b, &da, &e), &e);
+}
+
+int64_t lt_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

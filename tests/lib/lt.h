@@ -4,6 +4,7 @@
 #ifndef LT_H
 #define LT_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,5 +41,7 @@ void lt_wait_ok(struct rk_conn *c, struct ibv_wc *wc, int timeout_ms);
 void lt_pair(struct rk_device *dev, const struct rk_conn_opts *oa, const struct rk_conn_opts *ob,
 	     struct rk_conn **a, struct rk_conn **b);
 const char *lt_env(const char *name);
+/* Milliseconds on CLOCK_MONOTONIC. */
+int64_t lt_now_ms(void);
 
 #endif
