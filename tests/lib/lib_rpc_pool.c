@@ -161,19 +161,24 @@ int main(void)
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_join(w[i], NULL);
 	stats("4 threads x 300 calls", &st);
-	/* Two made, plus one for each closed (a client idle past 1 s while threads waited). */
-	if (st.clients != 2 || st.connects != 2 + st.idle_closed + st.dead_closed)
+	/*
+	 * Two made at least. A client can sit idle past 1 s, on the last
+	 * thread's way out (it keeps one) or while threads wait: it is closed
+	 * at the next lease, and replaced only if a thread then needs it.
+	 */
+	if (st.clients < 1 || st.clients > 2 || st.connects < 2 ||
+	    st.connects != st.clients + st.idle_closed + st.dead_closed)
 		LT_FAIL("max 2 per peer: %llu connects, %llu closed, %u clients",
 			(unsigned long long)st.connects,
 			(unsigned long long)(st.idle_closed + st.dead_closed), st.clients);
 
 	/* Idle past the timeout: closed; the next call connects again by itself. */
 	usleep(1300000);
-	if (rk_rpc_pool_reap(pool) != 2)
-		LT_FAIL("the 2 idle clients were not closed");
+	if (rk_rpc_pool_reap(pool) != st.clients)
+		LT_FAIL("the %u idle clients were not closed", st.clients);
 	call_once(0xb00);
 	stats("idle closed, one more call", &st2);
-	if (st2.idle_closed != st.idle_closed + 2 || st2.connects != st.connects + 1 ||
+	if (st2.idle_closed != st.idle_closed + st.clients || st2.connects != st.connects + 1 ||
 	    st2.clients != 1)
 		LT_FAIL("idle replacement: %llu idle closed, %llu connects",
 			(unsigned long long)(st2.idle_closed - st.idle_closed),
