@@ -68,6 +68,7 @@ struct rk_wait {
 	atomic_ulong wakes; /* rk_wait_wake() calls not yet reported */
 	int wake_pending;   /* the wake eventfd was seen readable */
 	unsigned fd_spins;  /* busy mode: spins since the fds were looked at, across calls */
+	int fd_starved;	    /* the last epoll pass found fds ready and no room for them */
 	struct epoll_event evs[EPOLL_BATCH];
 };
 
@@ -375,8 +376,10 @@ static void fd_fired(struct rk_wait *ws, uint64_t data, uint32_t revents, struct
 		s->fired = FIRED_NOW;
 		return;
 	}
-	if (*got >= n)
+	if (*got >= n) {
+		ws->fd_starved = 1;
 		return; /* level-triggered: it fires again next time */
+	}
 	switch (s->kind) {
 	case RK_SRC_CONN:
 		if (s->deferred < MAX_DEFER && cq_busy(ws, s->conn, out, *got)) {
@@ -413,6 +416,7 @@ static int epoll_pass(struct rk_wait *ws, struct rk_wait_event *out, int n, int 
 {
 	int k = epoll_wait(ws->epfd, ws->evs, EPOLL_BATCH, timeout_ms);
 
+	ws->fd_starved = 0;
 	if (k < 0) {
 		if (errno == EINTR)
 			return 0;
@@ -522,20 +526,40 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 	}
 }
 
-/* Arm, poll, sleep in epoll_wait; repeat until something fires or the deadline. */
+/*
+ * Arm, poll, sleep in epoll_wait; repeat until something fires or the
+ * deadline. When the last pass found fds ready and the CQs had filled the
+ * caller's array, a place is kept for the fds this time (with room for one
+ * event, they are looked at first): as in spin(), CQs that fill the array
+ * on every call must not hide a new client, a disconnect or an eventfd.
+ */
 static int sleep_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t deadline_ms,
 		      struct rk_error *err)
 {
-	int got = 0, r, left;
+	int got = 0, r = 0, left;
 
 	for (;;) {
-		r = poll_cqs(ws, out, n, &got, 1, err);
-		if (r)
-			return r;
+		int starved = ws->fd_starved, looked = 0;
+
+		if (ws->wake_pending)
+			take_wakes(ws, out, &got);
+		if (starved && n == 1 && !got) {
+			r = epoll_pass(ws, out, n, &got, 0, err);
+			if (r < 0)
+				return r;
+			looked = 1;
+		}
+		if (got < n) {
+			r = poll_cqs(ws, out, starved && n > 1 ? n - 1 : n, &got, 1, err);
+			if (r)
+				return r;
+		}
 		left = got ? 0 : rk_ms_left(deadline_ms);
-		r = epoll_pass(ws, out, n, &got, left, err);
-		if (r < 0)
-			return r;
+		if (!looked || !got) {
+			r = epoll_pass(ws, out, n, &got, left, err);
+			if (r < 0)
+				return r;
+		}
 		if ((ws->wake_pending || atomic_load(&ws->wakes)) && got < n)
 			take_wakes(ws, out, &got);
 		if (got)

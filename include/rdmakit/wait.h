@@ -25,8 +25,11 @@
  * wr_ids are the caller's and failures are recorded on their connection)
  * into a buffer the set owns; they are valid until the next rk_wait() or
  * until the CQ is removed. A source that fired but found no room in the
- * caller's array is reported by the next rk_wait(): nothing is lost, epoll
- * is level-triggered and completions stay in the CQ.
+ * caller's array is reported by a later rk_wait(): nothing is lost, epoll
+ * is level-triggered and completions stay in the CQ. CQs cannot hide the
+ * fds by filling the array on every call: when a look at the fds is due
+ * (busy) or the last one found them ready with no room (event), the CQs
+ * fill all but one place.
  *
  * Thread-safety: one thread at a time per wait set (add, remove, wait),
  * except rk_wait_wake(), which any thread may call at any time. The CQs

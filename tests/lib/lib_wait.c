@@ -119,15 +119,15 @@ static void cqs_and_eventfd(struct rk_device *dev, enum rk_wait_mode mode)
 }
 
 /*
- * Busy mode, a caller whose array (one event) every CQ can fill: an
- * eventfd signaled while 200 completions wait is still reported before
+ * A caller whose array (one event) every CQ can fill, busy and event mode:
+ * an eventfd signaled while 200 completions wait is still reported before
  * they are all taken (a busy server must see a new client).
  */
-static void full_array_sees_fds(struct rk_device *dev)
+static void full_array_sees_fds(struct rk_device *dev, enum rk_wait_mode mode)
 {
 	enum { N = 100, SZ = 64 };
-	struct rk_conn_opts o = {.wait_mode = RK_WAIT_BUSY};
-	struct rk_wait_opts wo = {.mode = RK_WAIT_BUSY};
+	struct rk_conn_opts o = {.wait_mode = mode};
+	struct rk_wait_opts wo = {.mode = mode};
 	struct rk_conn *a, *b;
 	struct rk_mr *sm, *rm;
 	struct rk_wait *ws;
@@ -180,8 +180,8 @@ static void full_array_sees_fds(struct rk_device *dev)
 	rk_conn_destroy(b);
 	rk_mr_dereg(sm);
 	rk_mr_dereg(rm);
-	printf("busy: an eventfd seen after %d of %d completions, one event per wait: ok\n", efd_at,
-	       2 * N);
+	printf("%s: an eventfd seen after %d of %d completions, one event per wait: ok\n",
+	       mode == RK_WAIT_BUSY ? "busy" : "event", efd_at, 2 * N);
 }
 
 static void busy_cq_refused(struct rk_device *dev)
@@ -301,7 +301,8 @@ int main(int argc, char **argv)
 	cqs_and_eventfd(dev, RK_WAIT_BUSY);
 	cqs_and_eventfd(dev, RK_WAIT_EVENT);
 	cqs_and_eventfd(dev, RK_WAIT_ADAPTIVE);
-	full_array_sees_fds(dev);
+	full_array_sees_fds(dev, RK_WAIT_BUSY);
+	full_array_sees_fds(dev, RK_WAIT_EVENT);
 	busy_cq_refused(dev);
 	rk_device_close(dev);
 	printf("lib_wait: ok\n");
