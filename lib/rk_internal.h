@@ -23,7 +23,7 @@
  *   5 messaging  wait.c (one wait over CQs, CM channels and fds), msgbuf.c
  *              (receive and send buffer sets), ring*.c (credit ring): on top
  *              of connections and CQs; nothing below calls into them.
- *   6 rpc      rpc_wire.c (headers, no verbs), rpc_client.c, rpc_server.c
+ *   6 rpc      rpc_wire.c (headers, no verbs), rpc_client.c, rpc_server*.c
  *              (calls on the messaging layer), rpc_pool_book.c and
  *              rpc_pool.c (connections by peer, leased to threads).
  *

@@ -1,0 +1,195 @@
+/*
+ * rpc_server_int.h - what the files of the RPC server share (private to
+ * lib/; rpc.h is the contract):
+ *
+ *   rpc_server.c         requests in, handlers run, progress, setup
+ *   rpc_server_conn.c    connections accepted, dropped and freed
+ *   rpc_server_answer.c  answers: staged memory, posting, and the queues of
+ *                        answers from other threads and of work waiting
+ *                        for send-queue room
+ *
+ * All of it runs on the progress thread, but rk_rpc_reply() from another
+ * thread, which only copies the answer onto the locked deferred queue.
+ */
+#ifndef RK_RPC_SERVER_INT_H
+#define RK_RPC_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "rk_internal.h"
+#include "rpc_wire.h"
+
+#define TAG_RECV	 0x5251ull /* wr_id top 16 bits: request receives */
+#define TAG_ANSWER	 0x5241ull /* the answers' send set (write with immediate) */
+#define TAG_READ	 0x5244ull /* a rendezvous body's READ; low bits the slot */
+#define TAG_DATA	 0x5257ull /* an answer's data WRITE */
+#define TAG_STAGE	 0x5253ull /* the last WRITE from a staged answer: free it */
+#define TAG_LISTEN	 (~0ull)
+#define CONN_TAG	 (1ull << 32)
+#define CHUNK		 (8u << 20) /* bytes per READ / WRITE: Soft-RoCE's limit */
+#define POOL_MAX_CLASS	 (1u << 20) /* larger bodies and answers are registered per use */
+#define MAX_EVENTS	 16
+#define DEF_WINDOW	 64
+#define DEF_SLOT	 4096
+#define DEF_MAX_MSG	 (64u << 20)
+#define DEF_MAX_CONNS	 64
+#define DEF_RDV_BYTES	 (256ull << 20)
+#define MAX_CONNS_LIMIT	 65535
+#define ANSWER_SPARE_BUF 8
+#define ESTABLISH_MS	 1000 /* data came first: how long ESTABLISHED may take */
+#define DEF_INLINE	 128  /* bytes an answer carries inline (header and 116 bytes) */
+#define SIGNAL_EVERY	 16   /* answers: a completion every this many frees them all */
+
+enum req_state { R_FREE = 0, R_READING, R_HANDLER };
+
+struct sconn;
+
+/* Memory a body or an answer was staged in: a pool buffer or a registration. */
+struct stage {
+	struct stage *next;
+	struct rk_buf buf; /* buf.addr NULL when mr */
+	struct rk_mr *mr;
+	uint64_t bytes;
+};
+
+struct rk_rpc_req {
+	struct sconn *c;
+	uint16_t slot;
+	enum req_state state;
+	struct rk_rpc_req_hdr h;
+	int has_buf;
+	uint32_t buf_index;
+	const uint8_t *data; /* the body: in the receive buffer or the stage */
+	struct stage body;
+	struct stage *out; /* rk_rpc_reply_buf(): the answer built in place */
+	unsigned reads_left;
+	struct rk_rpc_req *next_oom; /* on the list of replies that found no memory */
+};
+
+/* Work waiting: an answer from another thread, or anything waiting for send-queue room. */
+enum pending_kind {
+	P_ANSWER, /* a handler's answer (the request is held) */
+	P_STATUS, /* the server's own answer: no method, too big, no room */
+	P_READ,	  /* a rendezvous body's READs */
+};
+
+struct pending {
+	struct pending *next;
+	struct rk_rpc_req *req;
+	enum pending_kind kind;
+	uint32_t status; /* P_STATUS */
+	int32_t code;
+	uint32_t len;
+	int in_out; /* P_ANSWER: the data is in req->out, not data[] */
+	uint8_t data[];
+};
+
+struct sconn {
+	struct rk_rpc_server *srv;
+	unsigned idx;
+	struct rk_conn *conn;
+	struct rk_recv_set *rs;
+	struct rk_send_set *ss;
+	int cq_id, conn_id;
+	int dead, closed;	 /* closed: the peer disconnected (not dropped by us) */
+	unsigned held;		 /* requests with handlers, not yet answered */
+	uint64_t rdv_bytes;	 /* rendezvous bodies this connection holds */
+	struct sconn *next_dead; /* on the server's list of dead connections */
+	int in_table;		 /* still in conns[] (until the end of a progress) */
+	uint32_t window;
+	struct rk_rpc_req *reqs;
+	struct stage *stages, **stages_tail; /* staged answers in posting order */
+	char peer[64];
+};
+
+struct handler {
+	uint16_t method;
+	rk_rpc_handler_fn fn;
+	void *arg;
+};
+
+struct rk_rpc_server {
+	struct rk_device *dev;
+	struct rk_listener *lis;
+	struct rk_wait *ws;
+	struct rk_pool *pool;
+	struct rk_rpc_server_opts o;
+	struct rk_conn_opts copts;
+	struct rk_rpc_limits lim;
+	uint32_t req_buf;
+	uint8_t token[RK_HELLO_TOKEN_MAX];
+	struct handler *handlers;
+	unsigned nhandlers;
+	struct rk_pd *pd;
+	struct sconn **conns;
+	struct sconn *dead;	/* dropped: out of conns[] and freed after progress */
+	struct rk_rpc_req *oom; /* replies that found no memory (under lock) */
+	int in_progress;
+	struct pending *retry, **retry_tail; /* progress thread only */
+	pthread_mutex_t lock;		     /* guards deferred */
+	struct pending *deferred, **deferred_tail;
+	int deferred_n, wake_req; /* atomics */
+	struct rk_rpc_server_stats st;
+};
+
+/* The server whose progress this thread is running (a reply from it posts at once). */
+extern __thread struct rk_rpc_server *rk__rpcs_progress_of;
+
+static inline uint64_t wrid(uint64_t tag, unsigned idx, unsigned low)
+{
+	return tag << 48 | (uint64_t)idx << 32 | low;
+}
+
+static inline void *stage_addr(const struct stage *s)
+{
+	return s->mr ? rk_mr_addr(s->mr) : s->buf.addr;
+}
+
+static inline uint32_t stage_lkey(const struct stage *s)
+{
+	return s->mr ? rk_mr_lkey(s->mr) : s->buf.lkey;
+}
+
+static inline unsigned chunks(uint64_t len)
+{
+	return (unsigned)((len + CHUNK - 1) / CHUNK);
+}
+
+/* ---- rpc_server_conn.c ---- */
+
+/* Accept every pending connection request (or refuse it: token, limit, memory). */
+void rk__rpcs_accept_all(struct rk_rpc_server *srv);
+/* Drop @c: logged, its QP, CQ and CM id gone now; the rest once no handler holds a request. */
+void rk__rpcs_conn_drop(struct rk_rpc_server *srv, struct sconn *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* End of progress: dead connections leave the table; those nobody holds are freed. */
+void rk__rpcs_sweep_dead(struct rk_rpc_server *srv);
+/* Free what is left of dead @c; nobody may reference it any more. */
+void rk__rpcs_conn_free(struct rk_rpc_server *srv, struct sconn *c);
+/* A request is done with: its staged body and answer go back, its slot is free. */
+void rk__rpcs_req_release(struct rk_rpc_server *srv, struct rk_rpc_req *q);
+
+/* ---- rpc_server_answer.c ---- */
+
+/* Memory for @bytes of body or answer: from the pool up to 1 MiB, registered beyond. */
+int rk__rpcs_stage_alloc(struct rk_rpc_server *srv, uint64_t bytes, struct stage *s,
+			 struct rk_error *err);
+void rk__rpcs_stage_free(struct rk_rpc_server *srv, struct stage *s);
+/* Work for @q kept for later: its answer (copied unless built in place), or a status. */
+struct pending *rk__rpcs_pending_new(struct rk_rpc_req *q, int32_t code, const void *data,
+				     uint32_t len);
+/* Queue @p to be tried again at the end of this progress (progress thread only). */
+void rk__rpcs_retry_push(struct rk_rpc_server *srv, struct pending *p);
+/* An answer the server itself gives (no handler ran): posted now or queued for room. */
+void rk__rpcs_answer_status(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t status,
+			    struct pending *p);
+/* Answers from other threads, and work that waited for send-queue room. */
+void rk__rpcs_run_queues(struct rk_rpc_server *srv);
+
+/* ---- rpc_server.c ---- */
+
+/* Post the body's READs if the send queue has room: 1, 0 (no room), < 0 dropped. */
+int rk__rpcs_read_body(struct rk_rpc_server *srv, struct rk_rpc_req *q);
+
+#endif
