@@ -31,11 +31,12 @@
 
 enum call_state { C_FREE = 0, C_BUSY, C_ZOMBIE };
 
+/* A synchronous call's outcome; the error goes straight to the caller's object. */
 struct sync_result {
 	int finished, status;
 	uint32_t len;
 	int32_t code;
-	struct rk_error err;
+	struct rk_error *err; /* the caller's, or NULL */
 };
 
 struct call {
@@ -643,14 +644,15 @@ static void sync_done(void *arg, int status, uint32_t len, int32_t code, const s
 	s->status = status;
 	s->len = len;
 	s->code = code;
-	if (status) /* an error object is hundreds of bytes: copy it only when there is one */
-		s->err = *err;
+	/* An error object is hundreds of bytes: copied only when there is one. */
+	if (status && s->err && s->err != err)
+		*s->err = *err;
 }
 
 int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint32_t *resp_len,
 		int32_t *app_code, struct rk_error *err)
 {
-	struct sync_result s = {0};
+	struct sync_result s = {.err = err}; /* a few words, not an error object, to clear */
 	int r;
 
 	if (cl->in_progress)
@@ -681,8 +683,6 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 		*resp_len = s.len;
 	if (app_code)
 		*app_code = s.code;
-	if (s.status && err)
-		*err = s.err;
 	return s.status;
 }
 
