@@ -335,9 +335,13 @@ static int poll_cqs(struct rk_wait *ws, struct rk_wait_event *out, int n, int *g
 }
 
 /*
- * Whether @conn's CQ has completions the caller has not seen yet: taken
- * into @out by this call, or its channel found readable in this epoll pass
- * (marked FIRED_NOW, polled next).
+ * Whether @conn's CQ may have completions the caller has not seen yet:
+ * taken into @out by this call, or its channel found readable in this
+ * epoll pass (marked FIRED_NOW, polled next) or, in event mode, in an
+ * earlier one and not polled since (a pass that keeps a place for the fds
+ * may not reach every CQ; in event mode every CQ it reaches is re-armed
+ * and its flag cleared, while the spin of the other modes leaves the flag
+ * as it was).
  * Its CM events wait until it has none: a peer's last messages and its
  * disconnect often come together, and the caller must handle (repost,
  * answer) what arrived while the connection still says CONNECTED.
@@ -352,7 +356,8 @@ static int cq_busy(const struct rk_wait *ws, const struct rk_conn *conn,
 			return 1;
 	for (int i = 0; i < ws->nsrcs; i++)
 		if (ws->srcs[i].used && ws->srcs[i].kind == RK_SRC_CQ && ws->srcs[i].cq == cq)
-			return ws->srcs[i].fired == FIRED_NOW;
+			return ws->srcs[i].fired == FIRED_NOW ||
+			       (ws->mode == RK_WAIT_EVENT && ws->srcs[i].fired);
 	return 0;
 }
 
