@@ -224,8 +224,11 @@ int rk_conn_first_error(const struct rk_conn *c, struct rk_error *err)
  * after every WR posted before it. Without it, a run of unsignaled sends that
  * completed before the move would never be retired (a success posts nothing
  * for them, and a WR that is done is not flushed), and the drain would wait
- * out its whole deadline. A zero-length RDMA WRITE: no buffer, no key. Not
- * posted when the slot ring is full; the drain then waits as before.
+ * out its whole deadline. A zero-length RDMA WRITE: no buffer, no key.
+ * Needed only when the last WR posted was unsignaled; then the queue has
+ * room for it, since a post that leaves less than one signaling interval
+ * free signals its last WR (post.c), so it stays within max_send_wr and
+ * the CQ's depth. If the post fails anyway, the drain waits as before.
  */
 static void post_drain_marker(struct rk_conn *c)
 {
@@ -233,7 +236,7 @@ static void post_drain_marker(struct rk_conn *c)
 	uint64_t seq = c->slots.sq_head;
 	int r;
 
-	if (seq - c->slots.sq_tail > c->slots.sq_mask)
+	if (!c->unsignaled_run || seq - c->slots.sq_tail >= c->sq_depth)
 		return;
 	wr.wr_id = seq;
 	wr.opcode = IBV_WR_RDMA_WRITE;
