@@ -95,9 +95,15 @@ RK_API unsigned rk_rpc_pool_reap(struct rk_rpc_pool *pool);
 
 struct rk_rpc_pool_stats {
 	uint64_t connects, connect_failures, reuses, idle_closed, dead_closed, waits;
-	uint32_t peers, clients, leased; /* now */
+	/* Now: peers with a client or a backoff; clients connected (idle or leased); leased. */
+	uint32_t peers, clients, leased;
 };
 
+/*
+ * rk_rpc_pool_get_stats - copy the pool's counters into @st (all zero for a
+ * NULL pool). One lock and a copy: safe from any thread, cheap enough to
+ * call after every call.
+ */
 RK_API void rk_rpc_pool_get_stats(struct rk_rpc_pool *pool, struct rk_rpc_pool_stats *st);
 
 #endif

@@ -5,8 +5,9 @@
  * and a 1 s idle timeout. The first call to the peer and the median of
  * later calls are printed side by side (what connecting costs). 4 threads
  * then make 300 calls each through the pool, every answer checked: never
- * more than 2 connections, threads wait for a free one (one that sat idle
- * past its timeout meanwhile, on a slow machine, is replaced). Idle connections
+ * more than 2 connections or leases (looked at after every call), threads
+ * wait for a free one (one that sat idle past its timeout meanwhile, on a
+ * slow machine, is closed, and replaced if a thread needs it). Idle connections
  * are closed after their timeout and the next call makes a new one
  * transparently. The server is restarted while the pool holds idle
  * clients: the next call gets a new connection, not a dead one. A peer
@@ -102,8 +103,14 @@ static void *worker(void *arg)
 {
 	uintptr_t id = (uintptr_t)arg;
 
-	for (uint32_t i = 0; i < NCALLS; i++)
+	for (uint32_t i = 0; i < NCALLS; i++) {
+		struct rk_rpc_pool_stats st;
+
 		call_once((uint32_t)(id << 24 | i));
+		rk_rpc_pool_get_stats(pool, &st);
+		if (st.clients > 2 || st.leased > 2)
+			LT_FAIL("max 2 per peer: %u clients, %u leased", st.clients, st.leased);
+	}
 	return NULL;
 }
 

@@ -291,8 +291,14 @@ static void server(const char *addr, const char *port, int ready_fd)
 	}
 	close(ready_fd);
 	server_loop(&s);
-	/* Let the client disconnect first; then tear down. */
-	rk_conn_progress(s.conn, 5000, NULL);
+	/*
+	 * Let the client tear down first, behind its last WRITEs (which must
+	 * land): with rdma_cm its disconnect says when; without, nothing does.
+	 */
+	if (manual)
+		usleep(1500 * 1000);
+	else
+		rk_conn_progress(s.conn, 5000, NULL);
 	free_side(&s);
 	exit(0);
 }
