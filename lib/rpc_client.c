@@ -288,15 +288,19 @@ static void on_answer(struct rk_rpc_client *cl, const struct rk_msg *m)
 	int status;
 
 	if (m->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !m->has_imm || i >= cl->window ||
-	    cl->calls[i].state == C_FREE || cl->calls[i].gen != gen || cl->calls[i].ans_done)
-		return protocol_error(cl, "an answer for no call in flight", m->imm);
+	    cl->calls[i].state == C_FREE || cl->calls[i].gen != gen || cl->calls[i].ans_done) {
+		protocol_error(cl, "an answer for no call in flight", m->imm);
+		return;
+	}
 	c = &cl->calls[i];
 	c->ans_done = 1;
 	/* The slot is the server's to write at any time: copy, then check. */
 	slot = (const uint8_t *)rk_mr_addr(cl->slots) + (size_t)i * cl->acc.slot_size;
 	memcpy(hdr, slot, sizeof(hdr));
-	if (rk_rpc_ans_decode(hdr, m->len, c->resp_cap, c->direct, &h, &why))
-		return protocol_error(cl, why, m->imm);
+	if (rk_rpc_ans_decode(hdr, m->len, c->resp_cap, c->direct, &h, &why)) {
+		protocol_error(cl, why, m->imm);
+		return;
+	}
 	if (c->state == C_BUSY) {
 		status = rk_rpc_status_errno(h.status);
 		if (h.len && h.in_slot) /* checked: h.len fits the call and what came */
@@ -353,8 +357,10 @@ static void on_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
 	r = rk_recv_set_take(cl->rs, wc, &m, &e);
 	if (r == 0)
 		return;
-	if (r < 0)
-		return fail_all(cl, r, &e);
+	if (r < 0) {
+		fail_all(cl, r, &e);
+		return;
+	}
 	if (!cl->dead)
 		on_answer(cl, &m);
 	if (!cl->dead && rk_recv_set_release(cl->rs, m.index, &e))

@@ -88,32 +88,37 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	r = rk_rpc_req_decode(m->data, m->len, &lim, &h, &why);
 	if (r || m->opcode != IBV_WC_RECV) {
 		rk_recv_set_release(c->rs, m->index, NULL);
-		return rk__rpcs_conn_drop(srv, c, "%s",
-					  r ? why : "a write with immediate where a SEND belongs");
+		rk__rpcs_conn_drop(srv, c, "%s",
+				   r ? why : "a write with immediate where a SEND belongs");
+		return;
 	}
 	q = &c->reqs[h.slot];
 	if (q->state != R_FREE) {
 		rk_recv_set_release(c->rs, m->index, NULL);
-		return rk__rpcs_conn_drop(srv, c, "a request for slot %u, which is still busy",
-					  h.slot);
+		rk__rpcs_conn_drop(srv, c, "a request for slot %u, which is still busy", h.slot);
+		return;
 	}
 	q->h = h;
 	if (!(h.flags & RK_RPC_F_RDV)) {
 		q->has_buf = 1;
 		q->buf_index = m->index;
 		q->data = (const uint8_t *)m->data + RK_RPC_REQ_HDR;
-		return dispatch(srv, q);
+		dispatch(srv, q);
+		return;
 	}
 	/* Rendezvous: the header is copied, the receive may go back at once. */
-	if (rk_recv_set_release(c->rs, m->index, &err))
-		return rk__rpcs_conn_drop(srv, c, "reposting a receive failed: %s", err.msg);
+	if (rk_recv_set_release(c->rs, m->index, &err)) {
+		rk__rpcs_conn_drop(srv, c, "reposting a receive failed: %s", err.msg);
+		return;
+	}
 	q->has_buf = 0;
 	/* Bounded for the server, and per connection so one client cannot take it all. */
 	if (srv->st.rdv_bytes + h.req_len > srv->o.max_rdv_bytes ||
 	    c->rdv_bytes + h.req_len > srv->o.max_rdv_per_conn ||
 	    rk__rpcs_stage_alloc(srv, h.req_len, &q->body, &err)) {
 		q->body.bytes = 0;
-		return rk__rpcs_answer_status(srv, q, RK_RPC_NO_ROOM, NULL);
+		rk__rpcs_answer_status(srv, q, RK_RPC_NO_ROOM, NULL);
+		return;
 	}
 	srv->st.rdv_bytes += h.req_len;
 	c->rdv_bytes += h.req_len;
@@ -123,8 +128,10 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	if (r == 0) {
 		struct pending *p = rk__rpcs_pending_new(q, 0, NULL, 0);
 
-		if (!p)
-			return rk__rpcs_conn_drop(srv, c, "out of memory queueing a READ");
+		if (!p) {
+			rk__rpcs_conn_drop(srv, c, "out of memory queueing a READ");
+			return;
+		}
 		p->kind = P_READ;
 		rk__rpcs_retry_push(srv, p);
 	}
@@ -156,15 +163,19 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 	 * may be posted on a connection that is not CONNECTED yet.
 	 */
 	if (rk_conn_state(c->conn) == RK_CONN_CONNECTING &&
-	    rk_cm_comm_established(c->conn, ESTABLISH_MS, &err) != RK_CONN_CONNECTED)
-		return rk__rpcs_conn_drop(srv, c,
-					  "data before the connection was established, and it "
-					  "did not become so: %s",
-					  err.msg);
+	    rk_cm_comm_established(c->conn, ESTABLISH_MS, &err) != RK_CONN_CONNECTED) {
+		rk__rpcs_conn_drop(srv, c,
+				   "data before the connection was established, and it "
+				   "did not become so: %s",
+				   err.msg);
+		return;
+	}
 	if (tag == TAG_RECV) {
 		r = rk_recv_set_take(c->rs, wc, &m, &err);
-		if (r < 0)
-			return rk__rpcs_conn_drop(srv, c, "%s", err.msg);
+		if (r < 0) {
+			rk__rpcs_conn_drop(srv, c, "%s", err.msg);
+			return;
+		}
 		if (r > 0)
 			on_request(srv, c, &m);
 		return;
@@ -173,7 +184,8 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 		rk_error_from_wc(&err, wc);
 		if (tag == TAG_ANSWER)
 			rk_send_set_complete(c->ss, wc);
-		return rk__rpcs_conn_drop(srv, c, "%s", err.msg);
+		rk__rpcs_conn_drop(srv, c, "%s", err.msg);
+		return;
 	}
 	if (tag == TAG_ANSWER) {
 		rk_send_set_complete(c->ss, wc);

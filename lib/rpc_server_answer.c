@@ -306,8 +306,8 @@ int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_
 		len = 0;
 		r = -EINVAL;
 	}
-	if (rk__rpcs_progress_of ==
-	    srv) { /* a handler answering at once, or one deferred on this thread */
+	/* A handler answering at once, or one deferred on this thread: posted now. */
+	if (rk__rpcs_progress_of == srv) {
 		answer_held(srv, req, code, data, len, NULL);
 		return r;
 	}

@@ -134,7 +134,7 @@ struct rk_rpc_server {
 };
 
 /* The server whose progress this thread is running (a reply from it posts at once). */
-extern __thread struct rk_rpc_server *rk__rpcs_progress_of;
+extern __thread struct rk_rpc_server *rk__rpcs_progress_of __attribute__((visibility("hidden")));
 
 static inline uint64_t wrid(uint64_t tag, unsigned idx, unsigned low)
 {

@@ -180,23 +180,32 @@ static void begin_existing(struct cp_files *fs, struct cp_results *c, struct cp_
 	uint8_t h[16];
 	int fd, r;
 
-	if ((uint64_t)fin->st_size != f->size)
-		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	if ((uint64_t)fin->st_size != f->size) {
+		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+		return;
+	}
 	fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY | O_NONBLOCK, 0);
-	if (fd < 0)
-		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	if (fd < 0) {
+		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+		return;
+	}
 	/* What we opened, not what fstatat saw: it may have been swapped since. */
 	if (fstat(fd, &now) || !S_ISREG(now.st_mode) || (uint64_t)now.st_size != f->size) {
 		close(fd);
-		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+		return;
 	}
 	r = hash_prefix(fs, fd, f->size, f->st);
 	close(fd);
-	if (r)
-		return fail_file(fs, c, f, CP_E_IO, r, 0, 0);
+	if (r) {
+		fail_file(fs, c, f, CP_E_IO, r, 0, 0);
+		return;
+	}
 	cp_hash_digest(f->st, h);
-	if (!cp_token_equal(h, whole, 16))
-		return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	if (!cp_token_equal(h, whole, 16)) {
+		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+		return;
+	}
 	result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
 	fs->n_uptodate++;
 	flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
@@ -399,53 +408,75 @@ static void begin_file(struct cp_files *fs, struct cp_results *c, const struct c
 	f->name[r->name_len] = '\0';
 	if (!name_ok(fs, r->name, r->name_len)) {
 		snprintf(f->name, sizeof(f->name), "(refused name)");
-		return fail_file(fs, c, f, CP_E_PATH, 0, 0, 0);
+		fail_file(fs, c, f, CP_E_PATH, 0, 0, 0);
+		return;
 	}
-	if (f->size > fs->srv->max_file_size)
-		return fail_file(fs, c, f, CP_E_LIMIT, 0, 0, 0);
-	if (f->size > fs->srv->max_bytes - fs->bytes)
-		return fail_file(fs, c, f, CP_E_BYTES_LIMIT, 0, 0, 0);
+	if (f->size > fs->srv->max_file_size) {
+		fail_file(fs, c, f, CP_E_LIMIT, 0, 0, 0);
+		return;
+	}
+	if (f->size > fs->srv->max_bytes - fs->bytes) {
+		fail_file(fs, c, f, CP_E_BYTES_LIMIT, 0, 0, 0);
+		return;
+	}
 	fs->bytes += f->size;
 	if (r->flags & CP_BEGIN_PROOF) {
 		/* Copied out of the ring at once: the client can rewrite it there. */
 		nproof = cp_proof_count(f->size, fs->chunk);
-		if (!resume || r->data_len != 16 * nproof)
-			return fail_file(fs, c, f, CP_E_PROTO, 0, 0, 0);
+		if (!resume || r->data_len != 16 * nproof) {
+			fail_file(fs, c, f, CP_E_PROTO, 0, 0, 0);
+			return;
+		}
 		memcpy(proof, data + r->data_off, r->data_len);
 	}
 	f->st = XXH3_createState();
-	if (!f->st)
-		return fail_file(fs, c, f, CP_E_IO, ENOMEM, 0, 0);
+	if (!f->st) {
+		fail_file(fs, c, f, CP_E_IO, ENOMEM, 0, 0);
+		return;
+	}
 	cp_path_split(r->name, r->name_len, parent, f->leaf);
 	if (r->flags & CP_BEGIN_INTO) {
 		e = resolve_into(fs->srv->rootfd, f->name, parent, f->leaf);
-		if (e)
-			return fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+		if (e) {
+			fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+			return;
+		}
 	}
 	cp_temp_name(f->leaf, f->tmp, sizeof(f->tmp));
 	f->dirfd = cp_open_dir(fs->srv->rootfd, parent, 1);
 	if (f->dirfd < 0) {
 		e = f->dirfd;
 		f->dirfd = -1;
-		return fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+		fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+		return;
 	}
 	if (fstatat(f->dirfd, f->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (resume && S_ISREG(st.st_mode) && !(fs->flags & CP_F_FORCE))
-			return begin_existing(fs, c, f, &st, r->hash);
-		if (!(fs->flags & CP_F_FORCE) || S_ISDIR(st.st_mode))
-			return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+		if (resume && S_ISREG(st.st_mode) && !(fs->flags & CP_F_FORCE)) {
+			begin_existing(fs, c, f, &st, r->hash);
+			return;
+		}
+		if (!(fs->flags & CP_F_FORCE) || S_ISDIR(st.st_mode)) {
+			fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+			return;
+		}
 	} else if (errno != ENOENT) {
-		return fail_file(fs, c, f, open_errno_code(errno), errno, 0, 0);
+		fail_file(fs, c, f, open_errno_code(errno), errno, 0, 0);
+		return;
 	}
-	if (!free_space_ok(f->dirfd, f->size))
-		return fail_file(fs, c, f, CP_E_NOSPACE, 0, 0, 0);
+	if (!free_space_ok(f->dirfd, f->size)) {
+		fail_file(fs, c, f, CP_E_NOSPACE, 0, 0, 0);
+		return;
+	}
 	f->fd = open_temp(f, resume, &st);
 	if (f->fd < 0) {
 		e = f->fd;
 		f->fd = -1; /* not ours: leave it alone */
-		if (e == -EBUSY)
-			return fail_file(fs, c, f, CP_E_BUSY, 0, 0, 0);
-		return fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+		if (e == -EBUSY) {
+			fail_file(fs, c, f, CP_E_BUSY, 0, 0, 0);
+			return;
+		}
+		fail_file(fs, c, f, open_errno_code(e), e, 0, 0);
+		return;
 	}
 	/* Resume: keep the longest proven prefix; else start empty. */
 	good = 0;
@@ -454,12 +485,16 @@ static void begin_file(struct cp_files *fs, struct cp_results *c, const struct c
 		uint64_t have = (uint64_t)st.st_size < f->size ? (uint64_t)st.st_size : f->size;
 
 		good = resume_point(fs, f, have, proof, nproof, r->hash);
-		if (good < 0)
-			return fail_file(fs, c, f, CP_E_IO, (int)good, 0, 1);
+		if (good < 0) {
+			fail_file(fs, c, f, CP_E_IO, (int)good, 0, 1);
+			return;
+		}
 	}
 	f->next_off = f->start_off = (uint64_t)good;
-	if (ftruncate(f->fd, (off_t)f->next_off))
-		return fail_file(fs, c, f, CP_E_IO, errno, 0, 1);
+	if (ftruncate(f->fd, (off_t)f->next_off)) {
+		fail_file(fs, c, f, CP_E_IO, errno, 0, 1);
+		return;
+	}
 	if (r->flags & CP_BEGIN_WAIT)
 		result(c, f->id, CP_RES_READY, CP_OK, 0, f->next_off);
 }
@@ -475,15 +510,21 @@ static void data_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile
 	 * the record states its digest up to the end of these bytes: one pass
 	 * over them checks the chunk and everything before it.
 	 */
-	if (f->existing || r->a != f->next_off || r->data_len > f->size - f->next_off)
-		return fail_file(fs, c, f, CP_E_PROTO, 0, r->a, 1);
+	if (f->existing || r->a != f->next_off || r->data_len > f->size - f->next_off) {
+		fail_file(fs, c, f, CP_E_PROTO, 0, r->a, 1);
+		return;
+	}
 	XXH3_128bits_update(f->st, data + r->data_off, r->data_len);
 	cp_hash_digest(f->st, h);
-	if (memcmp(h, r->hash, 16))
-		return fail_file(fs, c, f, CP_E_HASH, 0, r->a, 1);
+	if (memcmp(h, r->hash, 16)) {
+		fail_file(fs, c, f, CP_E_HASH, 0, r->a, 1);
+		return;
+	}
 	e = pwrite_all(f->fd, data + r->data_off, r->data_len, r->a);
-	if (e)
-		return fail_file(fs, c, f, open_errno_code(e), e, r->a, 1);
+	if (e) {
+		fail_file(fs, c, f, open_errno_code(e), e, r->a, 1);
+		return;
+	}
 	f->next_off += r->data_len;
 }
 
@@ -522,34 +563,45 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 	double secs;
 
 	if (f->existing) {
-		if (memcmp(r->hash, f->existing_hash, 16))
-			return fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+		if (memcmp(r->hash, f->existing_hash, 16)) {
+			fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+			return;
+		}
 		result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
 		fs->n_uptodate++;
 		flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
-		return close_file(f, 0);
+		close_file(f, 0);
+		return;
 	}
-	if (f->next_off != f->size)
-		return fail_file(fs, c, f, CP_E_PROTO, 0, f->next_off, 1);
+	if (f->next_off != f->size) {
+		fail_file(fs, c, f, CP_E_PROTO, 0, f->next_off, 1);
+		return;
+	}
 	cp_hash_digest(f->st, h);
-	if (memcmp(h, r->hash, 16))
-		return fail_file(fs, c, f, CP_E_HASH, 0, f->size, 1);
+	if (memcmp(h, r->hash, 16)) {
+		fail_file(fs, c, f, CP_E_HASH, 0, f->size, 1);
+		return;
+	}
 	if (fchmod(f->fd, (mode_t)(f->mode & ~0022u) | 0600)) {
 		flog(fs, "%s: fchmod: %s", f->name, strerror(errno));
-		return fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
+		fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
+		return;
 	}
 	if (fsync(f->fd)) {
 		flog(fs, "%s: fsync: %s", f->name, strerror(errno));
-		return fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
+		fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
+		return;
 	}
 	if (!same_file(f)) {
 		flog(fs, "%s: the temporary was replaced under its name; not committed", f->name);
-		return fail_file(fs, c, f, CP_E_IO, EIO, f->size, 1);
+		fail_file(fs, c, f, CP_E_IO, EIO, f->size, 1);
+		return;
 	}
 	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
 		flog(fs, "%s: rename: %s", f->name, strerror(errno));
-		return fail_file(fs, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
-				 errno == EEXIST ? 0 : errno, f->size, 1);
+		fail_file(fs, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
+			  errno == EEXIST ? 0 : errno, f->size, 1);
+		return;
 	}
 	if (fsync(f->dirfd))
 		fprintf(stderr, "rk serve: fsync of the directory of %s: %s\n", f->name,
@@ -574,11 +626,13 @@ static void make_dir(struct cp_files *fs, struct cp_results *c, const struct cp_
 	if (!name_ok(fs, r->name, r->name_len)) {
 		fs->n_failed++;
 		flog(fs, "(refused name)/: FAILED: %s", cp_code_str(CP_E_PATH));
-		return result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
+		result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
+		return;
 	}
 	if (++fs->nfiles > fs->srv->max_files) {
 		fs->n_failed++;
-		return result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
+		result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
+		return;
 	}
 	memcpy(name, r->name, r->name_len);
 	name[r->name_len] = '\0';
@@ -586,7 +640,8 @@ static void make_dir(struct cp_files *fs, struct cp_results *c, const struct cp_
 	if (fd < 0) {
 		flog(fs, "%s/: FAILED: %s", name, strerror(-fd));
 		fs->n_failed++;
-		return result(c, r->file_id, CP_RES_DONE, open_errno_code(fd), fd, 0);
+		result(c, r->file_id, CP_RES_DONE, open_errno_code(fd), fd, 0);
+		return;
 	}
 	close(fd);
 	fs->n_dirs++;

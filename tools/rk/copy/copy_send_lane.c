@@ -44,17 +44,22 @@ static void on_result(struct sender *s, const struct cp_result *r)
 {
 	struct cp_item *it;
 
-	if (r->file_id == 0 || r->file_id > s->plan->n)
-		return snd_fatal(s, RK_EXIT_LOST, "protocol error: result for unknown file id %u",
-				 r->file_id);
+	if (r->file_id == 0 || r->file_id > s->plan->n) {
+		snd_fatal(s, RK_EXIT_LOST, "protocol error: result for unknown file id %u",
+			  r->file_id);
+		return;
+	}
 	it = &s->plan->items[r->file_id - 1];
-	if (it->state != CP_ITEM_SENT)
-		return snd_fatal(s, RK_EXIT_LOST, "protocol error: unexpected result for %s",
-				 it->dst);
+	if (it->state != CP_ITEM_SENT) {
+		snd_fatal(s, RK_EXIT_LOST, "protocol error: unexpected result for %s", it->dst);
+		return;
+	}
 	if (r->kind == CP_RES_READY) {
-		if (!it->waiting_ready || it->ready)
-			return snd_fatal(s, RK_EXIT_LOST, "protocol error: unexpected READY for %s",
-					 it->dst);
+		if (!it->waiting_ready || it->ready) {
+			snd_fatal(s, RK_EXIT_LOST, "protocol error: unexpected READY for %s",
+				  it->dst);
+			return;
+		}
 		it->ready = 1;
 		it->ready_res = *r;
 		return;
@@ -71,13 +76,17 @@ static void on_results(struct sender *s, const void *buf, uint32_t len)
 	uint64_t posted = s->next_seq - (s->cur >= 0); /* the slot being filled is not */
 	struct cp_results c;
 
-	if (cp_results_decode(buf, len, &c))
-		return snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed results from the %s",
-				 s->them);
-	if (c.seq != (uint16_t)s->results_seq || s->results_seq >= posted)
-		return snd_fatal(s, RK_EXIT_LOST,
-				 "protocol error: results for slot %u, %u expected, %llu sent",
-				 c.seq, (uint16_t)s->results_seq, (unsigned long long)posted);
+	if (cp_results_decode(buf, len, &c)) {
+		snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed results from the %s",
+			  s->them);
+		return;
+	}
+	if (c.seq != (uint16_t)s->results_seq || s->results_seq >= posted) {
+		snd_fatal(s, RK_EXIT_LOST,
+			  "protocol error: results for slot %u, %u expected, %llu sent", c.seq,
+			  (uint16_t)s->results_seq, (unsigned long long)posted);
+		return;
+	}
 	s->results_seq++;
 	for (unsigned i = 0; i < c.nres && !s->fatal; i++)
 		on_result(s, &c.res[i]);
@@ -95,8 +104,10 @@ static void on_message(struct sender *s, int lane0, const void *buf, uint32_t le
 		/* A ring of at most our depth (or one slot per lane), the lanes dividing it. */
 		if (cp_welcome_decode(buf, len, &s->w) || s->w.chunk != s->o->chunk ||
 		    s->w.nslots % s->nlanes ||
-		    s->w.nslots > (s->o->depth > s->nlanes ? s->o->depth : s->nlanes))
-			return snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed welcome");
+		    s->w.nslots > (s->o->depth > s->nlanes ? s->o->depth : s->nlanes)) {
+			snd_fatal(s, RK_EXIT_LOST, "protocol error: malformed welcome");
+			return;
+		}
 		s->welcomed = 1;
 	} else if (type == CP_MSG_ERROR &&
 		   cp_error_decode(buf, len, &code, text, sizeof(text)) == 0) {
@@ -146,26 +157,34 @@ static void on_wc(struct lane *l, const struct ibv_wc *wc)
 		 */
 		if (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR ||
 		    wc->status == IBV_WC_WR_FLUSH_ERR ||
-		    (wc->status == IBV_WC_REM_ACCESS_ERR && s->welcomed))
-			return snd_fatal_transport(s, "connection lost: %s", rk_error_str(&e));
-		return snd_fatal(s, RK_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
+		    (wc->status == IBV_WC_REM_ACCESS_ERR && s->welcomed)) {
+			snd_fatal_transport(s, "connection lost: %s", rk_error_str(&e));
+			return;
+		}
+		snd_fatal(s, RK_EXIT_LOST, "connection lost: %s", rk_error_str(&e));
+		return;
 	}
 	s->last_ns = cli_now_ns();
 	if (wc->opcode == IBV_WC_RECV || wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		struct rk_msg m;
 
-		if (rk_recv_set_take(l->rs, wc, &m, &e) != 1)
-			return snd_fatal(s, RK_EXIT_LOST, "internal error: bad receive id");
-		if (m.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-			return snd_fatal(s, RK_EXIT_LOST,
-					 "protocol error: the %s wrote into our memory", s->them);
+		if (rk_recv_set_take(l->rs, wc, &m, &e) != 1) {
+			snd_fatal(s, RK_EXIT_LOST, "internal error: bad receive id");
+			return;
+		}
+		if (m.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+			snd_fatal(s, RK_EXIT_LOST, "protocol error: the %s wrote into our memory",
+				  s->them);
+			return;
+		}
 		if (m.has_imm) {
 			/* The ring's credit, checked there (a forged one drops the lane). */
 			if (!s->ring ||
-			    rk_ring_tx_msg(s->ring, (unsigned)(l - s->lanes), &m, &e) < 0)
-				return snd_fatal(s, RK_EXIT_LOST, "protocol error: %s",
-						 s->ring ? rk_error_str(&e)
-							 : "a credit before the ring");
+			    rk_ring_tx_msg(s->ring, (unsigned)(l - s->lanes), &m, &e) < 0) {
+				snd_fatal(s, RK_EXIT_LOST, "protocol error: %s",
+					  s->ring ? rk_error_str(&e) : "a credit before the ring");
+				return;
+			}
 		} else {
 			on_message(s, l == &s->lanes[0], m.data, m.len);
 		}
