@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
@@ -18,44 +17,74 @@
 
 #define LEN 4096
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
+/* Two connected connections, a buffer to send from and one to receive into, a wait set. */
+struct bed {
+	struct rk_conn *a, *b;
+	struct rk_mr *sm, *rm;
+	struct rk_wait *ws;
+	int efd;
+	int ia, ib, ie; /* the sources: a's CQ, b's CQ, the eventfd */
+};
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* @max_wc completions per CQ source, @len bytes per buffer, all in @mode. */
+static void bed_open(struct bed *t, struct rk_device *dev, enum rk_wait_mode mode, size_t len,
+		     int max_wc)
+{
+	struct rk_conn_opts o = {.wait_mode = mode};
+	struct rk_wait_opts wo = {.mode = mode};
+	struct rk_error e;
+
+	t->efd = eventfd(0, EFD_NONBLOCK);
+	if (t->efd < 0)
+		LT_FAIL("eventfd: %s", strerror(errno));
+	lt_pair(dev, &o, &o, &t->a, &t->b);
+	LT_CHECK(rk_mr_alloc(dev, len, RK_ACCESS_LOCAL, &e, &t->sm), &e);
+	LT_CHECK(rk_mr_alloc(dev, len, RK_ACCESS_LOCAL, &e, &t->rm), &e);
+	LT_CHECK(rk_wait_create(&wo, &e, &t->ws), &e);
+	LT_CHECK(t->ia = rk_wait_add_cq(t->ws, rk_conn_cq(t->a), max_wc, 0xa, &e), &e);
+	LT_CHECK(t->ib = rk_wait_add_cq(t->ws, rk_conn_cq(t->b), max_wc, 0xb, &e), &e);
+	LT_CHECK(t->ie = rk_wait_add_eventfd(t->ws, t->efd, 0xe, &e), &e);
+}
+
+static void bed_close(struct bed *t)
+{
+	rk_wait_destroy(t->ws);
+	close(t->efd);
+	rk_conn_destroy(t->a);
+	rk_conn_destroy(t->b);
+	rk_mr_dereg(t->sm);
+	rk_mr_dereg(t->rm);
+}
+
+static const char *mode_name(enum rk_wait_mode mode)
+{
+	return mode == RK_WAIT_BUSY ? "busy" : mode == RK_WAIT_EVENT ? "event" : "adaptive";
 }
 
 static void cqs_and_eventfd(struct rk_device *dev, enum rk_wait_mode mode)
 {
-	struct rk_conn_opts o = {.wait_mode = mode};
-	struct rk_wait_opts wo = {.mode = mode};
-	struct rk_conn *a, *b;
-	struct rk_mr *sm, *rm;
-	struct rk_wait *ws;
+	struct bed t;
 	struct rk_wait_event ev[4];
 	struct rk_error e;
 	uint64_t one = 1;
-	int efd = eventfd(0, EFD_NONBLOCK);
-	int ia, ib, ie, seen_send = 0, seen_recv = 0, seen_efd = 0;
+	int seen_send = 0, seen_recv = 0, seen_efd = 0;
 	int64_t t0;
 
-	lt_pair(dev, &o, &o, &a, &b);
-	LT_CHECK(rk_mr_alloc(dev, LEN, RK_ACCESS_LOCAL, &e, &sm), &e);
-	LT_CHECK(rk_mr_alloc(dev, LEN, RK_ACCESS_LOCAL, &e, &rm), &e);
-	LT_CHECK(rk_wait_create(&wo, &e, &ws), &e);
-	LT_CHECK(ia = rk_wait_add_cq(ws, rk_conn_cq(a), 4, 0xa, &e), &e);
-	LT_CHECK(ib = rk_wait_add_cq(ws, rk_conn_cq(b), 4, 0xb, &e), &e);
-	LT_CHECK(ie = rk_wait_add_eventfd(ws, efd, 0xe, &e), &e);
+	bed_open(&t, dev, mode, LEN, 4);
+	struct rk_conn *a = t.a, *b = t.b;
+	struct rk_mr *sm = t.sm, *rm = t.rm;
+	struct rk_wait *ws = t.ws;
+	int ia = t.ia, ib = t.ib, ie = t.ie;
+
 	if (rk_wait_add_cq(ws, rk_conn_cq(a), 4, 0, &e) != -EEXIST)
 		LT_FAIL("a CQ added twice");
 
 	/* Nothing in flight: the deadline, never early. */
-	t0 = now_ms();
+	t0 = lt_now_ms();
 	if (rk_wait(ws, ev, 4, 150, &e) != -ETIMEDOUT)
 		LT_FAIL("%s: a wait with nothing in flight returned", rk_error_str(&e));
-	if (now_ms() - t0 < 150)
-		LT_FAIL("the deadline came early (%lld ms)", (long long)(now_ms() - t0));
+	if (lt_now_ms() - t0 < 150)
+		LT_FAIL("the deadline came early (%lld ms)", (long long)(lt_now_ms() - t0));
 
 	lt_fill(rk_mr_addr(sm), LEN, 42);
 	memset(rk_mr_addr(rm), 0, LEN);
@@ -67,9 +96,9 @@ static void cqs_and_eventfd(struct rk_device *dev, enum rk_wait_mode mode)
 			   .len = LEN,
 			   .lkey = rk_mr_lkey(sm)};
 	LT_CHECK(rk_post(a, &wr, &e), &e);
-	if (write(efd, &one, sizeof(one)) != sizeof(one))
+	if (write(t.efd, &one, sizeof(one)) != sizeof(one))
 		LT_FAIL("eventfd");
-	t0 = now_ms();
+	t0 = lt_now_ms();
 	while (!(seen_send && seen_recv && seen_efd)) {
 		int n = rk_wait(ws, ev, 4, 10000, &e);
 
@@ -94,7 +123,7 @@ static void cqs_and_eventfd(struct rk_device *dev, enum rk_wait_mode mode)
 				LT_FAIL("completion wr_id %llu on source %d",
 					(unsigned long long)ev[i].wc[0].wr_id, ev[i].id);
 		}
-		if (now_ms() - t0 > 20000)
+		if (lt_now_ms() - t0 > 20000)
 			LT_FAIL("not everything fired");
 	}
 	if (seen_send != 1 || seen_recv != 1 || seen_efd != 1)
@@ -106,16 +135,8 @@ static void cqs_and_eventfd(struct rk_device *dev, enum rk_wait_mode mode)
 		LT_FAIL("a spurious event after everything was taken");
 	LT_CHECK(rk_wait_remove(ws, ia), NULL);
 	LT_CHECK(rk_wait_remove(ws, ib), NULL);
-	rk_wait_destroy(ws);
-	close(efd);
-	rk_conn_destroy(a);
-	rk_conn_destroy(b);
-	rk_mr_dereg(sm);
-	rk_mr_dereg(rm);
-	printf("%s: two CQs and an eventfd in one wait: ok\n", mode == RK_WAIT_BUSY ? "busy"
-							       : mode == RK_WAIT_EVENT
-								   ? "event"
-								   : "adaptive");
+	bed_close(&t);
+	printf("%s: two CQs and an eventfd in one wait: ok\n", mode_name(mode));
 }
 
 /*
@@ -126,24 +147,17 @@ static void cqs_and_eventfd(struct rk_device *dev, enum rk_wait_mode mode)
 static void full_array_sees_fds(struct rk_device *dev, enum rk_wait_mode mode)
 {
 	enum { N = 100, SZ = 64 };
-	struct rk_conn_opts o = {.wait_mode = mode};
-	struct rk_wait_opts wo = {.mode = mode};
-	struct rk_conn *a, *b;
-	struct rk_mr *sm, *rm;
-	struct rk_wait *ws;
+	struct bed t;
 	struct rk_wait_event ev[1];
 	struct rk_error e;
 	uint64_t one = 1;
-	int efd = eventfd(0, EFD_NONBLOCK);
 	int taken = 0, efd_at = -1;
 
-	lt_pair(dev, &o, &o, &a, &b);
-	LT_CHECK(rk_mr_alloc(dev, N * SZ, RK_ACCESS_LOCAL, &e, &sm), &e);
-	LT_CHECK(rk_mr_alloc(dev, N * SZ, RK_ACCESS_LOCAL, &e, &rm), &e);
-	LT_CHECK(rk_wait_create(&wo, &e, &ws), &e);
-	LT_CHECK(rk_wait_add_cq(ws, rk_conn_cq(a), 1, 0xa, &e), &e);
-	LT_CHECK(rk_wait_add_cq(ws, rk_conn_cq(b), 1, 0xb, &e), &e);
-	LT_CHECK(rk_wait_add_eventfd(ws, efd, 0xe, &e), &e);
+	bed_open(&t, dev, mode, N * SZ, 1);
+	struct rk_conn *a = t.a, *b = t.b;
+	struct rk_mr *sm = t.sm, *rm = t.rm;
+	struct rk_wait *ws = t.ws;
+
 	for (int i = 0; i < N; i++) {
 		char *r = (char *)rk_mr_addr(rm) + i * SZ;
 		struct rk_wr wr = {.op = RK_OP_SEND,
@@ -157,7 +171,7 @@ static void full_array_sees_fds(struct rk_device *dev, enum rk_wait_mode mode)
 		LT_CHECK(rk_post(a, &wr, &e), &e);
 	}
 	usleep(500 * 1000); /* all 2 N completions in their CQs */
-	if (write(efd, &one, sizeof(one)) != sizeof(one))
+	if (write(t.efd, &one, sizeof(one)) != sizeof(one))
 		LT_FAIL("eventfd");
 	while (taken < 2 * N || efd_at < 0) {
 		int n = rk_wait(ws, ev, 1, 10000, &e);
@@ -174,14 +188,9 @@ static void full_array_sees_fds(struct rk_device *dev, enum rk_wait_mode mode)
 	}
 	if (efd_at >= 2 * N)
 		LT_FAIL("the eventfd was reported only after all %d completions", 2 * N);
-	rk_wait_destroy(ws);
-	close(efd);
-	rk_conn_destroy(a);
-	rk_conn_destroy(b);
-	rk_mr_dereg(sm);
-	rk_mr_dereg(rm);
+	bed_close(&t);
 	printf("%s: an eventfd seen after %d of %d completions, one event per wait: ok\n",
-	       mode == RK_WAIT_BUSY ? "busy" : "event", efd_at, 2 * N);
+	       mode_name(mode), efd_at, 2 * N);
 }
 
 static void busy_cq_refused(struct rk_device *dev)
@@ -265,7 +274,7 @@ static void cm_disconnect_seen(const char *addr, const char *port)
 		LT_FAIL("an event before the peer closed");
 	if (write(gp[1], "g", 1) != 1)
 		LT_FAIL("pipe");
-	t0 = now_ms();
+	t0 = lt_now_ms();
 	while (!done) {
 		int n = rk_wait(ws, ev, 4, 15000, &e);
 
@@ -274,7 +283,7 @@ static void cm_disconnect_seen(const char *addr, const char *port)
 			if (ev[i].src == RK_SRC_CONN && ev[i].id == id && ev[i].conn == c &&
 			    ev[i].state != RK_CONN_CONNECTED)
 				done = 1;
-		if (now_ms() - t0 > 20000)
+		if (lt_now_ms() - t0 > 20000)
 			LT_FAIL("the disconnect was not reported");
 	}
 	printf("cm: the peer's disconnect reported as %s: ok\n",
