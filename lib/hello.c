@@ -146,6 +146,12 @@ const char *rk_reject_reason_str(unsigned reason)
 		return "access token refused";
 	case RK_REJECT_BUSY:
 		return "server busy";
+	case RK_REJECT_DENIED:
+		return "not offered by the server";
+	case RK_REJECT_NO_SESSION:
+		return "no such session";
+	case RK_REJECT_ENDED:
+		return "session is over";
 	}
 	return "unknown reason";
 }

@@ -56,6 +56,14 @@ enum rk_reject_reason {
 	RK_REJECT_APP_ID = 4,	 /* hello for another application */
 	RK_REJECT_TOKEN = 5,	 /* access token refused */
 	RK_REJECT_BUSY = 6,	 /* server at its connection limit */
+	RK_REJECT_DENIED = 7,	 /* the server does not offer what the hello asks */
+	/*
+	 * A connection that joins a session of several (a lane): no session
+	 * under that key, perhaps not yet (the first connection's handshake is
+	 * still under way), so a retry within a short while may succeed ...
+	 */
+	RK_REJECT_NO_SESSION = 8,
+	RK_REJECT_ENDED = 9, /* ... or the session has ended: final */
 };
 
 /*

@@ -145,7 +145,7 @@ static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int
 	if (kind == 2 && !srv->serve_reads) {
 		fprintf(stderr, "rk serve: %s: refused a pull (no --read)\n",
 			rk_cm_request_peer(req));
-		rk_cm_request_reject(req, RK_REJECT_APP,
+		rk_cm_request_reject(req, RK_REJECT_DENIED,
 				     "this server does not serve reads (rk serve --read)", NULL);
 		return;
 	}

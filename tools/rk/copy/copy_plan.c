@@ -97,7 +97,7 @@ static int too_many(const struct walker *w, struct cp_plan *p, char *why, size_t
 	if (!w->max_items || p->n < w->max_items)
 		return 0;
 	snprintf(why, why_len, "limit: more than %zu files and directories", w->max_items);
-	return -1;
+	return CP_PLAN_LIMIT;
 }
 
 /* Walk the open directory @fd (taken over) named @src, planning under @dst. */
@@ -154,9 +154,8 @@ static int walk(const struct walker *w, struct cp_plan *p, int fd, const char *s
 			} else if (sub < 0) {
 				snprintf(why, why_len, "%s: %s", s, strerror(errno));
 				r = -1;
-			} else if (too_many(w, p, why, why_len)) {
+			} else if ((r = too_many(w, p, why, why_len))) {
 				close(sub);
-				r = -1;
 			} else {
 				/* add() takes t (keeps it or frees it); walk() takes sub. */
 				r = add(p, 1, s, t, &st, why, why_len);
@@ -346,10 +345,11 @@ static int plan_build(const struct walker *w, struct cp_plan *p, char *const *sr
 			snprintf(why, why_len, "%.200s: not a regular file", srcs[i]);
 			return -1;
 		}
-		if (too_many(w, p, why, why_len)) {
+		r = too_many(w, p, why, why_len);
+		if (r) {
 			if (fd >= 0)
 				close(fd);
-			return -1;
+			return r;
 		}
 		if (S_ISDIR(st.st_mode) && contents) {
 			/* DEST itself is the directory; its top needs no entry. */

@@ -12,6 +12,9 @@
 
 #include "copy_proto.h"
 
+/* cp_plan_build_beneath: more items than its @max_items (a code, not text to match). */
+#define CP_PLAN_LIMIT (-3)
+
 enum cp_item_state {
 	CP_ITEM_PENDING = 0, /* not sent yet */
 	CP_ITEM_SENT,	     /* announced; waiting for the server's verdict */
@@ -71,8 +74,9 @@ int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *de
  * and is looked up beneath @rootfd without following any symlink; inside
  * a tree symlinks and other non-regular files are skipped (as rsync does
  * without -l). At most @max_items items (0: no limit). Returns 0, -1 (a
- * source problem or the limit) or -2 (a source that is no path under the
- * top), with @why set. @rootfd must stay open while the plan is used.
+ * source problem), -2 (a source that is no path under the top) or
+ * CP_PLAN_LIMIT (more than @max_items), with @why set. @rootfd must stay
+ * open while the plan is used.
  */
 int cp_plan_build_beneath(struct cp_plan *p, int rootfd, char *const *srcs, int nsrc,
 			  const char *dest, int recursive, size_t max_items, char *why,

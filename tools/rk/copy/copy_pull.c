@@ -141,11 +141,14 @@ static int encode(const struct cp_pull_opts *o, const char *leaf, uint32_t chunk
 	return cp_pull_encode(&p, msg, len);
 }
 
-/* What a later session may mend: the transport's doing, not a refusal or a fault of ours. */
-static int transport_loss(int r, const struct rk_error *e)
+/*
+ * What a later session may mend: the transport's doing, not a refusal (a
+ * reject reason, or the server's ERROR: @refused) or a fault of ours.
+ */
+static int transport_loss(int r, const struct rk_error *e, int refused)
 {
 	if (r == -ECONNREFUSED)
-		return !e->reject_reason && strncmp(e->msg, "refused", 7);
+		return !e->reject_reason && !refused;
 	return r == -ETIMEDOUT || r == -ECONNRESET || r == -EIO || r == -EHOSTUNREACH ||
 	       r == -ENETUNREACH || r == -ECONNABORTED || r == -ENOTCONN;
 }
@@ -181,13 +184,14 @@ static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm
 		    st.up_to_date - (prior_ok < st.up_to_date ? prior_ok : st.up_to_date);
 		total->failed = st.failed;
 		total->dirs = st.dirs;
+		total->refused = st.refused;
 		prior_ok += st.files;
 		/* Progress: data written, and files committed (each a new entry, never counted
 		 * twice). */
 		moved += st.moved + (uint64_t)st.files * CP_ENTRY_BYTES;
 		*reconnects = rs.reconnects;
 		/* Nobody listening at the first try is a wrong host or port: say so at once. */
-		if (!r || !transport_loss(r, e) ||
+		if (!r || !transport_loss(r, e, st.refused) ||
 		    (!rs.reconnects && !st.established && r == -ECONNREFUSED))
 			return r;
 		snprintf(why, sizeof(why), "%s", rk_error_str(e));
@@ -288,7 +292,7 @@ int cp_pull_run(const struct cp_pull_opts *o)
 		rc = st.failed ? RK_EXIT_FAILURE : RK_EXIT_OK;
 	else if (r == -EINVAL)
 		rc = RK_EXIT_USAGE;
-	else if (r == -ECONNREFUSED && (e.reject_reason || !strncmp(e.msg, "refused", 7)))
+	else if (r == -ECONNREFUSED && (e.reject_reason || st.refused))
 		rc = RK_EXIT_REFUSED;
 	else
 		rc = RK_EXIT_LOST;

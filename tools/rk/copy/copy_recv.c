@@ -146,15 +146,16 @@ static int connect_lanes(struct session *s, struct rk_error *err)
 		s->prep_lane = l;
 		/*
 		 * The server enters our key once it has taken our WELCOME: a
-		 * lane that gets there first is refused as unknown. Try again
-		 * for as long as the server waits for a lane.
+		 * lane that gets there first is refused as unknown
+		 * (RK_REJECT_NO_SESSION). Try again for as long as the server
+		 * waits for a lane; any other refusal is final.
 		 */
 		for (uint64_t t0 = cli_now_ns();;) {
 			r = rk_cm_connect(s->srv->dev, &c, err, &conn);
 			if (!r)
 				break;
 			s->lanes[l].conn = NULL; /* prepare saw it; the library destroyed it */
-			if (err->reject_reason != RK_REJECT_APP ||
+			if (err->reject_reason != RK_REJECT_NO_SESSION ||
 			    cli_now_ns() - t0 > (uint64_t)ACCEPT_MS * 1000000)
 				return r;
 			usleep(20000);
@@ -435,10 +436,11 @@ int cp_recv_pull(struct cp_server *srv, const struct rk_cm_connect_opts *co, con
 		r = rcv_send_msg(s, 0, pull, len, err);
 	if (!r)
 		r = serve(s, err);
-	if (r == -ECONNREFUSED && s->refused[0])
+	if (r == -ECONNREFUSED && s->refused[0]) {
+		st->refused = 1;
 		rk_error_setf(err, "rk copy", ECONNREFUSED, "refused by the server: %s",
 			      s->refused);
-	else if (r == -ETIMEDOUT)
+	} else if (r == -ETIMEDOUT)
 		rk_error_setf(err, "rk copy", ETIMEDOUT, "the server sent nothing for %d s",
 			      srv->idle_ms / 1000);
 	else if (r == -ECONNRESET)

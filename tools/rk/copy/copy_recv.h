@@ -149,6 +149,7 @@ struct cp_recv_stats {
 	uint64_t bytes;	 /* of the files committed */
 	uint64_t moved;	 /* file data written, committed or not */
 	int established; /* the peer's HELLO came and was answered */
+	int refused;	 /* a pull: the server refused it with an ERROR (the text is in err) */
 };
 
 /*

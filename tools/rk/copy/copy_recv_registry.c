@@ -96,7 +96,7 @@ void cp_reg_remove(struct cp_server *srv, struct cp_reg *e)
 	}
 	for (unsigned l = 0; l < CP_MAX_LANES; l++) {
 		if (e->joins[l])
-			rk_cm_request_reject(e->joins[l], RK_REJECT_APP, "session is over", NULL);
+			rk_cm_request_reject(e->joins[l], RK_REJECT_ENDED, "session is over", NULL);
 		e->joins[l] = NULL;
 	}
 	pthread_mutex_unlock(&srv->reg_mu);
@@ -157,7 +157,11 @@ int cp_session_join(struct cp_server *srv, struct rk_cm_request *req, unsigned l
 	found = find(srv, key);
 	if (!found || lane >= found->want_lanes || (found->claimed & 1u << lane)) {
 		pthread_mutex_unlock(&srv->reg_mu);
-		rk_cm_request_reject(req, RK_REJECT_APP, "no such session or lane", NULL);
+		/* No session (yet: its WELCOME may be under way), or a lane it never takes. */
+		if (!found)
+			rk_cm_request_reject(req, RK_REJECT_NO_SESSION, "no such session", NULL);
+		else
+			rk_cm_request_reject(req, RK_REJECT_DENIED, "no such lane", NULL);
 		return -ENOENT;
 	}
 	found->joins[lane] = req;

@@ -98,7 +98,7 @@ out:
 		free(srcs[i]);
 	if (r) {
 		plog(ps, "pull refused: %s", why);
-		return r == -2 ? CP_E_PATH : strncmp(why, "limit", 5) ? CP_E_IO : CP_E_LIMIT;
+		return r == -2 ? CP_E_PATH : r == CP_PLAN_LIMIT ? CP_E_LIMIT : CP_E_IO;
 	}
 	plog(ps, "pull of %zu files, %zu directories", plan->files, plan->dirs);
 	return 0;
@@ -152,7 +152,7 @@ static void leave(struct pull_session *ps)
 		cp_reg_remove(ps->srv, &ps->reg);
 	for (unsigned l = 0; l < CP_MAX_LANES; l++)
 		if (ps->got[l])
-			rk_cm_request_reject(ps->got[l], RK_REJECT_APP, "session is over", NULL);
+			rk_cm_request_reject(ps->got[l], RK_REJECT_ENDED, "session is over", NULL);
 	if (ps->reg.evfd >= 0)
 		close(ps->reg.evfd);
 }
