@@ -8,7 +8,8 @@
 # --resume after the client is killed goes on from the verified prefix; a
 # pull whose server is killed and started again reconnects by itself and
 # resumes; and a server that sends names outside DEST ('..', absolute, a
-# sibling of DEST) gets them refused, with nothing written outside DEST.
+# sibling of DEST, through a symlink in DEST) gets them refused by name, with
+# nothing written outside DEST; with a token, a pull needs the same token.
 . "$(dirname "$0")/lib.sh"
 port=7923
 S=$W/served L=$W/local
@@ -35,6 +36,19 @@ pull_rc() { # WANT ARGS... - rk copy ARGS, fail unless it exits WANT; stderr in 
 start_server $port "$S"
 pull_rc 3 -q "$RK_ADDR:$port:big.bin" "$L/"
 grep -q -- "--read" "$W/err" || fail "no word of --read: $(cat "$W/err")"
+stop_server
+
+# 1b. With a token, a pull needs the same token: a wrong or missing one is refused.
+printf 'sesame\n' >"$W/token"
+printf 'open up\n' >"$W/bad"
+start_server $port "$S" --read --token-file "$W/token"
+pull_rc 3 -q "$RK_ADDR:$port:tree/a" "$L/tok"
+grep -q "access token" "$W/err" || fail "missing token: $(cat "$W/err")"
+pull_rc 3 -q --token-file "$W/bad" "$RK_ADDR:$port:tree/a" "$L/tok"
+grep -q "access token" "$W/err" || fail "wrong token: $(cat "$W/err")"
+[ ! -e "$L/tok" ] || fail "a refused pull wrote its file"
+pull_rc 0 -q --token-file "$W/token" "$RK_ADDR:$port:tree/a" "$L/tok"
+cmp "$S/tree/a" "$L/tok" || fail "tok differs"
 stop_server
 
 start_server $port "$S" --read
@@ -117,17 +131,31 @@ grep -q "(resumed)" "$W/out" || fail "not resumed from a prefix: $(cat "$W/out")
 grep -qE "[0-9]+ reconnects?" "$W/out" || fail "summary: $(cat "$W/out")"
 stop_server
 
-# 7. A hostile server: names outside DEST ('..', absolute, a sibling of DEST).
-mkdir -p "$L/h"
-for evil in ../escape /tmp/rkpull-abs sibling; do
+# 7. A hostile server: names outside DEST ('..', absolute, a sibling of DEST,
+# through a symlink that DEST holds). The client refuses each name, says so,
+# and writes nothing outside DEST.
+said_refused() { # what the -q client said on stderr: the refusal, and no hostile name
+	grep -q "FAILED.*destination path refused" "$W/err" ||
+		fail "$1: no refusal on stderr: $(cat "$W/err" "$W/out")"
+}
+mkdir -p "$L/h" "$W/outside"
+ln -s "$W/outside" "$L/h/lnk"
+for evil in ../escape /tmp/rkpull-abs sibling lnk/x; do
 	export RK_COPY_TEST_UNCHECKED_NAMES=1 RK_SERVE_TEST_PULL_DEST="$evil"
 	start_server $port "$S" --read
 	unset RK_COPY_TEST_UNCHECKED_NAMES RK_SERVE_TEST_PULL_DEST
-	pull_rc 1 -q "$RK_ADDR:$port:tree/a" "$L/h/dest"
+	if [ "$evil" != lnk/x ]; then
+		pull_rc 1 -q "$RK_ADDR:$port:tree/a" "$L/h/dest"
+		said_refused "$evil"
+	fi
 	# Into a directory DEST, a sibling of it is beneath it: only the others are out.
-	[ "$evil" = sibling ] || pull_rc 1 -q -r "$RK_ADDR:$port:tree" "$L/h/"
+	if [ "$evil" != sibling ]; then
+		pull_rc 1 -q -r "$RK_ADDR:$port:tree" "$L/h/"
+		said_refused "$evil"
+	fi
 	stop_server
 	[ ! -e "$L/escape" ] && [ ! -e "$W/escape" ] && [ ! -e /tmp/rkpull-abs ] &&
-		[ ! -e "$L/h/sibling" ] && [ ! -e "$L/h/dest" ] || fail "$evil: written outside DEST"
+		[ ! -e "$L/h/sibling" ] && [ ! -e "$L/h/dest" ] &&
+		[ -z "$(ls -A "$W/outside")" ] || fail "$evil: written outside DEST"
 done
 echo "copy pull: ok"

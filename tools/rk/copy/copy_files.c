@@ -18,23 +18,48 @@
 
 #define HASH_BUF (1u << 20)
 
+static const char *who(const struct cp_files *fs)
+{
+	return fs->srv->who ? fs->srv->who : "rk serve";
+}
+
+static void vlog(const struct cp_files *fs, FILE *to, const char *fmt, va_list ap)
+{
+	char line[1536];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	if (fs->srv->progress)
+		cp_progress_clear(fs->srv->progress);
+	fprintf(to, "%s: %s: %s\n", who(fs), fs->peer, line);
+	fflush(to);
+}
+
+/* A file done, up to date, a directory made: on stdout, and not with --quiet. */
 static void flog(const struct cp_files *fs, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void flog(const struct cp_files *fs, const char *fmt, ...)
 {
-	char line[1536];
 	va_list ap;
 
 	if (fs->srv->quiet)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vlog(fs, stdout, fmt, ap);
 	va_end(ap);
-	if (fs->srv->progress)
-		cp_progress_clear(fs->srv->progress);
-	printf("%s: %s: %s\n", fs->srv->who ? fs->srv->who : "rk serve", fs->peer, line);
-	fflush(stdout);
+}
+
+/* A file or directory that failed: on stderr, with --quiet too ("errors only"). */
+static void ffail(const struct cp_files *fs, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void ffail(const struct cp_files *fs, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(fs, stderr, fmt, ap);
+	va_end(ap);
 }
 
 /* A pull's progress bar: @n more bytes of @name are here. */
@@ -99,8 +124,8 @@ static void fail_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile
 {
 	result(c, f->id, CP_RES_DONE, code, sys_errno, offset);
 	fs->n_failed++;
-	flog(fs, "%s: FAILED at offset %llu: %s%s%s", f->name, (unsigned long long)offset,
-	     cp_code_str(code), sys_errno ? ": " : "", sys_errno ? strerror(abs(sys_errno)) : "");
+	ffail(fs, "%s: FAILED at offset %llu: %s%s%s", f->name, (unsigned long long)offset,
+	      cp_code_str(code), sys_errno ? ": " : "", sys_errno ? strerror(abs(sys_errno)) : "");
 	close_file(f, unlink_tmp);
 }
 
@@ -583,29 +608,25 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 		return;
 	}
 	if (fchmod(f->fd, (mode_t)(f->mode & ~0022u) | 0600)) {
-		flog(fs, "%s: fchmod: %s", f->name, strerror(errno));
 		fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
 		return;
 	}
 	if (fsync(f->fd)) {
-		flog(fs, "%s: fsync: %s", f->name, strerror(errno));
 		fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
 		return;
 	}
 	if (!same_file(f)) {
-		flog(fs, "%s: the temporary was replaced under its name; not committed", f->name);
+		ffail(fs, "%s: the temporary was replaced under its name; not committed", f->name);
 		fail_file(fs, c, f, CP_E_IO, EIO, f->size, 1);
 		return;
 	}
 	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
-		flog(fs, "%s: rename: %s", f->name, strerror(errno));
 		fail_file(fs, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
 			  errno == EEXIST ? 0 : errno, f->size, 1);
 		return;
 	}
 	if (fsync(f->dirfd))
-		fprintf(stderr, "rk serve: fsync of the directory of %s: %s\n", f->name,
-			strerror(errno));
+		ffail(fs, "%s: fsync of its directory: %s", f->name, strerror(errno));
 	secs = (double)(cli_now_ns() - f->t0) / 1e9;
 	flog(fs, "%s  %s  %.2f s  %s  verified xxh3-128%s", f->name,
 	     cli_fmt_bytes(f->size, bytes, sizeof(bytes)), secs,
@@ -625,7 +646,7 @@ static void make_dir(struct cp_files *fs, struct cp_results *c, const struct cp_
 
 	if (!name_ok(fs, r->name, r->name_len)) {
 		fs->n_failed++;
-		flog(fs, "(refused name)/: FAILED: %s", cp_code_str(CP_E_PATH));
+		ffail(fs, "(refused name)/: FAILED: %s", cp_code_str(CP_E_PATH));
 		result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
 		return;
 	}
@@ -638,7 +659,7 @@ static void make_dir(struct cp_files *fs, struct cp_results *c, const struct cp_
 	name[r->name_len] = '\0';
 	fd = cp_open_dir(fs->srv->rootfd, name, 1);
 	if (fd < 0) {
-		flog(fs, "%s/: FAILED: %s", name, strerror(-fd));
+		ffail(fs, "%s/: FAILED: %s", name, strerror(-fd));
 		fs->n_failed++;
 		result(c, r->file_id, CP_RES_DONE, open_errno_code(fd), fd, 0);
 		return;
@@ -718,8 +739,8 @@ int cp_files_record(struct cp_files *fs, struct cp_results *c, const struct cp_r
 		break;
 	case CP_REC_ABORT:
 		result(c, f->id, CP_RES_DONE, CP_E_ABORTED, 0, f->next_off);
-		flog(fs, "%s: aborted by the client at offset %llu", f->name,
-		     (unsigned long long)f->next_off);
+		ffail(fs, "%s: aborted by the sender at offset %llu", f->name,
+		      (unsigned long long)f->next_off);
 		close_file(f, 0);
 		break;
 	default:
