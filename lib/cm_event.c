@@ -132,7 +132,7 @@ static void keep_reply(struct rk_conn *c, const struct rdma_conn_param *p)
 	c->peer_data_len = 0;
 	if (!d || p->private_data_len < 4 || d[0] != 'R' || d[1] != 'P')
 		return;
-	n = (size_t)d[2] << 8 | d[3];
+	n = rk_get16(d + 2);
 	if (n > RK_CM_REPLY_MAX || n + 4 > p->private_data_len) {
 		rk_warn("ignoring a malformed accept reply (%zu bytes claimed)", n);
 		return;

@@ -317,8 +317,7 @@ int rk_cm_request_accept(struct rk_cm_request *req, const struct rk_conn_opts *o
 	rk_cm_conn_param(c, &p, req->peer_initiator, req->peer_responder);
 	pd[0] = 'R';
 	pd[1] = 'P';
-	pd[2] = (uint8_t)(reply_len >> 8);
-	pd[3] = (uint8_t)reply_len;
+	rk_put16(pd + 2, (uint16_t)reply_len);
 	if (reply_len)
 		memcpy(pd + 4, reply, reply_len);
 	p.private_data = pd;

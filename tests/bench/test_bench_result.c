@@ -9,9 +9,11 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include <rdmakit/device.h>
 #include <rdmakit/wire.h>
 
 #include "bench_ctl.h"
@@ -183,6 +185,42 @@ static void clean_text(void **state)
 	assert_string_equal(small, "");
 }
 
+/* One device choice for every rk command: --dev, --addr/--bind, $RK_DEV, the route. */
+static void device_choice(void **state)
+{
+	struct rk_device_opts o;
+
+	(void)state;
+	unsetenv("RK_DEV");
+	cli_device_opts(&o, NULL, NULL, "peer");
+	assert_null(o.name);
+	assert_null(o.addr);
+	assert_string_equal(o.peer, "peer");
+	cli_device_opts(&o, NULL, NULL, NULL); /* nothing: the only device, or an error */
+	assert_null(o.name);
+	assert_null(o.peer);
+	setenv("RK_DEV", "rxe9", 1);
+	cli_device_opts(&o, NULL, NULL, "peer");
+	assert_string_equal(o.name, "rxe9");
+	assert_null(o.peer);
+	cli_device_opts(&o, "mlx5_0", NULL, "peer"); /* --dev first */
+	assert_string_equal(o.name, "mlx5_0");
+	assert_null(o.peer);
+	cli_device_opts(&o, NULL, "10.0.0.1", "peer"); /* the address before $RK_DEV */
+	assert_null(o.name);
+	assert_string_equal(o.addr, "10.0.0.1");
+	assert_null(o.peer);
+	cli_device_opts(&o, "mlx5_0", "10.0.0.1", NULL); /* both: the address picks the GID */
+	assert_string_equal(o.name, "mlx5_0");
+	assert_string_equal(o.addr, "10.0.0.1");
+	setenv("RK_DEV", "", 1); /* empty: not given */
+	cli_device_opts(&o, "", "", "peer");
+	assert_null(o.name);
+	assert_null(o.addr);
+	assert_string_equal(o.peer, "peer");
+	unsetenv("RK_DEV");
+}
+
 static void equal_ct(void **state)
 {
 	uint8_t a[16] = {1, 2, 3}, b[16] = {1, 2, 3};
@@ -203,7 +241,7 @@ int main(void)
 	    cmocka_unit_test(roundtrip),    cmocka_unit_test(no_time),
 	    cmocka_unit_test(out_of_range), cmocka_unit_test(latency_order),
 	    cmocka_unit_test(against_done), cmocka_unit_test(clean_text),
-	    cmocka_unit_test(equal_ct),
+	    cmocka_unit_test(equal_ct),	    cmocka_unit_test(device_choice),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

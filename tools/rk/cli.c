@@ -6,6 +6,8 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include <rdmakit/device.h>
+
 #include "cli.h"
 
 int cli_parse_size(const char *s, uint64_t *out)
@@ -146,4 +148,15 @@ void cli_report(const char *prog, const char *what, const struct rk_error *err)
 	fprintf(stderr, "rk %s: %s%s%s\n", prog, what, *text ? ": " : "", text);
 	if (err && err->hint && !strstr(text, err->hint))
 		fprintf(stderr, "rk %s: hint: %s\n", prog, err->hint);
+}
+
+void cli_device_opts(struct rk_device_opts *o, const char *dev, const char *addr, const char *peer)
+{
+	const char *env = getenv("RK_DEV");
+
+	o->name = dev && *dev ? dev : NULL;
+	o->addr = addr && *addr ? addr : NULL; /* with a name too: it picks the GID */
+	if (!o->name && !o->addr && env && *env)
+		o->name = env;
+	o->peer = !o->name && !o->addr ? peer : NULL;
 }

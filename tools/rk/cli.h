@@ -81,4 +81,17 @@ static inline int cli_equal_ct(const void *a, const void *b, size_t len)
 /* cli_report - print "rk PROG: WHAT: <error text>" and the hint, if any, to stderr. */
 void cli_report(const char *prog, const char *what, const struct rk_error *err);
 
+struct rk_device_opts;
+
+/*
+ * cli_device_opts - how every rk command picks its device, in this order:
+ * --dev (@dev); else the device owning the local address @addr (--addr,
+ * --bind; given with --dev too, it picks the GID); else $RK_DEV; else the
+ * one the route to @peer leaves by; else
+ * the only device (rk_device_open names the candidates when several fit
+ * and nothing decides). Fills the name, address and peer of @o; NULLs and
+ * an empty $RK_DEV mean "not given". The strings must outlive @o.
+ */
+void cli_device_opts(struct rk_device_opts *o, const char *dev, const char *addr, const char *peer);
+
 #endif

@@ -137,21 +137,22 @@ static int check_device(const struct bench_params *p, const struct rk_device_inf
 }
 
 /*
- * The device: --dev, else the server's --bind address (@addr), else the
- * client's route to the server (what rdma_cm will use).
+ * The device (cli.h): --dev, else the server's --bind address (@addr),
+ * else $RK_DEV, else the client's route to the server (what rdma_cm will
+ * use).
  */
 static int open_device(struct bench_ctx *c, const char *addr, const char *peer,
 		       struct rk_error *err)
 {
 	struct rk_device_opts o = {
-	    .name = c->l->dev_name,
-	    .addr = c->l->dev_name ? NULL : addr,
-	    .peer = peer,
 	    .port = c->l->ib_port,
 	    .gid_index = c->l->gid_index,
 	};
 	const struct rk_device_info *di;
-	int r = rk_device_open(&o, err, &c->dev);
+	int r;
+
+	cli_device_opts(&o, c->l->dev_name, addr, peer);
+	r = rk_device_open(&o, err, &c->dev);
 
 	if (r)
 		return r;

@@ -86,10 +86,8 @@ int bench_ctl_send(struct bench_ctl *c, uint16_t type, const void *data, uint16_
 	frame[1] = 'K';
 	frame[2] = 'B';
 	frame[3] = 'C';
-	frame[4] = (uint8_t)(type >> 8);
-	frame[5] = (uint8_t)type;
-	frame[6] = (uint8_t)(len >> 8);
-	frame[7] = (uint8_t)len;
+	rk_put16(frame + 4, type);
+	rk_put16(frame + 6, len);
 	if (len)
 		memcpy(frame + 8, data, len);
 	while (done < total) {

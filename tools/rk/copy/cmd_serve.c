@@ -294,9 +294,8 @@ int rk_cmd_serve(int argc, char **argv)
 		return RK_EXIT_FAILURE;
 	}
 
-	dopts.name = dev_name ? dev_name : (addr ? NULL : getenv("RK_DEV"));
-	dopts.addr = addr;
-	/* Given neither, the only device; with several the error names them. */
+	/* --dev, else the address's, else $RK_DEV, else the only device (cli.h). */
+	cli_device_opts(&dopts, dev_name, addr, NULL);
 	if (rk_device_open(&dopts, &err, &srv.dev)) {
 		cli_report("serve", "opening the RDMA device", &err);
 		cp_server_registry_fini(&srv);

@@ -253,8 +253,7 @@ int cp_pull_run(const struct cp_pull_opts *o)
 		fprintf(stderr, "rk copy: %s: %s\n", root, strerror(errno));
 		return RK_EXIT_FAILURE;
 	}
-	d.name = o->dev ? o->dev : getenv("RK_DEV");
-	d.peer = d.name ? NULL : o->host;
+	cli_device_opts(&d, o->dev, NULL, o->host);
 	if (rk_device_open(&d, &e, &srv.dev)) {
 		fprintf(stderr, "rk copy: %s\n", rk_error_str(&e));
 		close(srv.rootfd);

@@ -89,15 +89,14 @@ void snd_fatal_transport(struct sender *s, const char *fmt, ...)
 
 /* ---- session set-up ---- */
 
-/* The device: --dev, else $RK_DEV, else the one the route to the server leaves by. */
+/* The device: --dev, else $RK_DEV, else the one the route to the server leaves by (cli.h). */
 static int open_device(const struct cp_send_opts *o, struct rk_device **dev, char *why,
 		       size_t why_len)
 {
 	struct rk_device_opts d = {.gid_index = -1};
 	struct rk_error e;
 
-	d.name = o->dev ? o->dev : getenv("RK_DEV");
-	d.peer = d.name ? NULL : o->host;
+	cli_device_opts(&d, o->dev, NULL, o->host);
 	if (rk_device_open(&d, &e, dev)) {
 		snprintf(why, why_len, "%s", rk_error_str(&e));
 		return RK_EXIT_LOST;
