@@ -303,6 +303,85 @@ static void test_exists_and_force(void **state)
 	free(p);
 }
 
+/*
+ * Without --force the commit itself refuses a name that appeared while the
+ * file was on its way (rename without replacing): BEGIN found no file, END
+ * finds one, keeps it, and leaves no temporary behind.
+ */
+static void test_exists_at_commit(void **state)
+{
+	uint8_t *p = pattern(2 * CHUNK, 6), whole[16];
+	struct sess s;
+
+	(void)state;
+	cp_hash128(p, 2 * CHUNK, whole);
+	sess_open(&s, 0);
+	assert_int_equal(rec_begin(&s, 1, "late", 2 * CHUNK, 0, whole, NULL, 0), -2);
+	assert_int_equal(rec_data(&s, 1, 0, p, CHUNK), -2);
+	put_file(dir, "late", "someone else's");
+	assert_int_equal(rec_data(&s, 1, CHUNK, p + CHUNK, CHUNK), -2);
+	assert_int_equal(rec_end(&s, 1, whole), CP_E_EXISTS);
+	assert_true(file_is(dir, "late", (const uint8_t *)"someone else's", 14));
+	assert_false(exists(dir, ".late.rkpart"));
+	sess_close(&s);
+	free(p);
+}
+
+/*
+ * What lies at a temporary's name is never written through: a hard link
+ * to a file elsewhere (even one holding the very prefix the client proves,
+ * so --resume would keep it if it trusted it) and a stale temporary
+ * without --resume are unlinked, and a new file is created (O_EXCL).
+ */
+static void test_planted_temporaries(void **state)
+{
+	const size_t n = 4 * CHUNK;
+	uint8_t *p = pattern(n, 7), whole[16], proof[16 * CP_PROOF_MAX] = {0};
+	unsigned nproof = cp_proof_count(n, CHUNK);
+	uint64_t step = cp_proof_step(n, CHUNK);
+	char secret[PATH_MAX], tmp[PATH_MAX];
+	struct stat st;
+	struct sess s;
+	int fd;
+
+	(void)state;
+	cp_hash128(p, n, whole);
+	for (unsigned k = 1; k <= nproof; k++)
+		cp_hash128(p, k * step, proof + 16 * (k - 1));
+	/* outside/prefix holds the first 2 steps of the file; linked in as the temporary */
+	path_in(secret, outside, "prefix");
+	fd = open(secret, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, 2 * step), (ssize_t)(2 * step));
+	close(fd);
+	path_in(tmp, dir, ".linked.rkpart");
+	assert_int_equal(link(secret, tmp), 0);
+	sess_open(&s, CP_F_RESUME);
+	assert_int_equal(rec_begin(&s, 1, "linked", n, CP_BEGIN_WAIT | CP_BEGIN_PROOF, whole, proof,
+				   16 * nproof),
+			 -1);
+	assert_int_equal(s.c.res[0].kind, CP_RES_READY);
+	assert_int_equal(s.c.res[0].offset, 0); /* nothing of the linked file was trusted */
+	for (size_t off = 0; off < n; off += CHUNK)
+		assert_int_equal(rec_data(&s, 1, off, p + off, CHUNK), -2);
+	assert_int_equal(rec_end(&s, 1, whole), CP_OK);
+	assert_true(file_is(dir, "linked", p, n));
+	assert_true(file_is(outside, "prefix", p, 2 * step)); /* untouched */
+	assert_int_equal(stat(secret, &st), 0);
+	assert_int_equal(st.st_nlink, 1);
+	assert_int_equal(unlink(secret), 0); /* the teardown counts what is outside */
+	sess_close(&s);
+
+	/* A stale temporary without --resume: replaced, none of its bytes kept. */
+	put_file(dir, ".stale.rkpart", "stale bytes that are no part of the file");
+	sess_open(&s, 0);
+	assert_int_equal(send_file(&s, 2, "stale", p, n), CP_OK);
+	assert_true(file_is(dir, "stale", p, n));
+	assert_false(exists(dir, ".stale.rkpart"));
+	sess_close(&s);
+	free(p);
+}
+
 /* Two sessions on one file: the second is refused while the first holds it. */
 static void test_busy(void **state)
 {
@@ -613,6 +692,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_create_beneath, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exists_and_force, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_exists_at_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_planted_temporaries, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resume_prefix, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resume_unproven, setup, teardown),
