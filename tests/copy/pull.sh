@@ -59,6 +59,10 @@ cmp "$S/big.bin" "$L/big.bin" || fail "big.bin differs"
 grep -q "1 files received" "$W/out" || fail "summary: $(cat "$W/out")"
 "$RK" copy -q "$RK_ADDR:$port:tree/a" "$L/renamed" || fail "pull onto a name"
 cmp "$S/tree/a" "$L/renamed" || fail "renamed differs"
+# One file onto an existing directory, no trailing '/': it lands inside (rsync's rule).
+mkdir "$L/existing"
+"$RK" copy -q "$RK_ADDR:$port:tree/a" "$L/existing" || fail "pull into an existing directory"
+cmp "$S/tree/a" "$L/existing/a" || fail "existing/a differs"
 # Over three lanes: the client connects two more with the session key, the server accepts them.
 "$RK" copy -q --num-qp 3 "$RK_ADDR:$port:big.bin" "$L/q3.bin" || fail "pull --num-qp 3"
 cmp "$S/big.bin" "$L/q3.bin" || fail "q3.bin differs"

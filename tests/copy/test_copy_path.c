@@ -163,6 +163,46 @@ static void beneath(void **state)
 	close(fd);
 }
 
+/* A pulling client's DEST: into a directory (trailing '/' or existing), or onto a name. */
+static void dest_place(void **state)
+{
+	struct tree *t = *state;
+	char dest[128], want[160], root[128], leaf[64], small[4];
+	struct stat st;
+
+	/* a trailing '/': the directory receives, made when missing */
+	snprintf(dest, sizeof(dest), "%s/new/", t->root);
+	assert_int_equal(cp_dest_place(dest, root, sizeof(root), leaf, sizeof(leaf)), 0);
+	assert_string_equal(root, dest);
+	assert_string_equal(leaf, "");
+	assert_int_equal(stat(dest, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	/* an existing directory without '/': the file lands inside it */
+	snprintf(dest, sizeof(dest), "%s/new", t->root);
+	assert_int_equal(cp_dest_place(dest, root, sizeof(root), leaf, sizeof(leaf)), 0);
+	assert_string_equal(root, dest);
+	assert_string_equal(leaf, "");
+	/* any other name is what the one file becomes, in its parent */
+	snprintf(dest, sizeof(dest), "%s/new/name", t->root);
+	assert_int_equal(cp_dest_place(dest, root, sizeof(root), leaf, sizeof(leaf)), 0);
+	snprintf(want, sizeof(want), "%s/new/", t->root);
+	assert_string_equal(root, want);
+	assert_string_equal(leaf, "name");
+	assert_int_equal(cp_dest_place("plain", root, sizeof(root), leaf, sizeof(leaf)), 0);
+	assert_string_equal(root, ".");
+	assert_string_equal(leaf, "plain");
+	/* nothing, "." or ".." as the last component, or too long: no destination */
+	assert_int_equal(cp_dest_place("", root, sizeof(root), leaf, sizeof(leaf)), -1);
+	assert_int_equal(cp_dest_place("nowhere/..", root, sizeof(root), leaf, sizeof(leaf)), -1);
+	assert_int_equal(cp_dest_place("longname", root, sizeof(root), small, sizeof(small)), -1);
+	assert_int_equal(cp_dest_place("abcdef/", small, sizeof(small), leaf, sizeof(leaf)), -1);
+	/* a regular file where a directory is asked for */
+	snprintf(dest, sizeof(dest), "%s/new/f", t->root);
+	close(open(dest, O_WRONLY | O_CREAT, 0600));
+	snprintf(dest, sizeof(dest), "%s/new/f/", t->root);
+	assert_true(cp_dest_place(dest, root, sizeof(root), leaf, sizeof(leaf)) < -1);
+}
+
 /* Without openat2 (old kernels, valgrind): every symlink refused, the rest the same. */
 static void beneath_fallback(void **state)
 {
@@ -201,6 +241,7 @@ int main(void)
 	    cmocka_unit_test(split),
 	    cmocka_unit_test_setup_teardown(beneath, tree_setup, tree_teardown),
 	    cmocka_unit_test_setup_teardown(beneath_fallback, tree_setup, tree_teardown),
+	    cmocka_unit_test_setup_teardown(dest_place, tree_setup, tree_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

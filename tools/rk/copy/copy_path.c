@@ -254,3 +254,34 @@ int cp_open_dir(int rootfd, const char *rel, int create)
 	}
 	return parent;
 }
+
+int cp_dest_place(const char *dest, char *root, size_t root_len, char *leaf, size_t leaf_len)
+{
+	size_t n = strlen(dest);
+	struct stat st;
+	const char *slash;
+
+	if (n == 0 || n >= root_len)
+		return -1;
+	if (dest[n - 1] == '/' || (stat(dest, &st) == 0 && S_ISDIR(st.st_mode))) {
+		if (mkdir(dest, 0755) && errno != EEXIST)
+			return -errno;
+		if (stat(dest, &st) || !S_ISDIR(st.st_mode)) /* "file/": not a directory */
+			return -ENOTDIR;
+		snprintf(root, root_len, "%s", dest);
+		leaf[0] = '\0';
+		return 0;
+	}
+	slash = strrchr(dest, '/');
+	if (slash) {
+		snprintf(root, root_len, "%.*s", (int)(slash - dest + 1), dest);
+		slash++;
+	} else {
+		snprintf(root, root_len, ".");
+		slash = dest;
+	}
+	if (strlen(slash) >= leaf_len || !strcmp(slash, ".") || !strcmp(slash, ".."))
+		return -1;
+	snprintf(leaf, leaf_len, "%s", slash);
+	return 0;
+}

@@ -61,6 +61,16 @@ int cp_openat_beneath(int dirfd, const char *name, int flags, mode_t mode);
 int cp_open_path_beneath(int rootfd, const char *rel, int flags);
 
 /*
+ * cp_dest_place - a pulling client's DEST by rsync's rules: a name that
+ * ends in '/' or is an existing directory receives what comes into it
+ * (made if missing, mode 0755): @root is DEST, @leaf "". Any other name is
+ * what one file becomes: @root its parent ("." if none), @leaf its last
+ * component. Returns 0, -1 (empty, too long for @root_len or @leaf_len, or
+ * a last component "." or "..") or a negative errno from mkdir.
+ */
+int cp_dest_place(const char *dest, char *root, size_t root_len, char *leaf, size_t leaf_len);
+
+/*
  * Where openat2 is missing (Linux < 5.6, valgrind) these functions fall back
  * to a walk one component at a time with O_NOFOLLOW, which refuses every
  * symlink, even one that stays inside. cp_path_use_openat2(0) forces that

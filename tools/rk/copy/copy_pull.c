@@ -30,6 +30,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "copy_files.h"
+#include "copy_path.h"
 #include "copy_proto.h"
 #include "copy_pull.h"
 #include "copy_recv.h"
@@ -38,36 +39,6 @@
 
 /* Never set: Ctrl-C ends the process, and the temporaries stay for --resume. */
 static atomic_int no_stop;
-
-/* DEST as a root directory to open and the prefix names must keep to. */
-static int place(const char *dest, char *root, size_t root_len, char *leaf, size_t leaf_len)
-{
-	size_t n = strlen(dest);
-	struct stat st;
-	const char *slash;
-
-	if (n == 0 || n >= root_len)
-		return -1;
-	if (dest[n - 1] == '/' || (stat(dest, &st) == 0 && S_ISDIR(st.st_mode))) {
-		if (mkdir(dest, 0755) && errno != EEXIST)
-			return -errno;
-		snprintf(root, root_len, "%s", dest);
-		leaf[0] = '\0';
-		return 0;
-	}
-	slash = strrchr(dest, '/');
-	if (slash) {
-		snprintf(root, root_len, "%.*s", (int)(slash - dest + 1), dest);
-		slash++;
-	} else {
-		snprintf(root, root_len, ".");
-		slash = dest;
-	}
-	if (strlen(slash) >= leaf_len || !strcmp(slash, ".") || !strcmp(slash, ".."))
-		return -1;
-	snprintf(leaf, leaf_len, "%s", slash);
-	return 0;
-}
 
 static void report(const struct cp_pull_opts *o, const struct cp_recv_stats *st,
 		   unsigned reconnects, double secs, int rc, const char *fatal)
@@ -235,7 +206,7 @@ int cp_pull_run(const struct cp_pull_opts *o)
 			CP_PULL_MAX_SRC);
 		return RK_EXIT_USAGE;
 	}
-	r = place(o->dest, root, sizeof(root), leaf, sizeof(leaf));
+	r = cp_dest_place(o->dest, root, sizeof(root), leaf, sizeof(leaf));
 	if (r) {
 		fprintf(stderr, "rk copy: %s: %s\n", o->dest,
 			r < -1 ? strerror(-r) : "not a destination (name a file or directory)");
