@@ -28,7 +28,9 @@
  *              rpc_pool.c (connections by peer, leased to threads).
  *
  * tests/unit/layers_guard.py holds the same table and fails the unit tests
- * when a file calls a function of a layer above its own.
+ * when a file calls a function of a layer above its own, or when files call
+ * each other in a cycle (within a layer too: rpc_server*.c, one module
+ * sharing rpc_server_int.h, is the only exception).
  */
 #ifndef RK_INTERNAL_H
 #define RK_INTERNAL_H

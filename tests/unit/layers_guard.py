@@ -4,7 +4,10 @@
 The layers are described in lib/rk_internal.h. A function defined in one
 lib/*.c file and called from another is a dependency; it must point to the
 same layer or a lower one (news travels upward through hooks, never by a
-call). A new lib/*.c file must be given a layer here.
+call). Within a layer the files must not call each other in a cycle, so
+each can be read and tested from the bottom up; only the files of one
+module (MODULES: one unit split by concern, sharing a private header) may.
+A new lib/*.c file must be given a layer here.
 """
 import re
 import sys
@@ -20,6 +23,41 @@ LAYERS = {
     6: "rpc_wire rpc_client rpc_server rpc_server_conn rpc_server_answer rpc_pool_book rpc_pool",
 }
 layer_of = {f"{n}.c": k for k, names in LAYERS.items() for n in names.split()}
+MODULES = {
+    "rpc_server": "rpc_server rpc_server_conn rpc_server_answer",  # rpc_server_int.h
+}
+module_of = {f"{n}.c": m for m, names in MODULES.items() for n in names.split()}
+
+
+def cycles(edges):
+    """Strongly connected components of more than one file (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
 
 DEF = re.compile(r"^[A-Za-z_][\w \*]*?\b(rk_\w+)\s*\([^;]*$", re.M)
 CALL = re.compile(r"\b(rk_\w+)\s*\(")
@@ -37,13 +75,20 @@ def main():
         bodies[f.name] = text
         for m in DEF.finditer(text):
             defined.setdefault(m.group(1), f.name)
+    edges = {name: set() for name in bodies}
     for name, text in bodies.items():
         for m in CALL.finditer(text):
             callee = defined.get(m.group(1))
+            if callee and callee != name:
+                edges[name].add(callee)
             if callee and callee != name and layer_of[callee] > layer_of[name]:
                 line = text.count("\n", 0, m.start()) + 1
                 bad.append(f"{name}:{line}: calls {m.group(1)} of {callee} "
                            f"(layer {layer_of[callee]} above {layer_of[name]})")
+    for comp in cycles(edges):
+        if len({module_of.get(f, f) for f in comp}) > 1:
+            bad.append("a call cycle among " + ", ".join(comp) +
+                       " (report upward through a hook, or make them one module)")
     for b in bad:
         print(b)
     print(f"layers_guard: {len(bodies)} files, {len(defined)} functions, "
