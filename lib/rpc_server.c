@@ -85,11 +85,12 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	struct rk_rpc_limits lim = srv->lim;
 
 	lim.window = c->window; /* what this connection was granted */
-	r = rk_rpc_req_decode(m->data, m->len, &lim, &h, &why);
-	if (r || m->opcode != IBV_WC_RECV) {
+	/* What came by WRITE WITH IMMEDIATE is no request, whatever its bytes say. */
+	r = m->opcode != IBV_WC_RECV ? -EPROTO : rk_rpc_req_decode(m->data, m->len, &lim, &h, &why);
+	if (r) {
 		rk_recv_set_release(c->rs, m->index, NULL);
 		rk__rpcs_conn_drop(srv, c, "%s",
-				   r ? why : "a write with immediate where a SEND belongs");
+				   why ? why : "a write with immediate where a SEND belongs");
 		return;
 	}
 	q = &c->reqs[h.slot];

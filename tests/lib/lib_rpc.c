@@ -9,10 +9,14 @@
  * thread; a deadline that passes (and the late answer dropped); answers
  * larger than the caller accepts; hostile clients (a slot beyond the
  * window, a busy slot, a length beyond the buffer, garbage, a write where
- * a SEND belongs) each dropped with the good client unaffected. Then a
+ * a SEND belongs) each served once, then dropped for the reason the server
+ * logs, with the good client unaffected; a server that answers with a forged
+ * immediate (another generation, a slot beyond the window) fails the call
+ * ("peer gone": the server broke the protocol) and the client. Then a
  * server in another process is killed with calls in flight: every one
  * fails at once with "peer gone", well within its deadline.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,9 +34,17 @@ enum { M_ECHO = 1, M_FAIL = 2, M_DEFER = 3, M_NEVER = 4, M_BIG = 5, M_INPLACE = 
 #define NASYNC	 10000
 #define NQUICK	 500 /* calls in the quick (valgrind) run */
 #define INFLIGHT 64u
+/* Connect steps: valgrind on an emulated CPU may take seconds for one. */
+#define CONNECT_MS 30000
 
 static struct rk_rpc_server *srv;
 static volatile int stop;
+/*
+ * How the servers and clients wait: busy, or events in the quick run.
+ * Under valgrind, which runs one thread at a time, a spinning thread
+ * starves the others and a call can take seconds.
+ */
+static enum rk_wait_mode wait_mode = RK_WAIT_BUSY;
 static unsigned nasync = NASYNC;
 
 /* ---- the server's handlers ------------------------------------------------ */
@@ -132,8 +144,10 @@ static void h_defer(struct rk_rpc_req *req, void *arg)
 static void h_never(struct rk_rpc_req *req, void *arg)
 {
 	(void)arg;
-	if (never_n < 256)
-		never[never_n++] = req; /* answered at the end, to show a late answer is dropped */
+	if (never_n < 256) { /* answered at the end, to show a late answer is dropped */
+		never[never_n] = req;
+		__atomic_store_n(&never_n, never_n + 1, __ATOMIC_RELEASE);
+	}
 }
 
 static void *deferrer(void *arg)
@@ -184,7 +198,8 @@ static void *server_loop(void *arg)
 
 static void start_server(struct rk_device *dev, const char *addr, const char *port, pthread_t *th)
 {
-	struct rk_rpc_server_opts so = {.addr = addr, .port = port, .window = INFLIGHT};
+	struct rk_rpc_server_opts so = {
+	    .addr = addr, .port = port, .window = INFLIGHT, .mode = wait_mode};
 	struct rk_error e;
 
 	LT_CHECK(rk_rpc_server_create(dev, &so, &e, &srv), &e);
@@ -280,7 +295,7 @@ static void many_async(struct rk_rpc_client *cl)
 {
 	static struct slot_arg s[NASYNC];
 	uint32_t ids[NASYNC];
-	unsigned next = 0;
+	unsigned next = 0, peak = 0;
 	struct rk_error e;
 	int64_t t0 = lt_now_ms();
 
@@ -304,8 +319,12 @@ static void many_async(struct rk_rpc_client *cl)
 			LT_CHECK(r, &e);
 			next++;
 		}
+		if (rk_rpc_client_inflight(cl) > peak)
+			peak = rk_rpc_client_inflight(cl);
 		LT_CHECK(rk_rpc_client_progress(cl, 1000, &e), &e);
 	}
+	if (peak < INFLIGHT)
+		LT_FAIL("at most %u calls were in flight, not %u", peak, INFLIGHT);
 	for (unsigned i = 0; i < nasync; i++)
 		if (!s[i].done)
 			LT_FAIL("call %u never completed", i);
@@ -337,50 +356,88 @@ static void errors(struct rk_rpc_client *cl)
 	int r;
 	int64_t t0;
 
-	r = call_simple(cl, 999, "x", 1, buf, sizeof(buf), 5000, &got, &code, &e);
+	/* Deadlines far off (valgrind on a slow emulated CPU): only M_NEVER's is under test. */
+	r = call_simple(cl, 999, "x", 1, buf, sizeof(buf), 20000, &got, &code, &e);
 	if (r != -EOPNOTSUPP)
 		LT_FAIL("unknown method: %d (%s), not -EOPNOTSUPP", r, rk_error_str(&e));
 	printf("unknown method: %s\n", rk_error_str(&e));
 
-	r = call_simple(cl, M_FAIL, NULL, 0, buf, sizeof(buf), 5000, &got, &code, &e);
+	r = call_simple(cl, M_FAIL, NULL, 0, buf, sizeof(buf), 20000, &got, &code, &e);
 	if (r != -EREMOTEIO || code != 42 || got != 4 || memcmp(buf, "nope", 4))
 		LT_FAIL("handler error: %d code %d len %u", r, code, got);
 	printf("handler error: code %d, \"%.4s\": %s\n", code, buf, rk_error_str(&e));
 
-	r = call_simple(cl, M_BIG, NULL, 0, buf, sizeof(buf), 5000, &got, &code, &e);
+	r = call_simple(cl, M_BIG, NULL, 0, buf, sizeof(buf), 20000, &got, &code, &e);
 	if (r != -EMSGSIZE)
 		LT_FAIL("an answer beyond resp_cap: %d, not -EMSGSIZE", r);
 	printf("answer too big: %s\n", rk_error_str(&e));
 
-	r = call_simple(cl, M_DEFER, delay, sizeof(delay), buf, sizeof(buf), 5000, &got, &code, &e);
+	r = call_simple(cl, M_DEFER, delay, sizeof(delay), buf, sizeof(buf), 20000, &got, &code,
+			&e);
 	if (r || got != sizeof(delay) || memcmp(buf, delay, sizeof(delay)))
 		LT_FAIL("deferred answer: %d (%s)", r, rk_error_str(&e));
 	printf("deferred answer from another thread: ok\n");
 
 	t0 = lt_now_ms();
 	r = call_simple(cl, M_NEVER, NULL, 0, buf, sizeof(buf), 300, &got, &code, &e);
-	if (r != -ETIMEDOUT || lt_now_ms() - t0 > 3000)
+	if (r != -ETIMEDOUT || lt_now_ms() - t0 < 250 || lt_now_ms() - t0 > 10000)
 		LT_FAIL("deadline: %d after %lld ms", r, (long long)(lt_now_ms() - t0));
 	printf("deadline: -ETIMEDOUT after %lld ms: %s\n", (long long)(lt_now_ms() - t0),
 	       rk_error_str(&e));
 
-	r = call_simple(cl, M_PAST, NULL, 0, buf, sizeof(buf), 5000, &got, &code, &e);
+	r = call_simple(cl, M_PAST, NULL, 0, buf, sizeof(buf), 20000, &got, &code, &e);
 	if (r != -EREMOTEIO || code != -EINVAL || got != 0)
 		LT_FAIL("an answer past its buffer: %d code %d len %u", r, code, got);
 	printf("answer buffer misused: refused, the caller got code %d\n", code);
 }
 
-/* The NEVER request answers late: dropped by the client, its slot free again. */
-static void late_answer(struct rk_rpc_client *cl)
+/* An async call's deadline: its callback says -ETIMEDOUT, not before the deadline. */
+static int deadline_status = 1;
+static int64_t deadline_at;
+
+static void deadline_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
 {
-	struct rk_rpc_req *req;
+	(void)arg;
+	(void)len;
+	(void)code;
+	(void)e;
+	deadline_status = status;
+	deadline_at = lt_now_ms();
+}
+
+static void async_deadline(struct rk_rpc_client *cl)
+{
+	struct rk_rpc_call_args a = {.method = M_NEVER, .timeout_ms = 300};
+	int64_t t0 = lt_now_ms();
 	struct rk_error e;
 
-	if (never_n != 1)
-		LT_FAIL("%u requests held by the never handler, not 1", never_n);
-	req = never[--never_n];
+	LT_CHECK(rk_rpc_call_async(cl, &a, deadline_cb, NULL, &e), &e);
+	while (deadline_status == 1 && lt_now_ms() - t0 < 15000) {
+		int r = rk_rpc_client_progress(cl, 1000, &e);
+
+		if (r < 0 && r != -ETIMEDOUT)
+			LT_FAIL("progress: %s", rk_error_str(&e));
+	}
+	if (deadline_status != -ETIMEDOUT || deadline_at - t0 < 250 || deadline_at - t0 > 10000)
+		LT_FAIL("async deadline: %d after %lld ms", deadline_status,
+			(long long)(deadline_at - t0));
+	printf("async deadline: -ETIMEDOUT after %lld ms\n", (long long)(deadline_at - t0));
+}
+
+/* The NEVER requests answer late: dropped by the client, their slots free again. */
+static void late_answer(struct rk_rpc_client *cl)
+{
+	struct rk_error e;
+
+	/* The async call's request may reach the handler after its deadline. */
+	for (int64_t t0 = lt_now_ms();
+	     __atomic_load_n(&never_n, __ATOMIC_ACQUIRE) < 2 && lt_now_ms() - t0 < 10000;)
+		usleep(10000);
+	if (__atomic_load_n(&never_n, __ATOMIC_ACQUIRE) != 2)
+		LT_FAIL("%u requests held by the never handler, not 2", never_n);
 	/* From this thread: queued for the progress thread. */
-	LT_CHECK(rk_rpc_reply(req, 0, "late", 4), NULL);
+	while (never_n)
+		LT_CHECK(rk_rpc_reply(never[--never_n], 0, "late", 4), NULL);
 	for (int i = 0; i < 20; i++)
 		rk_rpc_client_progress(cl, 50, &e);
 	if (!rk_rpc_client_alive(cl, &e))
@@ -391,44 +448,139 @@ static void late_answer(struct rk_rpc_client *cl)
 
 /* ---- hostile clients -------------------------------------------------------- */
 
+/*
+ * The server's log: each connection it drops is one warning with the
+ * reason. Kept so the hostile cases can check why, not only that.
+ */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char last_drop[512];
+static unsigned drops_logged;
+
+static void log_sink(enum rk_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level >= RK_LOG_WARN && strstr(msg, "rpc server: connection from") &&
+	    strstr(msg, "dropped")) {
+		pthread_mutex_lock(&log_lock);
+		snprintf(last_drop, sizeof(last_drop), "%s", msg);
+		drops_logged++;
+		pthread_mutex_unlock(&log_lock);
+	}
+	fprintf(stderr, "%s\n", msg);
+}
+
 struct raw {
 	struct rk_conn *conn;
-	struct rk_mr *mr;
+	struct rk_mr *mr; /* [0, 4096): what we send; [4096, 8192): our answer slot */
+};
+
+enum raw_kind {
+	RAW_SEND,	/* the message as a SEND */
+	RAW_WRITE_IMM0, /* a zero-length WRITE WITH IMMEDIATE: no key to check, it lands */
+	RAW_SEND_TWICE, /* the message twice, back to back */
 };
 
 static void raw_connect(struct rk_device *dev, const char *addr, const char *port, struct raw *r)
 {
 	struct rk_hello hello = {.app_id = RK_RPC_APP_ID, .app_arg = 4};
-	struct rk_cm_connect_opts co = {.host = addr, .port = port, .hello = &hello};
+	struct rk_cm_connect_opts co = {.host = addr,
+					.port = port,
+					.timeout_ms = CONNECT_MS,
+					.hello = &hello,
+					.conn = {.wait_mode = wait_mode}};
 	struct rk_error e;
 
 	LT_CHECK(rk_cm_connect(dev, &co, &e, &r->conn), &e);
 	LT_CHECK(rk_mr_alloc(dev, 8192, RK_ACCESS_REMOTE_WRITE, &e, &r->mr), &e);
 }
 
-/* Send @len bytes of @msg (or write with immediate); wait for the server to drop us. */
-static void raw_attack(struct rk_device *dev, const char *addr, const char *port, const char *what,
-		       const void *msg, uint32_t len, int as_write)
+/* A well-formed request header of ours for @method on @slot. */
+static void raw_req(const struct raw *r, uint16_t method, uint16_t slot, uint32_t req_len,
+		    uint8_t *out)
 {
-	struct rk_rpc_server_stats before, after;
-	struct rk_wr wr = {
-	    .op = as_write ? RK_OP_WRITE_IMM : RK_OP_SEND, .flags = RK_WR_SIGNALED, .len = len};
+	struct rk_rpc_req_hdr h = {.version = RK_RPC_WIRE_VERSION,
+				   .method = method,
+				   .slot = slot,
+				   .gen = 7,
+				   .req_len = req_len,
+				   .resp_cap = 16,
+				   .slot_addr = (uint64_t)(uintptr_t)rk_mr_addr(r->mr) + 4096,
+				   .slot_rkey = rk_mr_rkey(r->mr)};
+
+	rk_rpc_req_encode(&h, out);
+}
+
+static void raw_send(struct raw *r, const void *msg, uint32_t len, enum raw_kind kind)
+{
+	struct rk_wr wr = {.op = kind == RAW_WRITE_IMM0 ? RK_OP_WRITE_IMM : RK_OP_SEND,
+			   .flags = RK_WR_SIGNALED,
+			   .addr = rk_mr_addr(r->mr),
+			   .lkey = rk_mr_lkey(r->mr),
+			   .len = kind == RAW_WRITE_IMM0 ? 0 : len};
+	struct rk_error e;
+
+	memcpy(rk_mr_addr(r->mr), msg, len);
+	if (kind == RAW_WRITE_IMM0) { /* an address and key the server never gave */
+		wr.remote_addr = 0x10000;
+		wr.rkey = 0x1234;
+	}
+	LT_CHECK(rk_post(r->conn, &wr, &e), &e);
+	if (kind == RAW_SEND_TWICE)
+		LT_CHECK(rk_post(r->conn, &wr, &e), &e);
+}
+
+/*
+ * A raw client is served like any other: one well-formed call, answered
+ * into its slot (WRITE WITH IMMEDIATE, our slot and generation), and the
+ * connection kept. So a drop that follows is the attack's doing.
+ */
+static void raw_served(struct raw *r)
+{
+	uint8_t msg[RK_RPC_REQ_HDR];
+	struct rk_rpc_ans_hdr ah;
 	struct ibv_wc wc;
 	struct rk_error e;
+	const char *why = NULL;
+	int64_t t0 = lt_now_ms();
+	int n;
+
+	LT_CHECK(rk_post_recv(r->conn, (uint8_t *)rk_mr_addr(r->mr) + 4096, 0, rk_mr_lkey(r->mr),
+			      99, &e),
+		 &e);
+	raw_req(r, M_ECHO, 0, 0, msg);
+	raw_send(r, msg, sizeof(msg), RAW_SEND);
+	/* The SEND's completion and the answer's come in either order. */
+	do {
+		n = rk_cq_wait(rk_conn_cq(r->conn), &wc, 1, 1000, &e);
+		if (n == 1 && wc.wr_id == 99)
+			break;
+	} while (lt_now_ms() - t0 < 20000);
+	if (n != 1 || wc.wr_id != 99 || wc.status != IBV_WC_SUCCESS ||
+	    wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || ntohl(wc.imm_data) != rk_rpc_imm(0, 7))
+		LT_FAIL("a raw client's well-formed call was not answered into its slot (%d)", n);
+	if (rk_rpc_ans_decode((const uint8_t *)rk_mr_addr(r->mr) + 4096, wc.byte_len, 16, 0, &ah,
+			      &why) ||
+	    ah.status != RK_RPC_OK || ah.len != 0)
+		LT_FAIL("a raw client's answer: %s, status %u", why ? why : "ok", ah.status);
+}
+
+/* Serve a raw client once, then send @msg (@kind); it must be dropped, for @want. */
+static void raw_attack(struct rk_device *dev, const char *addr, const char *port, const char *what,
+		       const char *want, const void *msg, uint32_t len, enum raw_kind kind)
+{
+	struct rk_rpc_server_stats before, after;
+	unsigned logged;
+	char why[512];
 	struct raw r;
 	int64_t t0;
 
 	raw_connect(dev, addr, port, &r);
+	raw_served(&r);
 	rk_rpc_server_get_stats(srv, &before);
-	memcpy(rk_mr_addr(r.mr), msg, len);
-	wr.addr = rk_mr_addr(r.mr);
-	wr.lkey = rk_mr_lkey(r.mr);
-	if (as_write) { /* somewhere: the server has nothing remote-writable */
-		wr.remote_addr = 0x10000;
-		wr.rkey = 0x1234;
-	}
-	LT_CHECK(rk_post(r.conn, &wr, &e), &e);
-	rk_cq_wait(rk_conn_cq(r.conn), &wc, 1, 5000, &e);
+	pthread_mutex_lock(&log_lock);
+	logged = drops_logged;
+	pthread_mutex_unlock(&log_lock);
+	raw_send(&r, msg, len, kind);
 	t0 = lt_now_ms();
 	do {
 		usleep(20000);
@@ -436,39 +588,181 @@ static void raw_attack(struct rk_device *dev, const char *addr, const char *port
 	} while (after.conns_dropped == before.conns_dropped && lt_now_ms() - t0 < 10000);
 	if (after.conns_dropped != before.conns_dropped + 1)
 		LT_FAIL("hostile client (%s) not dropped", what);
-	printf("hostile client (%s): dropped\n", what);
+	pthread_mutex_lock(&log_lock);
+	snprintf(why, sizeof(why), "%s", drops_logged == logged + 1 ? last_drop : "");
+	pthread_mutex_unlock(&log_lock);
+	if (!strstr(why, want))
+		LT_FAIL("hostile client (%s) dropped for another reason: '%s', want '%s'", what,
+			why, want);
+	printf("hostile client (%s): dropped, logged \"%s\"\n", what, want);
 	rk_conn_destroy(r.conn);
 	rk_mr_dereg(r.mr);
 }
 
-static void hostile(struct rk_device *dev, const char *addr, const char *port,
-		    struct rk_rpc_client *good, int quick)
+/*
+ * @quick (under valgrind, where each raw client costs seconds): only the
+ * busy slot, whose held call outlives its connection.
+ */
+static unsigned hostile(struct rk_device *dev, const char *addr, const char *port,
+			struct rk_rpc_client *good, int quick)
 {
 	struct rk_rpc_req_hdr h = {.method = M_ECHO, .resp_cap = 16, .req_len = 0};
 	uint8_t msg[RK_RPC_REQ_HDR + 16];
 
-	if (quick) {
+	if (!quick) {
+		h.slot = 9; /* the window granted is 4 */
+		rk_rpc_req_encode(&h, msg);
+		raw_attack(dev, addr, port, "a slot beyond the window", "a slot beyond the window",
+			   msg, RK_RPC_REQ_HDR, RAW_SEND);
+		h.slot = 0;
+		h.req_len = 1 << 20; /* inline, beyond req_inline */
+		rk_rpc_req_encode(&h, msg);
+		raw_attack(dev, addr, port, "a length beyond its buffer", "beyond req_inline", msg,
+			   RK_RPC_REQ_HDR, RAW_SEND);
+		h.req_len = 16; /* says 16, brings 0 */
+		rk_rpc_req_encode(&h, msg);
+		raw_attack(dev, addr, port, "a length that is not what came", "not what came", msg,
+			   RK_RPC_REQ_HDR, RAW_SEND);
+		raw_attack(dev, addr, port, "a write where a SEND belongs", "where a SEND belongs",
+			   msg, 0, RAW_WRITE_IMM0);
 		memset(msg, 0xa5, sizeof(msg));
-		raw_attack(dev, addr, port, "garbage", msg, sizeof(msg), 0);
-		echo(good, 4096, 0);
-		return;
+		raw_attack(dev, addr, port, "garbage", "another wire version", msg, sizeof(msg),
+			   RAW_SEND);
 	}
-	h.slot = 9; /* the window granted is 4 */
+	/*
+	 * Slot 1 twice: the first call is held by the deferring handler (it
+	 * answers after 500 ms, to a connection gone by then), the second
+	 * claims a slot that is busy.
+	 */
+	h.method = M_DEFER;
+	h.slot = 1;
+	h.req_len = 4;
 	rk_rpc_req_encode(&h, msg);
-	raw_attack(dev, addr, port, "a slot beyond the window", msg, RK_RPC_REQ_HDR, 0);
-	h.slot = 0;
-	h.req_len = 1 << 20; /* inline, beyond req_inline */
-	rk_rpc_req_encode(&h, msg);
-	raw_attack(dev, addr, port, "a length beyond its buffer", msg, RK_RPC_REQ_HDR, 0);
-	h.req_len = 16; /* says 16, brings 0 */
-	rk_rpc_req_encode(&h, msg);
-	raw_attack(dev, addr, port, "a length that is not what came", msg, RK_RPC_REQ_HDR, 0);
-	memset(msg, 0xa5, sizeof(msg));
-	raw_attack(dev, addr, port, "garbage", msg, sizeof(msg), 0);
-	raw_attack(dev, addr, port, "a write where a SEND belongs", msg, 16, 1);
+	msg[RK_RPC_REQ_HDR] = 500 >> 8;
+	msg[RK_RPC_REQ_HDR + 1] = 500 & 0xff;
+	msg[RK_RPC_REQ_HDR + 2] = msg[RK_RPC_REQ_HDR + 3] = 0;
+	raw_attack(dev, addr, port, "a busy slot", "which is still busy", msg, RK_RPC_REQ_HDR + 4,
+		   RAW_SEND_TWICE);
+	usleep(700000); /* the deferred answer to the dropped connection: nothing breaks */
 	/* The good client never noticed. */
 	echo(good, 4096, 0);
 	many_async(good);
+	return quick ? 1 : 6;
+}
+
+/* ---- a hostile server ------------------------------------------------------ */
+
+/*
+ * A server that speaks the RPC's accept and then answers a client's first
+ * call with a forged immediate: case 0 the call's slot with another
+ * generation, case 1 a slot beyond the window. The answer's bytes are a
+ * well-formed OK: only the immediate lies.
+ */
+#define FORGED_CASES 2
+
+struct forger {
+	struct rk_device *dev;
+	struct rk_listener *lis;
+	int ncases;
+};
+
+static void forge_one(struct forger *f, int k)
+{
+	struct rk_rpc_accept acc = {
+	    .window = 4, .req_inline = 256, .slot_size = 4096, .max_msg = 1u << 20};
+	struct rk_rpc_limits lim = {
+	    .window = 4, .req_inline = 256, .slot_size = 4096, .max_msg = 1u << 20};
+	struct rk_rpc_ans_hdr ah = {.status = RK_RPC_OK, .in_slot = 1, .len = 0};
+	uint8_t reply[RK_RPC_ACCEPT_LEN];
+	struct rk_conn_opts co = {.wait_mode = wait_mode};
+	struct rk_cm_request *req;
+	struct rk_rpc_req_hdr h;
+	const char *why = NULL;
+	struct rk_conn *conn;
+	struct rk_mr *mr;
+	struct ibv_wc wc;
+	struct rk_error e;
+	int64_t t0;
+	int n;
+
+	LT_CHECK(rk_listener_get_request(f->lis, 30000, &e, &req), &e);
+	rk_rpc_accept_encode(&acc, reply);
+	LT_CHECK(rk_cm_request_accept(req, &co, reply, sizeof(reply), 10000, &e, &conn), &e);
+	LT_CHECK(rk_mr_alloc(f->dev, 8192, RK_ACCESS_LOCAL, &e, &mr), &e);
+	LT_CHECK(rk_post_recv(conn, rk_mr_addr(mr), 4096, rk_mr_lkey(mr), 1, &e), &e);
+	t0 = lt_now_ms();
+	do
+		n = rk_cq_wait(rk_conn_cq(conn), &wc, 1, 1000, &e);
+	while (!(n == 1 && wc.wr_id == 1) && lt_now_ms() - t0 < 30000);
+	if (n != 1 || wc.status != IBV_WC_SUCCESS)
+		LT_FAIL("the forging server got no request (%d)", n);
+	if (rk_rpc_req_decode(rk_mr_addr(mr), wc.byte_len, &lim, &h, &why))
+		LT_FAIL("the client's request: %s", why);
+	rk_rpc_ans_encode(&ah, (uint8_t *)rk_mr_addr(mr) + 4096);
+	{
+		struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
+				   .flags = RK_WR_SIGNALED,
+				   .addr = (uint8_t *)rk_mr_addr(mr) + 4096,
+				   .lkey = rk_mr_lkey(mr),
+				   .len = RK_RPC_ANS_HDR,
+				   .remote_addr = h.slot_addr,
+				   .rkey = h.slot_rkey,
+				   .imm = k == 0 ? rk_rpc_imm(h.slot, (uint16_t)(h.gen + 1))
+						 : rk_rpc_imm(9, h.gen)};
+
+		LT_CHECK(rk_post(conn, &wr, &e), &e);
+	}
+	rk_cq_wait(rk_conn_cq(conn), &wc, 1, 5000, &e);
+	/* The client hangs up; its side of the test ends the wait. */
+	for (t0 = lt_now_ms();
+	     rk_conn_state(conn) == RK_CONN_CONNECTED && lt_now_ms() - t0 < 20000;)
+		rk_conn_progress(conn, 100, NULL);
+	rk_conn_destroy(conn);
+	rk_mr_dereg(mr);
+}
+
+static void *forger_main(void *arg)
+{
+	struct forger *f = arg;
+
+	for (int k = 0; k < f->ncases; k++)
+		forge_one(f, k);
+	return NULL;
+}
+
+static void forged_answers(struct rk_device *dev, const char *addr, int quick)
+{
+	struct rk_listen_opts lo = {.addr = addr, .port = "7593", .app_id = RK_RPC_APP_ID};
+	struct rk_rpc_client_opts co = {
+	    .host = addr, .port = "7593", .timeout_ms = CONNECT_MS, .mode = wait_mode};
+	static const char *const what[FORGED_CASES] = {"another generation",
+						       "a slot beyond the window"};
+	struct forger f = {.dev = dev, .ncases = quick ? 1 : FORGED_CASES};
+	struct rk_error e;
+	pthread_t th;
+
+	LT_CHECK(rk_listener_create(dev, &lo, &e, &f.lis), &e);
+	if (pthread_create(&th, NULL, forger_main, &f))
+		LT_FAIL("pthread_create");
+	for (int k = 0; k < FORGED_CASES && k < f.ncases; k++) {
+		struct rk_rpc_client *cl;
+		uint8_t out[16];
+		int r;
+
+		LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+		r = call_simple(cl, M_ECHO, "x", 1, out, sizeof(out), 20000, NULL, NULL, &e);
+		/* The connection is killed: "peer gone" (rpc.h), with the reason. */
+		if (r != -ECONNRESET || !strstr(e.msg, "broke the protocol"))
+			LT_FAIL("an answer with a forged immediate (%s): %d (%s)", what[k], r,
+				rk_error_str(&e));
+		if (rk_rpc_client_alive(cl, NULL))
+			LT_FAIL("the client still says alive after a forged answer (%s)", what[k]);
+		printf("forged immediate (%s): the call failed, the client gave up: %s\n", what[k],
+		       e.msg);
+		rk_rpc_client_destroy(cl);
+	}
+	pthread_join(th, NULL);
+	rk_listener_destroy(f.lis);
 }
 
 /* ---- the server dies ---------------------------------------------------------- */
@@ -501,13 +795,32 @@ static void gone_cb(void *arg, int status, uint32_t len, int32_t code, const str
 	}
 }
 
+/* A synchronous call in flight on a client of its own, on a thread of its own. */
+struct sync_call {
+	struct rk_rpc_client *cl;
+	int status;
+	struct rk_error e;
+	int64_t ended;
+};
+
+static void *sync_never(void *arg)
+{
+	struct sync_call *sc = arg;
+
+	sc->status = call_simple(sc->cl, M_NEVER, NULL, 0, NULL, 0, 20000, NULL, NULL, &sc->e);
+	sc->ended = lt_now_ms();
+	return NULL;
+}
+
 static void server_killed(const char *addr)
 {
 	const char *port = "7592";
-	struct rk_rpc_client_opts co = {.host = addr, .port = port};
+	struct rk_rpc_client_opts co = {.host = addr, .port = port, .timeout_ms = CONNECT_MS};
 	struct rk_rpc_client *cl;
+	struct sync_call sc = {0};
 	struct rk_device *dev;
 	struct rk_error e;
+	pthread_t th;
 	int64_t killed;
 	int pfd[2];
 	char c;
@@ -526,21 +839,31 @@ static void server_killed(const char *addr)
 		LT_FAIL("the victim server did not start");
 	dev = lt_open_device(0);
 	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &sc.cl), &e);
+	if (pthread_create(&th, NULL, sync_never, &sc))
+		LT_FAIL("pthread_create");
 	for (int i = 0; i < 8; i++) {
 		struct rk_rpc_call_args a = {.method = M_NEVER, .timeout_ms = 20000};
 
 		LT_CHECK(rk_rpc_call_async(cl, &a, gone_cb, NULL, &e), &e);
 	}
 	rk_rpc_client_progress(cl, 200, &e);
+	killed = lt_now_ms();
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	killed = lt_now_ms();
 	while (gone_n < 8 && lt_now_ms() - killed < 15000)
 		rk_rpc_client_progress(cl, 500, &e);
 	if (gone_n != 8)
 		LT_FAIL("%u of 8 calls failed within 15 s of the kill", gone_n);
 	printf("all 8 calls in flight failed %lld ms after the kill (deadline 20000 ms)\n",
 	       (long long)(gone_at - killed));
+	pthread_join(th, NULL);
+	if (sc.status != -ECONNRESET || !strstr(sc.e.msg, "peer gone") || sc.ended - killed > 15000)
+		LT_FAIL("a synchronous call in flight when the server died: %d (%s) after %lld ms",
+			sc.status, sc.e.msg, (long long)(sc.ended - killed));
+	printf("a synchronous call in flight failed %lld ms after the kill: %s\n",
+	       (long long)(sc.ended - killed), sc.e.msg);
+	rk_rpc_client_destroy(sc.cl);
 	if (rk_rpc_client_alive(cl, NULL))
 		LT_FAIL("the client still says alive");
 	if (call_simple(cl, M_ECHO, NULL, 0, NULL, 0, 1000, NULL, NULL, &e) != -ENOTCONN)
@@ -604,8 +927,13 @@ static void limits(struct rk_device *dev, const char *addr)
 					.max_rdv_per_conn = 32 << 10,
 					.max_msg = 1 << 20,
 					.token = token,
-					.token_len = sizeof(token) - 1};
-	struct rk_rpc_client_opts co = {.host = addr, .port = "7595", .window = 64};
+					.token_len = sizeof(token) - 1,
+					.mode = wait_mode};
+	struct rk_rpc_client_opts co = {.host = addr,
+					.port = "7595",
+					.window = 64,
+					.timeout_ms = CONNECT_MS,
+					.mode = wait_mode};
 	struct rk_rpc_client *cl, *cl2;
 	struct rk_mr *foreign;
 	static uint8_t big[2 << 20];
@@ -634,12 +962,12 @@ static void limits(struct rk_device *dev, const char *addr)
 		LT_FAIL("a second connection past max_conns 1: %d", r);
 	printf("past max_conns: %s\n", rk_error_str(&e));
 
-	r = call_simple(cl, M_ECHO, big, 128 << 10, out, sizeof(out), 5000, NULL, NULL, &e);
+	r = call_simple(cl, M_ECHO, big, 128 << 10, out, sizeof(out), 20000, NULL, NULL, &e);
 	if (r != -ENOBUFS)
 		LT_FAIL("a 128 KiB body past 64 KiB of rendezvous memory: %d (%s)", r,
 			rk_error_str(&e));
 	printf("rendezvous memory exhausted: %s\n", rk_error_str(&e));
-	r = call_simple(cl, M_ECHO, big, 2 << 20, out, sizeof(out), 5000, NULL, NULL, &e);
+	r = call_simple(cl, M_ECHO, big, 2 << 20, out, sizeof(out), 20000, NULL, NULL, &e);
 	if (r != -EMSGSIZE)
 		LT_FAIL("a 2 MiB body past max_msg 1 MiB: %d", r);
 	LT_CHECK(rk_mr_alloc(dev, 4096, RK_ACCESS_REMOTE_WRITE, &e, &foreign), &e);
@@ -658,7 +986,7 @@ static void limits(struct rk_device *dev, const char *addr)
 	/* Four calls fill the window; a fifth synchronous call waits for room, then runs. */
 	chain_n = 0;
 	{
-		struct rk_rpc_call_args a = {.method = M_ECHO, .timeout_ms = 5000};
+		struct rk_rpc_call_args a = {.method = M_ECHO, .timeout_ms = 20000};
 
 		LT_CHECK(rk_rpc_call_async(cl, &a, chain_cb, cl, &e), &e);
 		while (chain_n < 10)
@@ -717,7 +1045,7 @@ static void teardown_in_flight(struct rk_device *dev, const struct rk_rpc_client
 int main(int argc, char **argv)
 {
 	const char *addr = lt_env("RK_ADDR"), *port = "7591";
-	struct rk_rpc_client_opts co = {.host = addr, .port = port};
+	struct rk_rpc_client_opts co = {.host = addr, .port = port, .timeout_ms = CONNECT_MS};
 	struct rk_rpc_client *cl;
 	struct rk_rpc_server_stats st;
 	struct rk_device *dev;
@@ -727,12 +1055,16 @@ int main(int argc, char **argv)
 	static const uint32_t zsizes[] = {0, 1, 4096, 1u << 20, 9u << 20};
 
 	int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+	unsigned nhostile;
 
 	lt_prog = "lib_rpc";
 	lt_role = "client";
-	if (quick)
+	rk_log_set_handler(log_sink, NULL); /* before any thread: the drops' reasons */
+	if (quick) {
 		nasync = NQUICK;
-	else
+		wait_mode = RK_WAIT_EVENT;
+		co.mode = RK_WAIT_EVENT;
+	} else
 		server_killed(addr); /* first: it forks, before this process opens the device */
 
 	dev = lt_open_device(0);
@@ -741,6 +1073,8 @@ int main(int argc, char **argv)
 		LT_FAIL("pthread_create");
 	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
 	printf("connected: window %u\n", rk_rpc_client_window(cl));
+	if (rk_rpc_client_window(cl) < INFLIGHT) /* else "64 in flight" would test fewer */
+		LT_FAIL("a window of %u, not at least %u", rk_rpc_client_window(cl), INFLIGHT);
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]) - (unsigned)quick; i++)
 		echo(cl, sizes[i], 0);
 	/* Zero copy: the caller's registrations; 9 MiB crosses the 8 MiB work request. */
@@ -753,9 +1087,11 @@ int main(int argc, char **argv)
 	echo_by(cl, M_DEFER, 1u << 20, 0);
 	many_async(cl);
 	errors(cl);
+	async_deadline(cl);
 	late_answer(cl);
-	hostile(dev, addr, port, cl, quick);
+	nhostile = hostile(dev, addr, port, cl, quick);
 	limits(dev, addr);
+	forged_answers(dev, addr, quick);
 	rk_rpc_client_destroy(cl);
 	teardown_in_flight(dev, &co);
 
@@ -774,7 +1110,7 @@ int main(int argc, char **argv)
 	rk_rpc_server_destroy(srv);
 	rk_device_close(dev);
 	never_n = 0; /* the server freed what its handler held */
-	if (st.conns_dropped != (quick ? 1 : 5))
+	if (st.conns_dropped != nhostile)
 		LT_FAIL("%llu connections dropped, not one per hostile client",
 			(unsigned long long)st.conns_dropped);
 	printf("lib_rpc: all ok\n");
