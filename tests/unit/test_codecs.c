@@ -188,8 +188,8 @@ static void reject_codec(void **state)
 	assert_int_equal(rk_reject_decode(buf, (size_t)n, &reason, text, 5), 0);
 	assert_string_equal(text, "0123");
 	/* every code travels and has a name of its own: a peer acts on the code, never the text */
-	for (uint16_t r = RK_REJECT_APP; r <= RK_REJECT_ENDED; r++) {
-		n = rk_reject_encode(r, NULL, buf, sizeof(buf));
+	for (unsigned r = RK_REJECT_APP; r <= RK_REJECT_ENDED; r++) {
+		n = rk_reject_encode((uint16_t)r, NULL, buf, sizeof(buf));
 		assert_true(n > 0);
 		assert_int_equal(rk_reject_decode(buf, (size_t)n, &reason, text, sizeof(text)), 0);
 		assert_int_equal(reason, r);
