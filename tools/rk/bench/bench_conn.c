@@ -151,7 +151,8 @@ static int open_device(struct bench_ctx *c, const char *addr, const char *peer,
 	const struct rk_device_info *di;
 	int r;
 
-	cli_device_opts(&o, c->l->dev_name, addr, peer);
+	/* With -d the GID is picked as the client picks its own (no address): both ends alike. */
+	cli_device_opts(&o, c->l->dev_name, c->l->dev_name ? NULL : addr, peer);
 	r = rk_device_open(&o, err, &c->dev);
 
 	if (r)

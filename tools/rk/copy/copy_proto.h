@@ -61,8 +61,8 @@
 #define CP_MAGIC      0x524b4350u /* "RKCP": control messages */
 #define CP_SLOT_MAGIC 0x524b534cu /* "RKSL": a slot's header block */
 #define CP_VERSION                                                                                 \
-	7 /* 3: resume by proof; 4: CP_BEGIN_INTO; 5: CP_F_REPLACES; 6: totals; 7: the library's   \
-	     ring */
+	8 /* 3: resume by proof; 4: CP_BEGIN_INTO; 5: CP_F_REPLACES; 6: totals; 7: the library's   \
+	     ring; 8: lanes refused by reject code (a lane retries on RK_REJECT_NO_SESSION) */
 #define CP_APP_ID 0x524b4350u /* rdma_cm hello app_id of rk copy */
 
 #define CP_MSG_HDR     12
