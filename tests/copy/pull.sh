@@ -52,7 +52,7 @@ cmp "$S/tree/a" "$L/tok" || fail "tok differs"
 stop_server
 
 start_server $port "$S" --read
-grep -q "reads allowed" "$W/server.2.log" || fail "the server does not say it serves reads"
+grep -q "reads allowed" "$log" || fail "the server does not say it serves reads"
 # 2. A 64 MiB file into a directory; one onto a new name; one with a progress bar.
 "$RK" copy "$RK_ADDR:$port:big.bin" "$L/" >"$W/out" || fail "pull of big.bin: $(cat "$W/out")"
 cmp "$S/big.bin" "$L/big.bin" || fail "big.bin differs"

@@ -666,6 +666,14 @@ struct forger {
 	int ncases;
 };
 
+/* The request's receive, posted before the accept: a SEND must never find none. */
+static int forge_prepare(struct rk_conn *conn, void *arg)
+{
+	struct rk_mr *mr = arg;
+
+	return rk_post_recv(conn, rk_mr_addr(mr), 4096, rk_mr_lkey(mr), 1, NULL);
+}
+
 static void forge_one(struct forger *f, int k)
 {
 	struct rk_rpc_accept acc = {
@@ -674,7 +682,7 @@ static void forge_one(struct forger *f, int k)
 	    .window = 4, .req_inline = 256, .slot_size = 4096, .max_msg = 1u << 20};
 	struct rk_rpc_ans_hdr ah = {.status = RK_RPC_OK, .in_slot = 1, .len = 0};
 	uint8_t reply[RK_RPC_ACCEPT_LEN];
-	struct rk_conn_opts co = {.wait_mode = wait_mode};
+	struct rk_conn_opts co = {.wait_mode = wait_mode, .prepare = forge_prepare};
 	struct rk_cm_request *req;
 	struct rk_rpc_req_hdr h;
 	const char *why = NULL;
@@ -685,11 +693,11 @@ static void forge_one(struct forger *f, int k)
 	int64_t t0;
 	int n;
 
+	LT_CHECK(rk_mr_alloc(f->dev, 8192, RK_ACCESS_LOCAL, &e, &mr), &e);
+	co.prepare_arg = mr;
 	LT_CHECK(rk_listener_get_request(f->lis, 30000, &e, &req), &e);
 	rk_rpc_accept_encode(&acc, reply);
 	LT_CHECK(rk_cm_request_accept(req, &co, reply, sizeof(reply), 10000, &e, &conn), &e);
-	LT_CHECK(rk_mr_alloc(f->dev, 8192, RK_ACCESS_LOCAL, &e, &mr), &e);
-	LT_CHECK(rk_post_recv(conn, rk_mr_addr(mr), 4096, rk_mr_lkey(mr), 1, &e), &e);
 	t0 = lt_now_ms();
 	do
 		n = rk_cq_wait(rk_conn_cq(conn), &wc, 1, 1000, &e);
@@ -732,9 +740,9 @@ static void *forger_main(void *arg)
 
 static void forged_answers(struct rk_device *dev, const char *addr, int quick)
 {
-	struct rk_listen_opts lo = {.addr = addr, .port = "7593", .app_id = RK_RPC_APP_ID};
+	struct rk_listen_opts lo = {.addr = addr, .port = "7596", .app_id = RK_RPC_APP_ID};
 	struct rk_rpc_client_opts co = {
-	    .host = addr, .port = "7593", .timeout_ms = CONNECT_MS, .mode = wait_mode};
+	    .host = addr, .port = "7596", .timeout_ms = CONNECT_MS, .mode = wait_mode};
 	static const char *const what[FORGED_CASES] = {"another generation",
 						       "a slot beyond the window"};
 	struct forger f = {.dev = dev, .ncases = quick ? 1 : FORGED_CASES};
@@ -798,6 +806,7 @@ static void gone_cb(void *arg, int status, uint32_t len, int32_t code, const str
 /* A synchronous call in flight on a client of its own, on a thread of its own. */
 struct sync_call {
 	struct rk_rpc_client *cl;
+	int started; /* set just before the call */
 	int status;
 	struct rk_error e;
 	int64_t ended;
@@ -807,6 +816,7 @@ static void *sync_never(void *arg)
 {
 	struct sync_call *sc = arg;
 
+	__atomic_store_n(&sc->started, 1, __ATOMIC_RELEASE);
 	sc->status = call_simple(sc->cl, M_NEVER, NULL, 0, NULL, 0, 20000, NULL, NULL, &sc->e);
 	sc->ended = lt_now_ms();
 	return NULL;
@@ -847,6 +857,10 @@ static void server_killed(const char *addr)
 
 		LT_CHECK(rk_rpc_call_async(cl, &a, gone_cb, NULL, &e), &e);
 	}
+	/* The synchronous call posts at once: give it time to reach the server. */
+	while (!__atomic_load_n(&sc.started, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	usleep(300000);
 	rk_rpc_client_progress(cl, 200, &e);
 	killed = lt_now_ms();
 	kill(pid, SIGKILL);
