@@ -4,7 +4,8 @@
 # identical (also over several lanes), placed by rsync's rules on this
 # side, with a progress bar on a terminal; sources outside DIR ('..',
 # absolute, through a symlink) are refused by name (exit 3) and symlinks
-# inside a tree are skipped; an existing file is kept without --force;
+# inside a tree are skipped; hard-linked files are not served (refused by
+# name, left out of a tree); an existing file is kept without --force;
 # --resume after the client is killed goes on from the verified prefix; a
 # pull whose server is killed and started again reconnects by itself and
 # resumes; and a server that sends names outside DEST ('..', absolute, a
@@ -21,6 +22,12 @@ random "$S/tree/empty" 0
 ln -s /etc/passwd "$S/tree/evil"
 ln -s ../big.bin "$S/tree/inside"
 ln -s /etc "$S/etc"
+secret="outside-DIR-$$-not-for-the-client"
+mkdir -p "$S/ltree"
+echo "$secret" >"$W/secret"
+ln "$W/secret" "$S/hl"
+random "$S/ltree/ok" 1000
+ln "$W/secret" "$S/ltree/hl"
 
 pull_rc() { # WANT ARGS... - rk copy ARGS, fail unless it exits WANT; stderr in $W/err
 	want=$1
@@ -90,6 +97,18 @@ for src in ../x /etc/passwd etc/passwd tree/evil tree/../../x; do
 	pull_rc 3 -q "$RK_ADDR:$port:$src" "$L/"
 	grep -qE "not a path under|symbolic link" "$W/err" || fail "$src: $(cat "$W/err")"
 done
+# 4b. A hard link in DIR to a file outside it (planted by a local user DIR is
+# meant to confine): named, the pull is refused by name; inside a tree it is
+# left out, the server says so, and nothing of the outside file arrives.
+grep -rqs "$secret" "$L" && fail "the secret is under DEST before any pull"
+pull_rc 3 -q "$RK_ADDR:$port:hl" "$L/"
+grep -q "hard links" "$W/err" || fail "hard link: $(cat "$W/err")"
+"$RK" copy -q -r "$RK_ADDR:$port:ltree" "$L/lt" || fail "pull -r ltree"
+cmp "$S/ltree/ok" "$L/lt/ltree/ok" || fail "lt/ltree/ok differs"
+[ ! -e "$L/hl" ] && [ ! -e "$L/lt/ltree/hl" ] || fail "a hard-linked file was served"
+! grep -rqs "$secret" "$L" || fail "the outside file's bytes reached the client"
+server_log | grep -q "left out 1 file(s) with more than one hard link (ltree/hl)" ||
+	fail "the server does not name the hard link it left out: $(server_log | tail -3)"
 pull_rc 3 -q "$RK_ADDR:$port:missing" "$L/"
 pull_rc 3 -q "$RK_ADDR:$port:tree" "$L/"
 grep -q -- "-r" "$W/err" || fail "a directory without -r: $(cat "$W/err")"

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,10 @@ static int walk(const struct walker *w, struct cp_plan *p, int fd, const char *s
 					close(sub);
 				t = NULL;
 			}
+		} else if (w->confined && S_ISREG(st.st_mode) && st.st_nlink > 1) {
+			/* A hard link may lead out of the served directory: not served. */
+			if (!p->linked++)
+				snprintf(p->linked_name, sizeof(p->linked_name), "%s", s);
 		} else if (S_ISREG(st.st_mode) ||
 			   (!w->confined && S_ISLNK(st.st_mode) &&
 			    fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))) {
@@ -344,6 +349,13 @@ static int plan_build(const struct walker *w, struct cp_plan *p, char *const *sr
 		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
 			snprintf(why, why_len, "%.200s: not a regular file", srcs[i]);
 			return -1;
+		}
+		if (w->confined && S_ISREG(st.st_mode) && st.st_nlink > 1) {
+			snprintf(why, why_len,
+				 "%.200s: a file with %ju hard links (not served: a link may lead "
+				 "outside the served directory)",
+				 srcs[i], (uintmax_t)st.st_nlink);
+			return -2;
 		}
 		r = too_many(w, p, why, why_len);
 		if (r) {

@@ -45,6 +45,8 @@ struct cp_plan {
 	uint64_t bytes;
 	int confined; /* items' src are under rootfd (cp_plan_build_beneath) */
 	int rootfd;
+	size_t linked;	       /* cp_plan_build_beneath: hard-linked files left out */
+	char linked_name[256]; /* ... the first of them */
 };
 
 /*
@@ -73,8 +75,13 @@ int cp_plan_build(struct cp_plan *p, char *const *srcs, int nsrc, const char *de
  * '/' or "/." is dropped (which, as above, names a directory's contents),
  * and is looked up beneath @rootfd without following any symlink; inside
  * a tree symlinks and other non-regular files are skipped (as rsync does
- * without -l). At most @max_items items (0: no limit). Returns 0, -1 (a
- * source problem), -2 (a source that is no path under the top) or
+ * without -l). A regular file with more than one hard link is not served:
+ * another name of it may lie outside the top (planted there by a local
+ * user whom the directory is meant to confine); named as a source it is
+ * refused (-2), inside a tree it is left out and counted in @p->linked.
+ * At most @max_items items (0: no limit). Returns 0, -1 (a
+ * source problem), -2 (a source that is no path under the top, or a
+ * hard-linked file) or
  * CP_PLAN_LIMIT (more than @max_items), with @why set. @rootfd must stay
  * open while the plan is used.
  */

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,14 @@ static int send_item(struct sender *s, size_t idx)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		local_fail(it, "open", -EINVAL);
+		close(fd);
+		return 0;
+	}
+	/* A server's file: a hard link planted since the plan is not read (copy_plan.h). */
+	if (s->plan->confined && st.st_nlink > 1) {
+		snprintf(it->local_err, sizeof(it->local_err),
+			 "open: a file with %ju hard links (not served)", (uintmax_t)st.st_nlink);
+		it->state = CP_ITEM_DONE;
 		close(fd);
 		return 0;
 	}

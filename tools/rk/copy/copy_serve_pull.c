@@ -100,6 +100,9 @@ out:
 		plog(ps, "pull refused: %s", why);
 		return r == -2 ? CP_E_PATH : r == CP_PLAN_LIMIT ? CP_E_LIMIT : CP_E_IO;
 	}
+	if (plan->linked)
+		plog(ps, "pull: left out %zu file(s) with more than one hard link (%s%s)",
+		     plan->linked, plan->linked_name, plan->linked > 1 ? ", ..." : "");
 	plog(ps, "pull of %zu files, %zu directories", plan->files, plan->dirs);
 	return 0;
 }
@@ -196,6 +199,8 @@ static void *pull_main(void *arg)
 
 		if (it->is_dir)
 			continue;
+		if (it->local_err[0])
+			plog(ps, "%s not sent: %s", it->src, it->local_err);
 		if (it->state == CP_ITEM_DONE && !it->local_err[0] &&
 		    (it->code == CP_OK || it->code == CP_E_UPTODATE)) {
 			ok++;
