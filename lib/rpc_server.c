@@ -84,6 +84,7 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 
 	struct rk_rpc_limits lim = srv->lim;
 
+	c->requests++;		/* not idle (rk__rpcs_idle_sweep) */
 	lim.window = c->window; /* what this connection was granted */
 	/* What came by WRITE WITH IMMEDIATE is no request, whatever its bytes say. */
 	r = m->opcode != IBV_WC_RECV ? -EPROTO : rk_rpc_req_decode(m->data, m->len, &lim, &h, &why);
@@ -203,6 +204,16 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 	}
 }
 
+/* @timeout_ms, or less when the next idle sweep is due sooner. */
+static int idle_cap(const struct rk_rpc_server *srv, int timeout_ms)
+{
+	int64_t left = srv->idle_next_ms - rk_now_ms();
+
+	if (left <= 0)
+		return 0;
+	return timeout_ms < 0 || left < timeout_ms ? (int)left : timeout_ms;
+}
+
 int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_error *err)
 {
 	struct rk_wait_event ev[MAX_EVENTS];
@@ -214,6 +225,8 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 	rk__rpcs_progress_of = srv;
 	if (srv->retry)
 		timeout_ms = 0; /* work waits for room: look again soon */
+	else if (timeout_ms && srv->st.conns && srv->o.idle_ms != RK_RPC_IDLE_NEVER)
+		timeout_ms = idle_cap(srv, timeout_ms); /* a wait ends for the next idle sweep */
 	n = rk_wait(srv->ws, ev, MAX_EVENTS, timeout_ms, err);
 	for (int k = 0; k < n; k++) {
 		uint64_t tag = ev[k].tag;
@@ -241,6 +254,15 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 		}
 	}
 	rk__rpcs_run_queues(srv);
+	/* The clock only now and then while there is work (issue: cost per call). */
+	if (srv->o.idle_ms != RK_RPC_IDLE_NEVER &&
+	    (n <= 0 || ++srv->idle_calls >= IDLE_CHECK_EVERY)) {
+		int64_t now = rk_now_ms();
+
+		srv->idle_calls = 0;
+		if (now >= srv->idle_next_ms && rk__rpcs_idle_sweep(srv, now) && n <= 0)
+			n = 1; /* closing idle connections is work done */
+	}
 	rk__rpcs_sweep_dead(srv);
 	rk__rpcs_progress_of = NULL;
 	srv->in_progress = 0;
@@ -311,6 +333,9 @@ static int resolve_opts(struct rk_rpc_server *srv, const struct rk_rpc_server_op
 	o->max_rdv_bytes = o->max_rdv_bytes ? o->max_rdv_bytes : DEF_RDV_BYTES;
 	if (!o->max_rdv_per_conn || o->max_rdv_per_conn > o->max_rdv_bytes)
 		o->max_rdv_per_conn = o->max_rdv_bytes;
+	o->idle_ms = o->idle_ms ? o->idle_ms : DEF_IDLE_MS;
+	if (!o->max_conns_per_peer)
+		o->max_conns_per_peer = o->max_conns > 1 ? o->max_conns / 2 : 1;
 	if (o->window > RK_RPC_MAX_WINDOW || o->max_conns > MAX_CONNS_LIMIT ||
 	    o->slot_size <= RK_RPC_ANS_HDR || o->slot_size > RK_RPC_WIRE_MAX_BUF ||
 	    o->req_inline > RK_RPC_WIRE_MAX_BUF - RK_RPC_REQ_HDR ||

@@ -86,6 +86,8 @@ void rk__rpcs_conn_drop(struct rk_rpc_server *srv, struct sconn *c, const char *
 	if (c->closed) { /* the peer left: not a failure of anyone's */
 		rk_dbg("rpc server: connection from %s closed: %s", c->peer, msg);
 		srv->st.conns_closed++;
+	} else if (c->idle) { /* our own rule, counted in conns_idle */
+		rk_info("rpc server: connection from %s closed: %s", c->peer, msg);
 	} else {
 		rk_warn("rpc server: connection from %s dropped: %s", c->peer, msg);
 		srv->st.conns_dropped++;
@@ -155,6 +157,53 @@ static int token_ok(const struct rk_rpc_server *srv, const struct rk_hello *h)
 	return diff == 0;
 }
 
+/* Length of @peer's address without its ":port" ("10.0.0.2:5100", "[fd00::2]:5100"). */
+static uint16_t host_len(const char *peer)
+{
+	const char *colon = strrchr(peer, ':');
+
+	return (uint16_t)(colon ? (size_t)(colon - peer) : strlen(peer));
+}
+
+/* Live connections from the address @peer[0..@len). */
+static unsigned conns_from(const struct rk_rpc_server *srv, const char *peer, uint16_t len)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < srv->o.max_conns; i++) {
+		const struct sconn *c = srv->conns[i];
+
+		n += c && !c->dead && c->host_len == len && !memcmp(c->peer, peer, len);
+	}
+	return n;
+}
+
+unsigned rk__rpcs_idle_sweep(struct rk_rpc_server *srv, int64_t now_ms)
+{
+	uint32_t every = srv->o.idle_ms / 4;
+	unsigned closed = 0;
+
+	srv->idle_next_ms = now_ms + (every > 10 ? every : 10);
+	for (unsigned i = 0; i < srv->o.max_conns; i++) {
+		struct sconn *c = srv->conns[i];
+
+		if (!c || c->dead)
+			continue;
+		/* A call in flight (a handler holds it, or its body is being read) is no idling. */
+		if (c->requests != c->seen_requests || c->held || c->rdv_bytes) {
+			c->seen_requests = c->requests;
+			c->idle_since_ms = now_ms;
+		} else if (now_ms - c->idle_since_ms >= (int64_t)srv->o.idle_ms) {
+			c->idle = 1;
+			srv->st.conns_idle++;
+			rk__rpcs_conn_drop(srv, c, "no call for %lld ms (idle_ms %u)",
+					   (long long)(now_ms - c->idle_since_ms), srv->o.idle_ms);
+			closed++;
+		}
+	}
+	return closed;
+}
+
 static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 {
 	const struct rk_hello *hello = rk_cm_request_hello(req);
@@ -178,6 +227,14 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 		rk_cm_request_reject(req, RK_REJECT_BUSY, "at its connection limit", NULL);
 		return;
 	}
+	/* One address must not take every connection: a few silent clients would lock all out. */
+	if (conns_from(srv, rk_cm_request_peer(req), host_len(rk_cm_request_peer(req))) >=
+	    srv->o.max_conns_per_peer) {
+		srv->st.conns_refused++;
+		rk_cm_request_reject(req, RK_REJECT_BUSY,
+				     "at its limit of connections from one address", NULL);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (c)
 		c->window = hello->app_arg && hello->app_arg < srv->o.window ? hello->app_arg
@@ -195,6 +252,8 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 	c->cq_id = c->conn_id = -1;
 	c->stages_tail = &c->stages;
 	snprintf(c->peer, sizeof(c->peer), "%s", rk_cm_request_peer(req));
+	c->host_len = host_len(c->peer);
+	c->idle_since_ms = rk_now_ms();
 	for (uint32_t i = 0; i < c->window; i++) {
 		c->reqs[i].c = c;
 		c->reqs[i].slot = (uint16_t)i;

@@ -40,6 +40,8 @@
 #define ESTABLISH_MS	 1000 /* data came first: how long ESTABLISHED may take */
 #define DEF_INLINE	 128  /* bytes an answer carries inline (header and 116 bytes) */
 #define SIGNAL_EVERY	 16   /* answers: a completion every this many frees them all */
+#define DEF_IDLE_MS	 60000
+#define IDLE_CHECK_EVERY 64 /* progress calls that found work between clock readings */
 
 enum req_state { R_FREE = 0, R_READING, R_HANDLER };
 
@@ -93,9 +95,14 @@ struct sconn {
 	struct rk_send_set *ss;
 	int cq_id, conn_id;
 	int dead, closed;	 /* closed: the peer disconnected (not dropped by us) */
+	int idle;		 /* closed by the idle sweep */
 	unsigned held;		 /* requests with handlers, not yet answered */
 	uint64_t rdv_bytes;	 /* rendezvous bodies this connection holds */
 	struct sconn *next_dead; /* on the server's list of dead connections */
+	uint32_t requests;	 /* requests received: idle while it stays the same */
+	uint32_t seen_requests;	 /* ... at the last idle sweep */
+	int64_t idle_since_ms;	 /* when the last sweep saw it change (or the accept) */
+	uint16_t host_len;	 /* peer[0..host_len): the address without its port */
 	int in_table;		 /* still in conns[] (until the end of a progress) */
 	uint32_t window;
 	struct rk_rpc_req *reqs;
@@ -130,6 +137,8 @@ struct rk_rpc_server {
 	pthread_mutex_t lock;		     /* guards deferred */
 	struct pending *deferred, **deferred_tail;
 	int deferred_n, wake_req; /* atomics */
+	unsigned idle_calls;	  /* progress calls since the last clock reading */
+	int64_t idle_next_ms;	  /* the next idle sweep is due (0: none yet) */
 	struct rk_rpc_server_stats st;
 };
 
@@ -165,6 +174,12 @@ void rk__rpcs_conn_drop(struct rk_rpc_server *srv, struct sconn *c, const char *
     __attribute__((format(printf, 3, 4)));
 /* End of progress: dead connections leave the table; those nobody holds are freed. */
 void rk__rpcs_sweep_dead(struct rk_rpc_server *srv);
+/*
+ * Close connections with no call in flight since the sweep before the one
+ * that finds them idle for idle_ms; returns how many it closed and sets
+ * the next sweep's time (a quarter of idle_ms on).
+ */
+unsigned rk__rpcs_idle_sweep(struct rk_rpc_server *srv, int64_t now_ms);
 /* Free what is left of dead @c; nobody may reference it any more. */
 void rk__rpcs_conn_free(struct rk_rpc_server *srv, struct sconn *c);
 /* A request is done with: its staged body and answer go back, its slot is free. */

@@ -41,7 +41,10 @@
  * its own, so one client's QP can reach nothing of the server's, let alone
  * another client's, nor memory the application registered elsewhere. A
  * token (opts.token) keeps out who does not have it; connections, windows
- * and rendezvous memory are bounded (max_conns, window, max_rdv_bytes). Every header is checked
+ * and rendezvous memory are bounded (max_conns, window, max_rdv_bytes), and
+ * so is what a few silent clients can hold: a connection with no call in
+ * flight for idle_ms (60 s) is closed, and one address may hold at most
+ * max_conns_per_peer (half) of the connections. Every header is checked
  * (a slot it does not own, a length beyond its buffer or max_msg, unknown
  * flags, garbage); a client that breaks a rule loses its own connection,
  * with a logged reason, and the others go on. A client puts each
@@ -109,7 +112,14 @@ struct rk_rpc_server_opts {
 	const void *token;		 /* clients must bring these bytes (compared in constant
 					    time); NULL = anyone may connect */
 	uint8_t token_len;		 /* at most RK_HELLO_TOKEN_MAX (32) */
+	uint32_t idle_ms;		 /* close a connection that has had no call in flight
+					    for this long (it may reconnect: the pool does);
+					    0 = 60000, RK_RPC_IDLE_NEVER = never */
+	uint32_t max_conns_per_peer;	 /* connections from one address (any port; more are
+					    refused busy); 0 = max_conns / 2, at least 1 */
 };
+
+#define RK_RPC_IDLE_NEVER UINT32_MAX
 
 /*
  * rk_rpc_server_create - listen on @opts->addr:@opts->port (rdma_cm, hello
@@ -138,7 +148,10 @@ RK_API int rk_rpc_server_add(struct rk_rpc_server *srv, uint16_t method, rk_rpc_
 /*
  * rk_rpc_server_progress - wait up to @timeout_ms for work and do it:
  * accept connections, run handlers, send answers (deferred ones too), READ
- * rendezvous bodies, drop broken or hostile connections. Returns 0 after
+ * rendezvous bodies, drop broken or hostile connections, close idle ones
+ * (a wait ends early when one is due: at most a quarter of idle_ms late).
+ * Cost: a poll of the wait set per call, and a clock reading every 64
+ * calls that found work (every call that found none). Returns 0 after
  * doing some, -ETIMEDOUT when nothing happened, -EINTR after
  * rk_rpc_server_wake, or another negative errno for a failure of the
  * server itself (a lost connection is not one). One thread only.
@@ -152,6 +165,7 @@ struct rk_rpc_server_stats {
 	uint64_t conns_accepted, conns_refused;
 	uint64_t conns_closed;	     /* the peer disconnected */
 	uint64_t conns_dropped;	     /* broken, or a rule broken: logged as warnings */
+	uint64_t conns_idle;	     /* closed by the server: idle for idle_ms */
 	uint64_t calls, errors_sent; /* answered, of which not OK */
 	uint32_t conns;		     /* connected now */
 	uint64_t rdv_bytes;	     /* rendezvous memory held now */
@@ -221,7 +235,14 @@ struct rk_rpc_client_opts {
 	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
 	const void *token;		 /* the server's access token, if it wants one */
 	uint8_t token_len;		 /* at most RK_HELLO_TOKEN_MAX (32) */
+	uint32_t idle_ms;		 /* close a connection that has had no call in flight
+					    for this long (it may reconnect: the pool does);
+					    0 = 60000, RK_RPC_IDLE_NEVER = never */
+	uint32_t max_conns_per_peer;	 /* connections from one address (any port; more are
+					    refused busy); 0 = max_conns / 2, at least 1 */
 };
+
+#define RK_RPC_IDLE_NEVER UINT32_MAX
 
 /*
  * One call. @req is copied (inline) or staged (rendezvous) unless @req_mr

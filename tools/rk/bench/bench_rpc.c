@@ -134,6 +134,8 @@ int bench_rpc_listen(struct bench_ctx *c, struct rk_error *err)
 	    .window = window_of(p),
 	    .max_msg = p->size_max > ans ? p->size_max : ans,
 	    .max_conns = p->num_qp + SPARE_CONNS,
+	    /* One peer, all its clients (the token keeps strangers out). */
+	    .max_conns_per_peer = p->num_qp + SPARE_CONNS,
 	    /* Every call in flight may have its body read at once: never -ENOBUFS. */
 	    .max_rdv_bytes = (uint64_t)window_of(p) * p->num_qp * p->size_max,
 	    .mode = c->l->poll,
