@@ -574,6 +574,32 @@ def case_rpc_refuse(port):
         fail("version 2 client: server rc %d\n%s" % (srv.returncode, sout))
 
 
+def case_strangers(port):
+    """Connections that send no parameters (one silent, one garbage) before
+    the client: the server closes each within its hello budget, says so,
+    and still runs the real client's benchmark."""
+    srv = start_server(port)
+    t0 = time.monotonic()
+    silent = socket.create_connection((ADDR, port), timeout=10)
+    garbage = socket.create_connection((ADDR, port), timeout=10)
+    garbage.sendall(b"GET / HTTP/1.0\r\n\r\n" * 4)
+    # The client waits for its ACCEPT longer than the server's hello budget (5 s).
+    cmd = [RK, "bench", "--watchdog", "15", "-s", "4096", "-n", "64",
+           "%s:%d" % (ADDR, port)]
+    cli = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=60)
+    took = time.monotonic() - t0
+    silent.close()
+    garbage.close()
+    sout, _ = srv.communicate(timeout=30)
+    print("client after a silent and a garbage connection: rc %d in %.1f s" % (cli.returncode, took))
+    if cli.returncode != 0 or srv.returncode != 0:
+        fail("strangers first: client rc %d, server rc %d\n%s\n%s" %
+             (cli.returncode, srv.returncode, cli.stdout, sout))
+    if sout.count("closed a connection that sent no parameters") != 2:
+        fail("the server did not report both strangers:\n%s" % sout)
+
+
 def main():
     if not ADDR or not DEV:
         print("needs RK_ADDR and RK_DEV: run inside scripts/softroce")
@@ -587,7 +613,7 @@ def main():
     else:
         {"all": case_all, "mismatch": case_mismatch, "killed": case_killed,
          "multiqp": case_multiqp, "duration": case_duration, "forged": case_forged,
-         "rpc": case_rpc, "rpc-refuse": case_rpc_refuse,
+         "rpc": case_rpc, "rpc-refuse": case_rpc_refuse, "strangers": case_strangers,
          "long-write": lambda port: case_long(port, "write"),
          "long-read": lambda port: case_long(port, "read")}[CASE](PORT)
     print("%s: %s" % (CASE, "FAILED (%d)" % len(failures) if failures else "ok"))

@@ -27,6 +27,7 @@
 #include "cli.h"
 
 #define PARAMS_MSG_LEN (BENCH_PARAMS_LEN + BENCH_TOKEN_LEN)
+#define HELLO_MS       5000 /* a connection's PARAMS must come within this (or --watchdog) */
 #define READY_LEN      (32 + 64 + 4 * 4 + 8 + 8 + 4)
 #define MAX_BUFFER     (4ull << 30) /* (1 + num-qp) * size we agree to pin */
 
@@ -240,12 +241,47 @@ static int refuse(struct bench_ctx *c, const char *why, struct rk_error *err)
 	return bench_fail(err, EINVAL, "refused the client's run: %s", why);
 }
 
+/*
+ * The first connection whose PARAMS come within HELLO_MS, well formed, is
+ * the client; one that sends nothing or something else is closed, logged,
+ * and the next one taken, until --wait runs out. So a stranger who reaches
+ * the port holds the server at most HELLO_MS (a well-formed PARAMS with
+ * other parameters is still a real client's mistake: refused, and the run
+ * ends, as before).
+ */
+static int accept_client(struct bench_ctx *c, struct bench_msg *m, struct rk_error *err)
+{
+	uint64_t deadline = cli_now_ns() + (uint64_t)c->l->wait_s * 1000000000u;
+	int step = bench_step_ms(c) < HELLO_MS ? bench_step_ms(c) : HELLO_MS;
+
+	for (;;) {
+		uint64_t now = cli_now_ns();
+		int fd, r;
+
+		if (now >= deadline)
+			return bench_fail(err, ETIMEDOUT, "no client within --wait %u s",
+					  c->l->wait_s);
+		fd = rk_tcp_accept(c->listen_fd, (int)((deadline - now) / 1000000) + 1, err);
+		if (fd < 0)
+			return fd;
+		bench_ctl_init(&c->ctl, fd);
+		r = bench_ctl_expect(&c->ctl, BM_PARAMS, PARAMS_MSG_LEN, m, step, err);
+		if (!r)
+			return 0;
+		if (!c->l->quiet)
+			fprintf(stderr,
+				"rk bench: closed a connection that sent no parameters: %s\n",
+				rk_error_str(err));
+		bench_ctl_close(&c->ctl);
+	}
+}
+
 int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 		       struct bench_params *client_p, struct rk_error *err)
 {
 	struct bench_msg m;
 	char why[200];
-	int fd, r;
+	int r;
 
 	r = open_device(c, c->l->bind, NULL, err);
 	if (r)
@@ -257,11 +293,7 @@ int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 		fprintf(stderr,
 			"rk bench: waiting up to %u s for a client on port %s (device %s)\n",
 			c->l->wait_s, c->l->port, c->me.dev);
-	fd = rk_tcp_accept(c->listen_fd, (int)c->l->wait_s * 1000, err);
-	if (fd < 0)
-		return fd;
-	bench_ctl_init(&c->ctl, fd);
-	r = bench_ctl_expect(&c->ctl, BM_PARAMS, PARAMS_MSG_LEN, &m, bench_step_ms(c), err);
+	r = accept_client(c, &m, err);
 	if (r)
 		return r;
 	if (bench_params_decode(m.data, BENCH_PARAMS_LEN, client_p, why, sizeof(why)) ||
