@@ -235,14 +235,7 @@ struct rk_rpc_client_opts {
 	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
 	const void *token;		 /* the server's access token, if it wants one */
 	uint8_t token_len;		 /* at most RK_HELLO_TOKEN_MAX (32) */
-	uint32_t idle_ms;		 /* close a connection that has had no call in flight
-					    for this long (it may reconnect: the pool does);
-					    0 = 60000, RK_RPC_IDLE_NEVER = never */
-	uint32_t max_conns_per_peer;	 /* connections from one address (any port; more are
-					    refused busy); 0 = max_conns / 2, at least 1 */
 };
-
-#define RK_RPC_IDLE_NEVER UINT32_MAX
 
 /*
  * One call. @req is copied (inline) or staged (rendezvous) unless @req_mr
