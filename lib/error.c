@@ -86,6 +86,15 @@ int rk_error_setf(struct rk_error *e, const char *op, int err, const char *fmt, 
 	return -err;
 }
 
+void rk__err_msgf(struct rk_error *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+}
+
 int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
 {
 	va_list ap;

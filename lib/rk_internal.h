@@ -160,6 +160,11 @@ struct rk_conn {
 #define RK_DEF_MIN_RNR_TIMER 20
 #define RK_DEF_RD_ATOMIC     16
 
+/*
+ * rk__err_msgf - rewrite @e's whole message; a long one is cut to fit (what
+ * an error message wraps - a cause's own message - may be as long as it).
+ */
+void rk__err_msgf(struct rk_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* error.c: fill @e (may be NULL) and return -@err. */
 int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -250,11 +250,8 @@ static void fail_all(struct rk_rpc_client *cl, int e, const struct rk_error *why
 		return;
 	cl->dead = e < 0 ? e : -ECONNRESET;
 	if (why && why->err) { /* the cause's status, vendor error and hint stay */
-		char msg[RK_ERROR_MSG_MAX];
-
 		cl->why = *why;
-		snprintf(msg, sizeof(msg), "rk_rpc_call: peer gone: %s", why->msg);
-		memcpy(cl->why.msg, msg, sizeof(msg));
+		rk__err_msgf(&cl->why, "rk_rpc_call: peer gone: %s", why->msg);
 		cl->why.err = ECONNRESET;
 	} else {
 		rk_err_set(&cl->why, ECONNRESET, "rk_rpc_call", "peer gone: connection %s",

@@ -69,8 +69,7 @@ static int pool_err(struct rk_error *err, int code, const char *hint, const char
 	rk_err_set(err, code, "rk_rpc_pool_get", "%s", detail);
 	if (err) {
 		err->hint = hint;
-		snprintf(err->msg, sizeof(err->msg), "rk_rpc_pool_get: %s: %s (hint: %s)", detail,
-			 err->err_str, hint);
+		rk__err_msgf(err, "rk_rpc_pool_get: %s: %s (hint: %s)", detail, err->err_str, hint);
 	}
 	return -code;
 }
@@ -277,10 +276,10 @@ static int lease(struct rk_rpc_pool *pool, const char *peer, int timeout_ms, str
 			snprintf(last, sizeof(last), "%s", l.why->msg);
 			*err = *l.why;
 			snprintf(err->op, sizeof(err->op), "rk_rpc_pool_get");
-			snprintf(err->msg, sizeof(err->msg),
-				 "rk_rpc_pool_get: %s: no new connection for %lld ms, past the "
-				 "deadline; the last attempt failed: %s",
-				 a.key, (long long)(l.peer->retry_at - now), last);
+			rk__err_msgf(err,
+				     "rk_rpc_pool_get: %s: no new connection for %lld ms, past "
+				     "the deadline; the last attempt failed: %s",
+				     a.key, (long long)(l.peer->retry_at - now), last);
 		}
 		break;
 	case RK_PBOOK_TIMEDOUT:

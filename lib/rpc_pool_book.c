@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rk_internal.h"
 #include "rpc_pool_book.h"
 
 #define NEVER INT64_MAX
@@ -369,8 +370,8 @@ void rk__pbook_connect_failed(struct rk__pbook *b, struct rk__pbook_entry *e, in
 		snprintf(p->last_why.op, sizeof(p->last_why.op), "rk_rpc_client_connect");
 		snprintf(p->last_why.err_str, sizeof(p->last_why.err_str), "%s",
 			 strerror(-p->last_err));
-		snprintf(p->last_why.msg, sizeof(p->last_why.msg), "rk_rpc_client_connect: %s: %s",
-			 p->addr.key, p->last_why.err_str);
+		rk__err_msgf(&p->last_why, "rk_rpc_client_connect: %s: %s", p->addr.key,
+			     p->last_why.err_str);
 	}
 	p->last_used = now;
 	b->st.connect_failures++;
