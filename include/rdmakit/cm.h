@@ -34,6 +34,10 @@
 #include <rdmakit/device.h>
 #include <rdmakit/error.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RK_HELLO_VERSION   1
 #define RK_HELLO_TOKEN_MAX 32
 #define RK_HELLO_MSG_MAX   48  /* fits the 56 bytes of an RC connect request */
@@ -177,5 +181,9 @@ RK_API int rk_cm_request_reject(struct rk_cm_request *req, uint16_t reason, cons
 RK_API int rk_cm_request_accept(struct rk_cm_request *req, const struct rk_conn_opts *opts,
 				const void *reply, size_t reply_len, int timeout_ms,
 				struct rk_error *err, struct rk_conn **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

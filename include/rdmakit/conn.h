@@ -36,6 +36,10 @@
 #include <rdmakit/oob.h>
 #include <rdmakit/pd.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rk_conn;
 
 /*
@@ -162,5 +166,9 @@ RK_API struct rk_device *rk_conn_device(const struct rk_conn *conn);
 /* An application pointer carried by the connection. */
 RK_API void rk_conn_set_user(struct rk_conn *conn, void *user);
 RK_API void *rk_conn_user(const struct rk_conn *conn);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

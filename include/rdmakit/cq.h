@@ -30,6 +30,10 @@
 #include <rdmakit/device.h>
 #include <rdmakit/error.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum rk_wait_mode {
 	RK_WAIT_BUSY = 0,
 	RK_WAIT_EVENT = 1,
@@ -104,5 +108,9 @@ RK_API struct ibv_cq *rk_cq_ibv(const struct rk_cq *cq);
 
 /* rk_cq_events - how many channel events were received (for statistics). */
 RK_API uint64_t rk_cq_events(const struct rk_cq *cq);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -24,6 +24,10 @@
 #include <rdmakit/common.h>
 #include <rdmakit/error.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rk_device;
 
 struct rk_device_opts {
@@ -115,5 +119,9 @@ RK_API int rk_device_poll_async(struct rk_device *dev, struct rk_async_event *ev
  */
 RK_API uint32_t rk_mtu_bytes(enum ibv_mtu mtu);
 RK_API enum ibv_mtu rk_mtu_from_bytes(uint32_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

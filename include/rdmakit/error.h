@@ -18,6 +18,10 @@
 
 #include <rdmakit/common.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RK_ERROR_OP_MAX	 48
 #define RK_ERROR_MSG_MAX 320
 
@@ -83,5 +87,9 @@ RK_API int rk_error_setf(struct rk_error *e, const char *op, int err, const char
  * Returns -EIO for a failed completion, 0 (and clears @e) for a successful one.
  */
 RK_API int rk_error_from_wc(struct rk_error *e, const void *wc);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,6 +19,10 @@
 
 #include <rdmakit/common.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* What an entry's code is. */
 enum rk_explain_kind {
 	RK_EXPLAIN_WC_STATUS, /* enum ibv_wc_status of a failed work completion */
@@ -95,5 +99,9 @@ RK_API size_t rk_explain_lookup(const char *what, const struct rk_explain **out,
  * edit distance per name (short strings); no allocation.
  */
 RK_API size_t rk_explain_suggest(const char *what, const char **out, size_t max);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,6 +15,10 @@
 
 #include <rdmakit/common.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum rk_log_level {
 	RK_LOG_DEBUG = 0,
 	RK_LOG_INFO = 1,
@@ -41,5 +45,9 @@ RK_API void rk_log_set_handler(rk_log_fn fn, void *arg);
 /* rk_log - log a printf-style message at @level (used by the library, usable by tools). */
 RK_API void rk_log(enum rk_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -24,6 +24,10 @@
 #include <rdmakit/error.h>
 #include <rdmakit/pd.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Intended use; combine with |. Local write is always granted. */
 enum rk_access {
 	RK_ACCESS_LOCAL = 0,
@@ -75,5 +79,9 @@ RK_API struct ibv_mr *rk_mr_ibv(const struct rk_mr *mr);
  */
 RK_API void *rk_alloc_aligned(size_t len);
 RK_API void rk_free_aligned(void *p);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -40,6 +40,10 @@
 #include <rdmakit/pool.h>
 #include <rdmakit/post.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rk_recv_set;
 struct rk_send_set;
 
@@ -167,5 +171,9 @@ RK_API int rk_send_set_complete(struct rk_send_set *ss, const struct ibv_wc *wc)
 
 /* rk_send_set_free_count - buffers free right now. */
 RK_API uint32_t rk_send_set_free_count(const struct rk_send_set *ss);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

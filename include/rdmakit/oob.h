@@ -24,6 +24,10 @@
 #include <rdmakit/common.h>
 #include <rdmakit/error.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RK_OOB_VERSION 1
 #define RK_OOB_MSG_LEN 64
 
@@ -79,5 +83,9 @@ RK_API int rk_tcp_accept(int listen_fd, int timeout_ms, struct rk_error *err);
  * (non-blocking, TCP_NODELAY; the caller closes it).
  */
 RK_API int rk_tcp_connect(const char *host, const char *port, int timeout_ms, struct rk_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

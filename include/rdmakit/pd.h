@@ -33,6 +33,10 @@
 #include <rdmakit/device.h>
 #include <rdmakit/error.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rk_pd;
 
 /*
@@ -56,5 +60,9 @@ RK_API struct rk_device *rk_pd_device(const struct rk_pd *pd);
 
 /* rk_pd_ibv - the struct ibv_pd (escape hatch for raw verbs; owned by @pd). */
 RK_API struct ibv_pd *rk_pd_ibv(const struct rk_pd *pd);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -26,6 +26,10 @@
 #include <rdmakit/error.h>
 #include <rdmakit/pd.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RK_POOL_MAX_CLASSES 16
 
 struct rk_pool;
@@ -91,5 +95,9 @@ RK_API int rk_pool_free(struct rk_pool *pool, const struct rk_buf *buf);
 
 /* rk_pool_get_stats - a snapshot of the counters. */
 RK_API void rk_pool_get_stats(const struct rk_pool *pool, struct rk_pool_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

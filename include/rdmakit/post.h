@@ -28,6 +28,10 @@
 #include <rdmakit/conn.h>
 #include <rdmakit/error.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum rk_op {
 	RK_OP_SEND = 0,
 	RK_OP_SEND_IMM,	 /* SEND carrying 32-bit immediate data */
@@ -83,5 +87,9 @@ RK_API int rk_post_recv(struct rk_conn *conn, void *addr, uint32_t len, uint32_t
 
 /* rk_rq_room - free receive-queue slots right now. */
 RK_API unsigned rk_rq_room(const struct rk_conn *conn);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -77,6 +77,10 @@
 #include <rdmakit/pool.h>
 #include <rdmakit/post.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rk_ring_rx;
 struct rk_ring_tx;
 
@@ -278,5 +282,9 @@ RK_API uint32_t rk_ring_tx_unacked(const struct rk_ring_tx *tx);
 
 /* rk_ring_tx_lane_error - as rk_ring_rx_lane_error, for the sender. */
 RK_API int rk_ring_tx_lane_error(const struct rk_ring_tx *tx, unsigned lane, struct rk_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

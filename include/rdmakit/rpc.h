@@ -76,6 +76,10 @@
 #include <rdmakit/mr.h>
 #include <rdmakit/pd.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RK_RPC_APP_ID	  0x524b5250u /* "RKRP": the hello's application id */
 #define RK_RPC_MAX_WINDOW 1024
 
@@ -330,5 +334,9 @@ RK_API int rk_rpc_client_alive(const struct rk_rpc_client *cl, struct rk_error *
  * them (a late answer then fails at the server, not in your memory).
  */
 RK_API struct rk_pd *rk_rpc_client_pd(const struct rk_rpc_client *cl);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -39,6 +39,10 @@
 #include <rdmakit/error.h>
 #include <rdmakit/rpc.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rk_rpc_pool;
 
 struct rk_rpc_pool_opts {
@@ -105,5 +109,9 @@ struct rk_rpc_pool_stats {
  * call after every call.
  */
 RK_API void rk_rpc_pool_get_stats(struct rk_rpc_pool *pool, struct rk_rpc_pool_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

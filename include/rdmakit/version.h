@@ -6,10 +6,18 @@
 
 #include <rdmakit/common.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * rk_version - the library's version as "MAJOR.MINOR.PATCH".
  * Costs nothing; the string is static.
  */
 RK_API const char *rk_version(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

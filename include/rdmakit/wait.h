@@ -48,6 +48,10 @@
 #include <rdmakit/cq.h>
 #include <rdmakit/error.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rk_wait;
 
 enum rk_wait_src {
@@ -161,5 +165,9 @@ RK_API int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int tim
  * eventfd). Returns 0 or a negative errno.
  */
 RK_API int rk_wait_wake(struct rk_wait *ws);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

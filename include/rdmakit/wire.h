@@ -14,28 +14,45 @@
 #ifndef RDMAKIT_WIRE_H
 #define RDMAKIT_WIRE_H
 
-#include <endian.h>
 #include <stdint.h>
 #include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Host order to big-endian and back. Not <endian.h>'s htobe16 and kin:
+ * those are hidden from a program built with -std=c11 (no _DEFAULT_SOURCE).
+ */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define RK_BE16(v) (v)
+#define RK_BE32(v) (v)
+#define RK_BE64(v) (v)
+#else
+#define RK_BE16(v) __builtin_bswap16(v)
+#define RK_BE32(v) __builtin_bswap32(v)
+#define RK_BE64(v) __builtin_bswap64(v)
+#endif
 
 /* rk_put16 - store @v at @p (2 bytes), most significant byte first. */
 static inline void rk_put16(uint8_t *p, uint16_t v)
 {
-	v = htobe16(v);
+	v = RK_BE16(v);
 	memcpy(p, &v, sizeof(v));
 }
 
 /* rk_put32 - store @v at @p (4 bytes), most significant byte first. */
 static inline void rk_put32(uint8_t *p, uint32_t v)
 {
-	v = htobe32(v);
+	v = RK_BE32(v);
 	memcpy(p, &v, sizeof(v));
 }
 
 /* rk_put64 - store @v at @p (8 bytes), most significant byte first. */
 static inline void rk_put64(uint8_t *p, uint64_t v)
 {
-	v = htobe64(v);
+	v = RK_BE64(v);
 	memcpy(p, &v, sizeof(v));
 }
 
@@ -45,7 +62,7 @@ static inline uint16_t rk_get16(const uint8_t *p)
 	uint16_t v;
 
 	memcpy(&v, p, sizeof(v));
-	return be16toh(v);
+	return RK_BE16(v);
 }
 
 /* rk_get32 - the big-endian 32-bit value at @p (4 bytes). */
@@ -54,7 +71,7 @@ static inline uint32_t rk_get32(const uint8_t *p)
 	uint32_t v;
 
 	memcpy(&v, p, sizeof(v));
-	return be32toh(v);
+	return RK_BE32(v);
 }
 
 /* rk_get64 - the big-endian 64-bit value at @p (8 bytes). */
@@ -63,7 +80,11 @@ static inline uint64_t rk_get64(const uint8_t *p)
 	uint64_t v;
 
 	memcpy(&v, p, sizeof(v));
-	return be64toh(v);
+	return RK_BE64(v);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
