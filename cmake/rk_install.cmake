@@ -1,0 +1,33 @@
+# What 'cmake --install' puts where, for projects that build on librdmakit
+# (the library targets themselves are installed by lib/CMakeLists.txt).
+include(CMakePackageConfigHelpers)
+
+install(DIRECTORY include/rdmakit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+# pkg-config: libdir and includedir relative to the .pc file's own
+# directory (${pcfiledir}) when they lie under the prefix, so the file does
+# not name the prefix CMake was configured with.
+set(rk_pcdir ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+	set(RK_PC_PREFIX_FROM_PCDIR "")
+	set(RK_PC_LIBDIR "${CMAKE_INSTALL_FULL_LIBDIR}")
+	set(RK_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
+else()
+	file(RELATIVE_PATH RK_PC_PREFIX_FROM_PCDIR /rk/${rk_pcdir} /rk)
+	string(REGEX REPLACE "/$" "" RK_PC_PREFIX_FROM_PCDIR "${RK_PC_PREFIX_FROM_PCDIR}")
+	set(RK_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+	set(RK_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/rdmakit.pc.in ${PROJECT_BINARY_DIR}/rdmakit.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/rdmakit.pc DESTINATION ${rk_pcdir})
+
+# CMake: find_package(rdmakit CONFIG) -> rdmakit::rdmakit, rdmakit::rdmakit_static.
+# Before 1.0 a minor version may change the API: only the same MAJOR.MINOR is compatible.
+set(rk_cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/rdmakit)
+install(EXPORT rdmakitTargets NAMESPACE rdmakit:: DESTINATION ${rk_cmakedir})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rdmakitConfig.cmake.in
+	${PROJECT_BINARY_DIR}/rdmakitConfig.cmake INSTALL_DESTINATION ${rk_cmakedir})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/rdmakitConfigVersion.cmake
+	VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/rdmakitConfig.cmake ${PROJECT_BINARY_DIR}/rdmakitConfigVersion.cmake
+	DESTINATION ${rk_cmakedir})
