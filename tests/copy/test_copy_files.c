@@ -327,6 +327,61 @@ static void test_exists_at_commit(void **state)
 	free(p);
 }
 
+/* @n bytes of @p at DIR/@rel. */
+static void put_bytes(const char *rel, const uint8_t *p, size_t n)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	path_in(path, dir, rel);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(p, 1, n, f), n);
+	assert_int_equal(fclose(f), 0);
+}
+
+/*
+ * --resume, and the name appears while the file is on its way: another
+ * session committed it first (one of the same client's the server had not
+ * seen end, say). The same content is up to date, not "exists"; anything
+ * else is kept and refused as before. No temporary is left either way.
+ */
+static void test_resume_committed_meanwhile(void **state)
+{
+	const size_t n = 4 * CHUNK;
+	uint8_t *p = pattern(n, 8), whole[16], proof[16 * CP_PROOF_MAX] = {0};
+	unsigned nproof = cp_proof_count(n, CHUNK);
+	uint64_t step = cp_proof_step(n, CHUNK);
+	const char *names[2] = {"same", "other"};
+	struct sess s;
+
+	(void)state;
+	cp_hash128(p, n, whole);
+	for (unsigned k = 1; k <= nproof; k++)
+		cp_hash128(p, k * step, proof + 16 * (k - 1));
+	for (unsigned i = 0; i < 2; i++) {
+		sess_open(&s, CP_F_RESUME);
+		assert_int_equal(rec_begin(&s, 1, names[i], n, CP_BEGIN_WAIT | CP_BEGIN_PROOF,
+					   whole, proof, 16 * nproof),
+				 -1);
+		assert_int_equal(s.c.res[0].offset, 0);
+		for (size_t off = 0; off < n; off += CHUNK)
+			assert_int_equal(rec_data(&s, 1, off, p + off, CHUNK), -2);
+		if (i == 0)
+			put_bytes(names[i], p, n);
+		else
+			put_file(dir, names[i], "someone else's");
+		assert_int_equal(rec_end(&s, 1, whole), i == 0 ? CP_E_UPTODATE : CP_E_EXISTS);
+		assert_int_equal(s.fs.n_uptodate, i == 0);
+		sess_close(&s);
+	}
+	assert_true(file_is(dir, "same", p, n));
+	assert_true(file_is(dir, "other", (const uint8_t *)"someone else's", 14));
+	assert_false(exists(dir, ".same.rkpart"));
+	assert_false(exists(dir, ".other.rkpart"));
+	free(p);
+}
+
 /*
  * What lies at a temporary's name is never written through: a hard link
  * to a file elsewhere (even one holding the very prefix the client proves,
@@ -695,6 +750,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_exists_at_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_planted_temporaries, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resume_committed_meanwhile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resume_prefix, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resume_unproven, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_into, setup, teardown),

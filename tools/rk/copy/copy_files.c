@@ -193,48 +193,59 @@ static int free_space_ok(int dirfd, uint64_t need)
 }
 
 /*
- * Resume, the final file exists: the client stated its size and hash. Only
- * a file of exactly that size is read (so never more than --max-file-size)
- * and the answer is yes (up to date) or no (exists): nothing about the
- * file itself goes back.
+ * Whether the final file of @f (f->leaf in f->dirfd) is a regular file of
+ * f->size bytes whose XXH3-128 is @whole: 1 yes, 0 no, or a negative errno
+ * when it could not be read. Only a file of exactly that size is read (so
+ * never more than --max-file-size), and nothing about it goes back but
+ * the answer. Uses f->st (reset).
  */
-static void begin_existing(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
-			   const struct stat *fin, const uint8_t *whole)
+static int final_matches(struct cp_files *fs, struct cp_rfile *f, const uint8_t *whole)
 {
 	struct stat now;
 	uint8_t h[16];
 	int fd, r;
 
-	if ((uint64_t)fin->st_size != f->size) {
-		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
-		return;
-	}
 	fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY | O_NONBLOCK, 0);
-	if (fd < 0) {
-		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
-		return;
-	}
+	if (fd < 0)
+		return 0;
 	/* What we opened, not what fstatat saw: it may have been swapped since. */
 	if (fstat(fd, &now) || !S_ISREG(now.st_mode) || (uint64_t)now.st_size != f->size) {
 		close(fd);
-		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
-		return;
+		return 0;
 	}
 	r = hash_prefix(fs, fd, f->size, f->st);
 	close(fd);
-	if (r) {
-		fail_file(fs, c, f, CP_E_IO, r, 0, 0);
-		return;
-	}
+	if (r)
+		return r;
 	cp_hash_digest(f->st, h);
-	if (!cp_token_equal(h, whole, 16)) {
-		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
-		return;
-	}
+	return cp_token_equal(h, whole, 16);
+}
+
+/* @f is there already, identical: DONE up to date, and a log line. */
+static void up_to_date(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
+		       int unlink_tmp)
+{
 	result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
 	fs->n_uptodate++;
 	flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
-	close_file(f, 0);
+	close_file(f, unlink_tmp);
+}
+
+/*
+ * Resume, the final file exists: the client stated its size and hash. The
+ * answer is yes (up to date) or no (exists).
+ */
+static void begin_existing(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
+			   const struct stat *fin, const uint8_t *whole)
+{
+	int r = (uint64_t)fin->st_size == f->size ? final_matches(fs, f, whole) : 0;
+
+	if (r < 0)
+		fail_file(fs, c, f, CP_E_IO, r, 0, 0);
+	else if (!r)
+		fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
+	else
+		up_to_date(fs, c, f, 0);
 }
 
 /*
@@ -592,10 +603,7 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 			fail_file(fs, c, f, CP_E_EXISTS, 0, 0, 0);
 			return;
 		}
-		result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
-		fs->n_uptodate++;
-		flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
-		close_file(f, 0);
+		up_to_date(fs, c, f, 0);
 		return;
 	}
 	if (f->next_off != f->size) {
@@ -621,8 +629,21 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 		return;
 	}
 	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
-		fail_file(fs, c, f, errno == EEXIST ? CP_E_EXISTS : CP_E_IO,
-			  errno == EEXIST ? 0 : errno, f->size, 1);
+		int e = errno;
+
+		/*
+		 * Resume: the name was free at BEGIN, and now holds a file. Another
+		 * session committed it meanwhile: one of this client's the server
+		 * had not yet seen end, a killed client's still taking what reached
+		 * its ring, or another copy of the same files. If it is what we
+		 * verified, the file is there, which is what a resume asks for.
+		 */
+		if (e == EEXIST && (fs->flags & CP_F_RESUME) && final_matches(fs, f, h) == 1) {
+			up_to_date(fs, c, f, 1);
+			return;
+		}
+		fail_file(fs, c, f, e == EEXIST ? CP_E_EXISTS : CP_E_IO, e == EEXIST ? 0 : e,
+			  f->size, 1);
 		return;
 	}
 	if (fsync(f->dirfd))
