@@ -89,6 +89,7 @@ static int handle_slot(struct session *s, uint64_t seq, uint32_t len, struct rk_
  * Take every slot whose turn has come, while lane 0 has a send buffer free
  * for its RESULTS (else later: our SENDs complete first). So the RESULTS
  * in flight never outnumber those buffers, nor the client's receives.
+ * -ECANCELED once the session is replaced.
  */
 static int deliver(struct session *s, struct rk_error *err)
 {
@@ -99,6 +100,14 @@ static int deliver(struct session *s, struct rk_error *err)
 
 		if (!s->lanes[0].ss || !rk_send_set_free_count(s->lanes[0].ss))
 			return 0;
+		/*
+		 * Replaced by a new session of the same client: stop here, not
+		 * after the slots already in the ring. Each may begin, write and
+		 * commit files the new session is about to take over, and it waits
+		 * for this one to end only so long (cp_reg_replace).
+		 */
+		if (atomic_load(&s->reg.replaced))
+			return -ECANCELED;
 		r = rk_ring_rx_recv(s->ring, s->msg, s->stride, &len, err);
 		if (r <= 0)
 			return r;
