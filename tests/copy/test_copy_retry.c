@@ -261,6 +261,51 @@ static void busy_after_reconnect_retried(void **state)
 	assert_int_equal(plan.items[0].code, CP_OK);
 }
 
+/*
+ * Busy in the first session: the lock's holder is a session that ends on
+ * its own (a killed run's, another copy's), so the file is tried again,
+ * without turning --resume on (nothing of it was this run's to write).
+ */
+static void busy_in_first_session_retried(void **state)
+{
+	const struct session sc[] = {
+	    {RK_EXIT_OK, 0, 1, CP_E_BUSY, 0, 0},
+	    {RK_EXIT_OK, 0, 1, CP_E_BUSY, 0, 0},
+	    {RK_EXIT_OK, 0, 1, CP_OK, 1000, 0},
+	};
+	struct cp_retry_stats st;
+	struct cp_plan plan;
+
+	(void)state;
+	assert_int_equal(run(sc, 3, 10, &plan, &st), RK_EXIT_OK);
+	assert_int_equal(calls, 3);
+	assert_int_equal(st.reconnects, 2);
+	assert_int_equal(plan.items[0].code, CP_OK);
+	assert_false(flags_seen[1] & CP_F_RESUME);
+	assert_false(flags_seen[2] & CP_F_RESUME);
+}
+
+/* The same budget as reconnects: once spent, the file stays refused busy (exit 3). */
+static void busy_within_budget(void **state)
+{
+	const struct session sc[] = {
+	    {RK_EXIT_OK, 0, 1, CP_E_BUSY, 0, 0},
+	    {RK_EXIT_OK, 0, 1, CP_E_BUSY, 0, 0},
+	    {RK_EXIT_OK, 0, 1, CP_E_BUSY, 0, 0},
+	};
+	struct cp_retry_stats st;
+	struct cp_plan plan;
+
+	(void)state;
+	assert_int_equal(run(sc, 3, 2, &plan, &st), RK_EXIT_OK);
+	assert_int_equal(calls, 3);
+	assert_int_equal(plan.items[0].code, CP_E_BUSY);
+	assert_int_equal(plan.items[0].state, CP_ITEM_DONE);
+	assert_int_equal(run(sc, 1, 0, &plan, &st), RK_EXIT_OK);
+	assert_int_equal(calls, 1);
+	assert_int_equal(plan.items[0].code, CP_E_BUSY);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -273,6 +318,8 @@ int main(void)
 	    cmocka_unit_test(count_bounded),
 	    cmocka_unit_test(window_bounds_no_progress),
 	    cmocka_unit_test(busy_after_reconnect_retried),
+	    cmocka_unit_test(busy_in_first_session_retried),
+	    cmocka_unit_test(busy_within_budget),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -219,8 +219,17 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 			o->replacing = 1;
 			memcpy(o->replaces, fate.key, CP_KEY_LEN);
 		}
-		/* A later session may meet the previous one's lock on a file: try again. */
-		busy = st->reconnects && rc == RK_EXIT_OK && count_busy(plan);
+		/*
+		 * A file refused as busy is held by a session that ends on its
+		 * own: a session of this run the server has not seen end yet
+		 * (replaced, it stops within a slot), a killed client's still
+		 * taking what reached its ring before it died, or another copy
+		 * of the same files. Once it ends, the file is there (up to date
+		 * for a resume), or its temporary is free to resume: try again,
+		 * in the same budget as a reconnect. The first session too: the
+		 * client killed before this one was such a run.
+		 */
+		busy = rc == RK_EXIT_OK && count_busy(plan);
 		if ((rc == RK_EXIT_OK && !busy) || (rc != RK_EXIT_OK && !fate.transport))
 			return rc;
 		/*
@@ -249,7 +258,14 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 			    o->ack_timeout ? ack_str(o->ack_timeout, ack, sizeof(ack)) : "");
 		}
 		cp_retry_sleep(wait);
-		o->flags |= CP_F_RESUME;
+		/*
+		 * After a loss, what this run sent may be committed or half
+		 * there: resume. Files only busy were never ours to write, so
+		 * they keep the run's own flags (without --resume, a file the
+		 * other transfer committed meanwhile exists).
+		 */
+		if (rc != RK_EXIT_OK)
+			o->flags |= CP_F_RESUME;
 		cp_progress_restart(o->progress, settled_bytes(plan), st->reconnects);
 	}
 }

@@ -51,8 +51,10 @@ struct cp_retry_stats {
  * moved any data. Sessions after the first run with CP_F_RESUME, and each
  * after an established one with CP_F_REPLACES and its key, so the server
  * ends that one (it may not have noticed the loss) and its file locks go
- * with it. A file the server still calls busy in a later session is tried
- * again. Returns cp_send's code for the last session; @why
+ * with it. A file the server calls busy (another session holds it) is
+ * tried again in a later session, from the same budget; such a session
+ * keeps @o's flags (it turns on CP_F_RESUME only after a loss). Returns
+ * cp_send's code for the last session; @why
  * says what ended it. Blocks; not thread-safe (uses o->progress).
  */
 int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_plan *plan,
