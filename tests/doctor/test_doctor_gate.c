@@ -19,18 +19,27 @@
 static const uint8_t tok[DOC_TOKEN_LEN] = {0xde, 0xad, 0xbe, 0xef, 1, 2,  3,  4,
 					   5,	 6,    7,    8,	   9, 10, 11, 0xff};
 
+/* A frame header announcing @n bytes. */
+static void header(uint8_t *buf, uint32_t n)
+{
+	buf[0] = 'R';
+	buf[1] = 'K';
+	buf[2] = 'D';
+	buf[3] = 'R';
+	buf[4] = (uint8_t)(n >> 24);
+	buf[5] = (uint8_t)(n >> 16);
+	buf[6] = (uint8_t)(n >> 8);
+	buf[7] = (uint8_t)n;
+}
+
 /* A frame of @json as rk doctor would frame it. */
 static size_t frame(uint8_t *buf, size_t cap, const char *json)
 {
 	size_t n = strlen(json);
 
-	assert_true(n + DOC_WIRE_HDR <= cap);
-	memcpy(buf, "RKDR", 4);
-	buf[4] = (uint8_t)(n >> 24);
-	buf[5] = (uint8_t)(n >> 16);
-	buf[6] = (uint8_t)(n >> 8);
-	buf[7] = (uint8_t)n;
-	memcpy(buf + DOC_WIRE_HDR, json, n);
+	assert_true(n + 1 + DOC_WIRE_HDR <= cap);
+	header(buf, (uint32_t)n);
+	memcpy(buf + DOC_WIRE_HDR, json, n + 1);
 	return n + DOC_WIRE_HDR;
 }
 
@@ -125,15 +134,15 @@ static void need_reads_no_further(void **state)
 	n = hello(buf, sizeof(buf), tok);
 	for (size_t got = DOC_WIRE_HDR; got <= n; got++)
 		assert_int_equal(doc_hello_need(buf, got, why, sizeof(why)), (int)n);
-	memcpy(buf, "RKDR\0\0\1\1", 8); /* 257 bytes */
+	header(buf, 257);
 	assert_int_equal(doc_hello_need(buf, 8, why, sizeof(why)), -EMSGSIZE);
 	assert_non_null(strstr(why, "a first message of 257 bytes"));
 	assert_non_null(strstr(why, "install the same rk version"));
-	memcpy(buf, "RKDR\0\0\0\0", 8);
+	header(buf, 0);
 	assert_int_equal(doc_hello_need(buf, 8, why, sizeof(why)), -EMSGSIZE);
-	memcpy(buf, "RKDR\xff\xff\xff\xff", 8);
+	header(buf, UINT32_MAX);
 	assert_int_equal(doc_hello_need(buf, 8, why, sizeof(why)), -EMSGSIZE);
-	memcpy(buf, "RKDR\0\0\1\0", 8); /* 256: the most a hello may be */
+	header(buf, DOC_HELLO_MAX); /* the most a hello may be */
 	assert_int_equal(doc_hello_need(buf, 8, NULL, 0), DOC_WIRE_HDR + DOC_HELLO_MAX);
 }
 

@@ -229,8 +229,8 @@ static void judge(struct listener *L, struct pending *p)
 	}
 	if (L->pid) {
 		uint64_t now = cli_now_ns();
-		unsigned left =
-		    L->kill_at > now ? (unsigned)((L->kill_at - now) / 1000000000) + 1 : 1;
+		uint64_t bound = L->started + ms_ns(DOC_SESSION_MS(L->max_step_ms));
+		unsigned left = bound > now ? (unsigned)((bound - now) / 1000000000) + 1 : 1;
 
 		log_refusal(L, p->ip, "busy with another test");
 		snprintf(why, sizeof(why),
@@ -349,7 +349,8 @@ static uint64_t expire(struct listener *L)
 	if (L->pid && now >= L->kill_at) {
 		fprintf(stderr, "rk doctor: %s: its test ran past %llu ms: ended\n", L->run_ip,
 			(unsigned long long)DOC_SESSION_MS(L->max_step_ms));
-		kill(L->pid, SIGKILL);
+		if (kill(L->pid, SIGKILL) && errno != ESRCH)
+			fprintf(stderr, "rk doctor: kill %d: %s\n", (int)L->pid, strerror(errno));
 		L->kill_at = UINT64_MAX; /* once; the pipe tells when it is gone */
 	} else if (L->pid && L->kill_at < next) {
 		next = L->kill_at;
@@ -427,7 +428,8 @@ int doc_listen(const char *addr, const char *port, int once, int max_step_ms, co
 		r = round_once(&L);
 	close_all(&L, -1);
 	if (L.pid) {
-		kill(L.pid, SIGKILL);
+		if (kill(L.pid, SIGKILL) && errno != ESRCH)
+			fprintf(stderr, "rk doctor: kill %d: %s\n", (int)L.pid, strerror(errno));
 		test_ended(&L);
 	}
 	close(L.lfd);

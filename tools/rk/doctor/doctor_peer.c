@@ -102,7 +102,7 @@ int doc_ctl_recv(int fd, struct doc_msg *m, int timeout_ms, struct rk_error *err
 {
 	static uint8_t buf[DOC_WIRE_MAX];
 	uint64_t deadline = cli_now_ns() + (uint64_t)timeout_ms * 1000000;
-	uint8_t hdr[DOC_WIRE_HDR];
+	uint8_t hdr[DOC_WIRE_HDR] = {0};
 	char why[160], shown[DOC_WIRE_HDR + 1];
 	uint32_t len;
 	size_t done;
@@ -530,7 +530,7 @@ static void connect_failed(struct doc_report *r, int e, const struct rk_error *e
 static int say_hello(struct doc_report *r, int fd, const char *host, const char *port, int step_ms,
 		     const uint8_t *token)
 {
-	struct doc_msg hi = {.type = DOC_MSG_HELLO}, ans;
+	struct doc_msg hi = {.type = DOC_MSG_HELLO}, ans = {0};
 	struct rk_error err;
 	int e;
 
