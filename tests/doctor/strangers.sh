@@ -1,6 +1,6 @@
 #!/bin/sh
 # rk doctor --listen among strangers (one host, RK_ADDR).
-# With --token-file, while 14 idle connections, a slow one, garbage, a hello with
+# With --token-file, while 16 idle connections, a slow one, garbage, a hello with
 # a wrong token, one without and a huge frame keep coming back (more than the 16
 # it keeps waiting):
 #   - rk doctor with the token passes every step, in about its usual time
