@@ -11,12 +11,14 @@ Kinds, each reconnecting AGAIN_S after the listener lets it go:
   wrong    a well-formed rk doctor hello with a wrong token
   none     a well-formed rk doctor hello without a token
   huge     a frame header announcing 1 GiB
-Everything a kind receives is appended to OUT/KIND; OUT/report.json says how many
-connections of each kind the listener closed and the longest any was held.
+Everything a kind receives is appended to OUT/KIND; OUT/report has a line a kind,
+"KIND closed N held_ms MS": how many of its connections the listener closed, and
+the longest it held one.
 Prints "ready" once every kind has connected.
 
-hold: an rk doctor client that says hello (no token), writes what it gets to
-OUT/holder, and then sends nothing more, until OUT/stop exists or SECONDS pass.
+hold: once OUT/go exists, an rk doctor client that says hello (no token), writes
+what it gets to OUT/holder, and then sends nothing more, until OUT/stop exists or
+SECONDS pass.
 """
 import json
 import os
@@ -46,10 +48,14 @@ FIRST = {
 
 def hold(host, port, out, seconds):
     os.makedirs(out, exist_ok=True)
+    end = time.monotonic() + seconds
+    while not os.path.exists(os.path.join(out, "go")):  # started early: python is slow to start
+        if time.monotonic() > end:
+            return
+        time.sleep(0.05)
     s = socket.create_connection((host, port), timeout=5)
     s.sendall(hello(""))
     got = b""
-    end = time.monotonic() + seconds
     s.settimeout(0.1)
     print("ready", flush=True)
     while time.monotonic() < end and not os.path.exists(os.path.join(out, "stop")):
@@ -122,8 +128,9 @@ def main():
                     pass
     for s in conns:
         s.close()
-    with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump({"closed": closed, "held_s": held}, f)
+    with open(os.path.join(out, "report"), "w") as f:
+        for k in FIRST:
+            f.write("%s closed %d held_ms %d\n" % (k, closed[k], held[k] * 1000))
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 addr=${RK_ADDR:?}
 port=18519
 W=$(mktemp -d "${TMPDIR:-/tmp}/rkstrangers.XXXXXX")
-lis= str=
+lis= str= hold=
 cleanup() {
 	touch "$W/str/stop" "$W/hold/stop" 2>/dev/null || true
 	[ -z "$lis" ] || kill "$lis" 2>/dev/null || true
 	[ -z "$str" ] || kill "$str" 2>/dev/null || true
+	[ -z "$hold" ] || kill "$hold" 2>/dev/null || true
 	wait || true
 	rm -rf "$W"
 }
@@ -83,6 +84,9 @@ alone_ms=$ms
 
 python3 "$here/strangers.py" "$addr" $port "$W/str" 120 >"$W/str.out" &
 str=$!
+# the stalled client of the last part, started now (python starts slowly in the guest)
+python3 "$here/strangers.py" hold "$addr" $port "$W/hold" 120 >"$W/hold.out" &
+hold=$!
 ready "$W/str.out"
 sleep 1 # every kind has been read and judged once, the idle ones wait
 
@@ -108,11 +112,11 @@ doctor nofile --token-file "$W/absent" "$addr:$port"
 [ $rc -eq 2 ] || fail "nofile: exit $rc"
 has nofile "rk doctor: token: .*absent: No such file"
 
+echo "--- $(date +%T) strangers stop"
 touch "$W/str/stop"
 wait $str
 str=
-cat "$W/str/report.json"
-echo
+cat "$W/str/report"
 # None of the strangers got a byte of the host's facts; the silent ones got nothing.
 for k in idle slow garbage wrong none huge; do
 	! grep -qF -e "$host" -e "$kernel" -e '"facts"' -e '"welcome"' "$W/str/$k" ||
@@ -127,14 +131,11 @@ grep -q '"t":"error","text":"this rk doctor --listen requires a token' "$W/str/n
 	fail "none: not told"
 grep -q '"t":"error","text":"a first message of 1073741824 bytes' "$W/str/huge" ||
 	fail "huge: not told"
-python3 - "$W/str/report.json" <<'PY' || fail "strangers held too long or never let go"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for k in ("idle", "slow", "garbage", "wrong", "none", "huge"):
-    assert r["closed"][k] >= 1, (k, r)
-# held for DOC_HELLO_MS (2 s) at most, with room for a slow guest
-assert r["held_s"]["idle"] < 6 and r["held_s"]["slow"] < 6, r
-PY
+# every kind let go, the silent and the slow within DOC_HELLO_MS (2 s; room for a slow guest)
+while read -r k _ n _ held; do
+	[ "$n" -ge 1 ] || fail "stranger $k: never let go"
+	[ "$held" -lt 6000 ] || fail "stranger $k: held $held ms"
+done <"$W/str/report"
 # ... and the listener said why, for every kind.
 for why in "refused: not rk doctor: it sent \"GET / HT\"" \
 	"refused: wrong token" "refused: this rk doctor --listen requires a token" \
@@ -148,13 +149,14 @@ done
 kill $lis
 wait $lis || true
 lis=
+echo "--- $(date +%T) without a token"
 
 # No token at the listener: any rk doctor client. One that says hello and stalls holds
 # the test (up to the listener's --timeout for its facts); another is told so at once.
 listen lis2.log --timeout 4000
-python3 "$here/strangers.py" hold "$addr" $port "$W/hold" 30 >"$W/hold.out" &
-str=$!
+touch "$W/hold/go"
 ready "$W/hold.out"
+echo "--- $(date +%T) the stalled client is there"
 i=0
 until grep -q "its test begins" "$W/lis2.log"; do
 	i=$((i + 1))
@@ -166,8 +168,8 @@ doctor busy "$addr:$port"
 has busy "refused the test: busy with another peer's test (for [0-9]* s at most): try again"
 [ $ms -lt 10000 ] || fail "busy: took $ms ms to say so"
 touch "$W/hold/stop"
-wait $str
-str=
+wait $hold
+hold=
 grep -q '"t":"welcome","checked":0' "$W/hold/holder" || fail "holder: no welcome"
 ! grep -qF -e "$host" -e "$kernel" "$W/hold/holder" || fail "holder: facts without its own"
 i=0
