@@ -5,6 +5,8 @@
  * Input: a frame (header and JSON payload); when the header does not hold
  * exactly the rest, the bytes are also tried as a payload alone, so that
  * mutations of the JSON reach the decoder without the header in the way.
+ * Every input also goes through the listener's gate (doctor_gate.h) as the
+ * first bytes of a connection, with and without a token.
  *
  * Asserts, for any bytes:
  *  - the frame header gives a length only in 1..DOC_WIRE_MAX, only after
@@ -13,10 +15,16 @@
  *    fields; an accepted one has every text field printable and terminated
  *    within its array, every number in its range (MTUs, port, GID index,
  *    lines, steps, buffers that do not wrap);
- *  - what was accepted re-encodes into a frame that decodes to the same.
+ *  - what was accepted re-encodes into a frame that decodes to the same;
+ *  - the gate never asks for more than a hello's frame, never admits
+ *    anything but a whole hello of this version, with the token when it
+ *    has one (checked only then), and says why it refuses, printably.
  */
 #include <string.h>
 
+#include <errno.h>
+
+#include "../tools/rk/doctor/doctor_gate.h"
 #include "../tools/rk/doctor/doctor_wire.h"
 #include "fuzz.h"
 
@@ -80,7 +88,9 @@ static int same_msg(const struct doc_msg *a, const struct doc_msg *b)
 {
 	return a->type == b->type && a->step == b->step && a->ok == b->ok &&
 	       a->wc_status == b->wc_status && a->timed_out == b->timed_out &&
-	       a->value == b->value && SAME_STR(text) && same_facts(&a->facts, &b->facts);
+	       a->value == b->value && SAME_STR(text) && same_facts(&a->facts, &b->facts) &&
+	       a->has_token == b->has_token && a->checked == b->checked &&
+	       memcmp(a->token, b->token, sizeof(a->token)) == 0;
 }
 
 static void check_payload(const uint8_t *data, size_t size)
@@ -93,10 +103,13 @@ static void check_payload(const uint8_t *data, size_t size)
 
 	if (r) {
 		FUZZ_CHECK(why[0] != '\0' && fuzz_printable(why, sizeof(why)));
-		FUZZ_CHECK(m.facts.nlines == 0 && m.text[0] == '\0' && m.step == 0);
+		FUZZ_CHECK(m.facts.nlines == 0 && m.text[0] == '\0' && m.step == 0 &&
+			   !m.has_token && !m.checked);
 		return;
 	}
-	FUZZ_CHECK(m.type >= DOC_MSG_FACTS && m.type <= DOC_MSG_ERROR);
+	FUZZ_CHECK(m.type >= DOC_MSG_FACTS && m.type <= DOC_MSG_LAST);
+	FUZZ_CHECK(m.type == DOC_MSG_HELLO || !m.has_token);
+	FUZZ_CHECK(m.checked == 0 || m.checked == 1);
 	FUZZ_CHECK(m.step >= 0 && m.step < DOC_STEP_COUNT);
 	FUZZ_CHECK(m.ok == 0 || m.ok == 1);
 	FUZZ_CHECK(m.wc_status >= -1 && m.wc_status <= 255);
@@ -111,9 +124,55 @@ static void check_payload(const uint8_t *data, size_t size)
 	FUZZ_CHECK(same_msg(&m, &again));
 }
 
+/* The token the gate holds when it has one (the seed "hello-token" carries it). */
+static const uint8_t gate_token[DOC_TOKEN_LEN] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+						  0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe};
+
+/* @data as the first bytes of a connection to rk doctor --listen, fed in as the listener reads. */
+static void check_gate(const uint8_t *data, size_t size, const uint8_t *token)
+{
+	static struct doc_msg m;
+	char why[256];
+	size_t got = 0;
+	int need, checked = -1, r;
+
+	for (;;) {
+		why[0] = '\0';
+		need = doc_hello_need(data, got, why, sizeof(why));
+		if (need < 0) {
+			FUZZ_CHECK(need == -EBADMSG || need == -EMSGSIZE);
+			FUZZ_CHECK(why[0] != '\0' && fuzz_printable(why, sizeof(why)));
+			return;
+		}
+		FUZZ_CHECK((size_t)need >= got && need >= DOC_WIRE_HDR &&
+			   need <= DOC_WIRE_HDR + DOC_HELLO_MAX);
+		if ((size_t)need == got || (size_t)need > size)
+			break;
+		got = (size_t)need; /* the listener reads up to what it needs, no further */
+	}
+	if ((size_t)need != got)
+		return; /* the peer would be cut off at DOC_HELLO_MS */
+	why[0] = '\0';
+	r = doc_hello_judge(data, got, token, &checked, why, sizeof(why));
+	if (r) {
+		FUZZ_CHECK(r == -EBADMSG || r == -EMSGSIZE || r == -EPROTO || r == -EACCES);
+		FUZZ_CHECK(checked == 0 && why[0] != '\0' && fuzz_printable(why, sizeof(why)));
+		return;
+	}
+	/* admitted: a whole hello of this version, with the token if there is one */
+	FUZZ_CHECK(doc_msg_decode(data + DOC_WIRE_HDR, got - DOC_WIRE_HDR, &m, NULL, 0) == 0);
+	FUZZ_CHECK(m.type == DOC_MSG_HELLO);
+	FUZZ_CHECK(checked == (token != NULL));
+	if (token)
+		FUZZ_CHECK(m.has_token && memcmp(m.token, token, DOC_TOKEN_LEN) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint32_t len = 0;
+
+	check_gate(data, size, NULL);
+	check_gate(data, size, gate_token);
 
 	if (size >= DOC_WIRE_HDR) {
 		int r = doc_frame_len(data, &len);
@@ -205,6 +264,20 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	m.type = DOC_MSG_ERROR;
 	strcpy(m.text, "no usable RDMA device for 10.77.0.2 there");
 	emit_msg(emit, "error", &m);
+	memset(&m, 0, sizeof(m));
+	m.type = DOC_MSG_HELLO;
+	emit_msg(emit, "hello", &m);
+	m.has_token = 1;
+	memcpy(m.token, gate_token, DOC_TOKEN_LEN);
+	emit_msg(emit, "hello-token", &m);
+	m.token[DOC_TOKEN_LEN - 1] ^= 1;
+	emit_msg(emit, "hello-wrong-token", &m);
+	memset(&m, 0, sizeof(m));
+	m.type = DOC_MSG_WELCOME;
+	m.checked = 1;
+	emit_msg(emit, "welcome", &m);
+	emit("hello-v1", "RKDR\0\0\0\x13{\"v\":1,\"t\":\"hello\"}", 27);
+	emit("hello-long", "RKDR\0\0\x40\0{", 9);
 	emit("not-json", "RKDR\0\0\0\3{\"v", 11);
 	emit("http", "GET / HTTP/1.0\r\n\r\n", 18);
 }

@@ -5,7 +5,8 @@
  * the facts behind them. Exit 0 when nothing is ✗, 1 otherwise.
  *
  * With HOST[:PORT] it goes on to the peer's rk doctor --listen: both
- * sides' facts compared, then the link test (doctor_peer.h).
+ * sides' facts compared, then the link test (doctor_peer.h). --token-file
+ * takes rk copy's token files (copy/copy_token.h).
  *
  * The checks live in doctor_*.c (see doctor.h). Nothing here needs root;
  * what cannot be looked at says "not checked: needs ...".
@@ -15,55 +16,79 @@
 
 #include <rdmakit/version.h>
 
-#include "commands.h"
 #include "cli.h"
+#include "commands.h"
+#include "copy/copy_token.h"
 #include "doctor.h"
+#include "doctor_gate.h"
 #include "doctor_peer.h"
+
+_Static_assert(CP_TOKEN_LEN == DOC_TOKEN_LEN, "rk doctor's hello carries rk copy's token digest");
 
 static void usage(FILE *out)
 {
-	fprintf(
-	    out,
-	    "usage: rk doctor [--json]                       this host\n"
-	    "       rk doctor [--json] [--timeout MS] HOST[:PORT]   this host, HOST and the link\n"
-	    "       rk doctor --listen [--addr A] [--port P] [--once] [--timeout MS]\n"
-	    "\n"
-	    "Check this host's RDMA set-up: device nodes, modules, providers, ports and\n"
-	    "their netdevs, GIDs, MTU, the locked-memory limit and rdma_cm. One line per\n"
-	    "check: \u2713 fine, ! works but slower or fragile, \u2717 will fail, - not "
-	    "checked;\n"
-	    "every ! and \u2717 comes with its fix.\n"
-	    "\n"
-	    "With HOST, where `rk doctor --listen` runs: both hosts' facts are exchanged and\n"
-	    "compared (versions, device and port, GID types, MTU at both ends and the path\n"
-	    "MTU, locked memory), saying what to change on which host; then an rdma_cm\n"
-	    "connection and a 4 KiB SEND, RDMA WRITE and RDMA READ each way, the data\n"
-	    "checked, and the round-trip time. A failing step is named with its completion\n"
-	    "status or CM event, the likely causes in order and what to check on which host;\n"
-	    "every step has a deadline and the report says how far the test got.\n"
-	    "\n"
-	    "  --json          the verdicts and the facts as one JSON object on stdout\n"
-	    "  --timeout MS    deadline of each step of the two-host test (default %d;\n"
-	    "                  the listener takes the client's, up to its own)\n"
-	    "  --listen        serve rk doctor HOST from other hosts, one at a time\n"
-	    "  --addr A        the address to listen on (default: any)\n"
-	    "  --port P        TCP port (default %s; HOST:PORT on the other side)\n"
-	    "  --once          with --listen: serve one peer, then exit\n"
-	    "  -h, --help      this text\n"
-	    "\n"
-	    "exit: 0 nothing is \u2717, 1 something is, 2 bad command line\n",
-	    DOC_DEFAULT_STEP_MS, DOC_DEFAULT_PORT);
+	fprintf(out,
+		"usage: rk doctor [--json]                       this host\n"
+		"       rk doctor [--json] [--timeout MS] [--token-file F] HOST[:PORT]\n"
+		"                                             this host, HOST and the link\n"
+		"       rk doctor --listen [--addr A] [--port P] [--once] [--timeout MS]\n"
+		"                 [--token-file F]\n"
+		"\n"
+		"Check this host's RDMA set-up: device nodes, modules, providers, ports and\n"
+		"their netdevs, GIDs, MTU, the locked-memory limit and rdma_cm. One line per\n"
+		"check: \u2713 fine, ! works but slower or fragile, \u2717 will fail, - not "
+		"checked;\n"
+		"every ! and \u2717 comes with its fix.\n"
+		"\n"
+		"With HOST, where `rk doctor --listen` runs: both hosts' facts are exchanged and\n"
+		"compared (versions, device and port, GID types, MTU at both ends and the path\n"
+		"MTU, locked memory), saying what to change on which host; then an rdma_cm\n"
+		"connection and a 4 KiB SEND, RDMA WRITE and RDMA READ each way, the data\n"
+		"checked, and the round-trip time. A failing step is named with its completion\n"
+		"status or CM event, the likely causes in order and what to check on which host;\n"
+		"every step has a deadline and the report says how far the test got.\n"
+		"\n"
+		"  --json          the verdicts and the facts as one JSON object on stdout\n"
+		"  --timeout MS    deadline of each step of the two-host test (default %d;\n"
+		"                  the listener takes the client's, up to its own)\n"
+		"  --listen        serve rk doctor HOST from other hosts, one test at a time\n"
+		"  --addr A        the address to listen on (default: any)\n"
+		"  --port P        TCP port (default %s; HOST:PORT on the other side)\n"
+		"  --once          with --listen: serve one test, then exit\n"
+		"  --token-file F  the access token (a file as for rk copy / rk serve): the\n"
+		"                  listener admits only clients that send it; the client sends it\n"
+		"  -h, --help      this text\n"
+		"\n"
+		"The listener tells a connection nothing (not even its facts) until it has said\n"
+		"hello as rk doctor does, in a first message of at most %d bytes within %d ms,\n"
+		"with the token when the listener has one (compared in constant time; it\n"
+		"travels unencrypted, as rk copy's). Without --token-file any rk doctor client\n"
+		"that reaches the port may run the test. Up to %d connections wait for their\n"
+		"hello at once (past that the oldest is dropped); the test runs for one client\n"
+		"at a time, a client admitted meanwhile is told it is busy, and a test is ended\n"
+		"after %d x the listener's --timeout + %d s. Refusals are logged to stderr.\n"
+		"\n"
+		"exit: 0 nothing is \u2717, 1 something is, 2 bad command line or token file\n",
+		DOC_DEFAULT_STEP_MS, DOC_DEFAULT_PORT, DOC_HELLO_MAX, DOC_HELLO_MS, DOC_PENDING_MAX,
+		DOC_LINK_STEPS + 3, DOC_LOCAL_CHECKS_MS / 1000);
 }
 
 int rk_cmd_doctor(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},	       {"listen", no_argument, NULL, 'l'},
-	    {"addr", required_argument, NULL, 'a'},    {"port", required_argument, NULL, 'p'},
-	    {"timeout", required_argument, NULL, 't'}, {"once", no_argument, NULL, 'o'},
-	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, 'j'},
+	    {"listen", no_argument, NULL, 'l'},
+	    {"addr", required_argument, NULL, 'a'},
+	    {"port", required_argument, NULL, 'p'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"once", no_argument, NULL, 'o'},
+	    {"token-file", required_argument, NULL, 'k'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
-	const char *addr = NULL, *port = DOC_DEFAULT_PORT, *target = NULL;
+	const char *addr = NULL, *port = DOC_DEFAULT_PORT, *target = NULL, *token_file = NULL;
+	uint8_t token[CP_TOKEN_LEN];
+	char why[256];
 	struct doc_report r;
 	uint64_t step_ms = DOC_DEFAULT_STEP_MS;
 	int c, json = 0, listen = 0, once = 0, port_set = 0;
@@ -87,6 +112,9 @@ int rk_cmd_doctor(int argc, char **argv)
 		case 'o':
 			once = 1;
 			break;
+		case 'k':
+			token_file = optarg;
+			break;
 		case 't':
 			if (cli_parse_uint(optarg, DOC_STEP_MS_MIN, DOC_STEP_MS_MAX, &step_ms) == 0)
 				break;
@@ -108,14 +136,24 @@ int rk_cmd_doctor(int argc, char **argv)
 		usage(stderr);
 		return RK_EXIT_USAGE;
 	}
+	if (token_file && !listen && !target) {
+		usage(stderr);
+		return RK_EXIT_USAGE;
+	}
+	if (token_file && cp_token_load(token_file, token, why, sizeof(why))) {
+		fprintf(stderr, "rk doctor: token: %s\n", why);
+		return RK_EXIT_USAGE;
+	}
 	if (listen)
-		return doc_listen(addr, port, once, (int)step_ms) ? RK_EXIT_FAILURE : RK_EXIT_OK;
+		return doc_listen(addr, port, once, (int)step_ms, token_file ? token : NULL)
+			   ? RK_EXIT_FAILURE
+			   : RK_EXIT_OK;
 	doc_quiet = json;
 	doc_run_local(&r);
 	if (target) {
 		if (!json)
 			printf("\nwith %s:\n", target);
-		doc_peer_run(&r, target, (int)step_ms);
+		doc_peer_run(&r, target, (int)step_ms, token_file ? token : NULL);
 	}
 	if (json) {
 		struct json_object *o = json_object_new_object();

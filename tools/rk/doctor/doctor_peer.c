@@ -102,7 +102,7 @@ int doc_ctl_recv(int fd, struct doc_msg *m, int timeout_ms, struct rk_error *err
 {
 	static uint8_t buf[DOC_WIRE_MAX];
 	uint64_t deadline = cli_now_ns() + (uint64_t)timeout_ms * 1000000;
-	uint8_t hdr[DOC_WIRE_HDR];
+	uint8_t hdr[DOC_WIRE_HDR] = {0};
 	char why[160], shown[DOC_WIRE_HDR + 1];
 	uint32_t len;
 	size_t done;
@@ -487,8 +487,8 @@ static void exchange_failed(struct doc_report *r, int e, const struct rk_error *
 	case -ETIMEDOUT:
 		doc_add(
 		    r, DOC_FAIL, "peer", fix,
-		    "%s port %s accepted the connection but sent no facts: %s (not an rk doctor "
-		    "--listen, or busy with another peer)",
+		    "%s port %s accepted the connection but did not answer: %s (not an rk doctor "
+		    "--listen, or a stalled one)",
 		    pn, port, err->msg);
 		break;
 	default:
@@ -522,7 +522,63 @@ static void connect_failed(struct doc_report *r, int e, const struct rk_error *e
 	explain_errno(r, -e, "connect", NULL);
 }
 
-void doc_peer_run(struct doc_report *r, const char *target, int step_ms)
+/*
+ * The hello and the listener's answer, before anything else: the listener
+ * tells nothing to a peer that has not said it is rk doctor (with the
+ * token, when it asks for one). 0 when welcomed; else the reason is in @r.
+ */
+static int say_hello(struct doc_report *r, int fd, const char *host, const char *port, int step_ms,
+		     const uint8_t *token)
+{
+	struct doc_msg hi = {.type = DOC_MSG_HELLO}, ans = {0};
+	struct rk_error err;
+	int e;
+
+	rk_error_clear(&err);
+	if (token) {
+		hi.has_token = 1;
+		memcpy(hi.token, token, DOC_TOKEN_LEN);
+	}
+	e = doc_ctl_send(fd, &hi, step_ms, &err);
+	if (!e)
+		e = doc_ctl_recv(fd, &ans, step_ms, &err);
+	if (e == -ECONNRESET) {
+		char fix[256];
+
+		snprintf(fix, sizeof(fix),
+			 "on %s: rk doctor --listen --port %s of the same rk version as here", host,
+			 port);
+		doc_add(
+		    r, DOC_FAIL, "peer", fix,
+		    "%s port %s closed the connection after our hello: an rk doctor --listen of "
+		    "an older protocol, or not rk doctor",
+		    host, port);
+		return e;
+	}
+	if (e) {
+		exchange_failed(r, e, &err, host, port);
+		return e;
+	}
+	if (ans.type == DOC_MSG_ERROR) {
+		doc_add(r, DOC_FAIL, "peer", NULL, "%s refused the test: %s", host, ans.text);
+		return -EACCES;
+	}
+	if (ans.type != DOC_MSG_WELCOME) {
+		rk_error_setf(&err, "recv", EBADMSG, "another message where its welcome belongs");
+		exchange_failed(r, -EBADMSG, &err, host, port);
+		return -EBADMSG;
+	}
+	if (token && !ans.checked)
+		doc_add(
+		    r, DOC_WARN, "token",
+		    "start rk doctor --listen there with --token-file, to keep strangers out",
+		    "%s does not check tokens (no --token-file there): any rk doctor client may "
+		    "use it",
+		    host);
+	return 0;
+}
+
+void doc_peer_run(struct doc_report *r, const char *target, int step_ms, const uint8_t *token)
 {
 	char host[256], port[16] = DOC_DEFAULT_PORT, local[INET6_ADDRSTRLEN], rip[INET6_ADDRSTRLEN];
 	struct rk_device *dev = NULL;
@@ -546,6 +602,8 @@ void doc_peer_run(struct doc_report *r, const char *target, int step_ms)
 		doc_add(r, DOC_FAIL, "peer", NULL, "cannot read the addresses of the connection");
 		goto out;
 	}
+	if (say_hello(r, fd, host, port, step_ms, token))
+		goto out;
 	e = doc_local_facts(r, local, &me.facts, &dev, &err);
 	if (e) {
 		doc_add(r, DOC_FAIL, "device", "rk doctor (this host) for the device's state",

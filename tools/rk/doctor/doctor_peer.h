@@ -2,21 +2,27 @@
  * doctor_peer.h - rk doctor across two hosts: `rk doctor HOST[:PORT]`
  * against `rk doctor --listen` on the peer.
  *
- *   doctor_wire.c    the control messages (facts, do, result, error): codec
+ *   doctor_wire.c    the control messages (hello, welcome, facts, do,
+ *                    result, error): codec
+ *   doctor_gate.c    what the listener asks of a peer before anything else:
+ *                    an rk doctor hello, in time, with the token
  *   doctor_peer.c    the control channel, this side's facts, the exchange
  *                    and the comparison of both sides (the client's run)
  *   doctor_link.c    the rdma_cm connection and the verified transfers,
  *                    both ends of each step
- *   doctor_listen.c  the listener: one peer at a time, bounded in time
+ *   doctor_listen.c  the listener: every connection at once until it has
+ *                    proven itself, then one test at a time
+ *   doctor_session.c the listener's side of one admitted client's test
  *
- * The client drives: it connects over TCP, both sides send their facts,
- * the client compares them, then asks for each step of the link test in
- * turn ("do"), and the listener answers each with a result. Every wait has
- * a deadline (the client's per-step --timeout, which the listener adopts
- * within its own bounds), so a silent or hostile peer ends a step, never
- * the program.
+ * The client drives: it connects over TCP and says hello (with its token,
+ * if any); the listener welcomes it or says why not (a wrong token, busy
+ * with another test); then both sides send their facts, the client
+ * compares them, then asks for each step of the link test in turn ("do"),
+ * and the listener answers each with a result. Every wait has a deadline
+ * (the client's per-step --timeout, which the listener adopts within its
+ * own bounds), so a silent or hostile peer ends a step, never the program.
  *
- * Single-threaded.
+ * Single-threaded; the listener runs each test in a child process.
  */
 #ifndef RK_DOCTOR_PEER_H
 #define RK_DOCTOR_PEER_H
@@ -31,6 +37,17 @@
 
 #define DOC_DEFAULT_PORT    "18517"
 #define DOC_DEFAULT_STEP_MS 5000
+
+/* The listener's bound on the link test's waits, from its facts on, in steps. */
+#define DOC_LINK_STEPS (3 * DOC_STEP_COUNT + 2)
+/*
+ * ... and on a whole session, welcome to the end, past which it kills it:
+ * the welcome, the client's facts, ours and the link test, each at the
+ * listener's --timeout at most, and the local checks (a few seconds).
+ */
+#define DOC_LOCAL_CHECKS_MS 15000
+#define DOC_SESSION_MS(max_step_ms)                                                                \
+	((uint64_t)(DOC_LINK_STEPS + 3) * (uint64_t)(max_step_ms) + DOC_LOCAL_CHECKS_MS)
 
 /* ---- the control channel (doctor_peer.c) ------------------------------- */
 
@@ -70,9 +87,9 @@ struct json_object *doc_facts_json(const struct doc_facts *f);
 /*
  * doc_peer_run - the client: rk doctor HOST[:PORT] after the local checks in
  * @r. Adds the exchange, comparison and link lines to @r and the facts under
- * "peer" and "link".
+ * "peer" and "link". @token: the digest its hello carries (NULL: none).
  */
-void doc_peer_run(struct doc_report *r, const char *target, int step_ms);
+void doc_peer_run(struct doc_report *r, const char *target, int step_ms, const uint8_t *token);
 
 /* ---- the link test (doctor_link.c) -------------------------------------- */
 
@@ -112,10 +129,21 @@ void doc_link_serve(struct doc_link *l, int fd, const struct doc_facts *client,
 /* ---- the listener (doctor_listen.c) ------------------------------------- */
 
 /*
- * doc_listen - rk doctor --listen: serve peers one at a time on @addr
- * (NULL any) and @port until killed (or after one peer with @once). Returns
- * an exit status.
+ * doc_listen - rk doctor --listen on @addr (NULL any) and @port until
+ * killed (or after one test with @once): up to DOC_PENDING_MAX connections
+ * at once wait for their hello (doctor_gate.h), each within DOC_HELLO_MS;
+ * an admitted client's test runs in a child process, one at a time, and a
+ * client admitted meanwhile is told the listener is busy. @token: the
+ * digest a client must send (NULL: none needed). Returns an exit status.
  */
-int doc_listen(const char *addr, const char *port, int once, int max_step_ms);
+int doc_listen(const char *addr, const char *port, int once, int max_step_ms, const uint8_t *token);
+
+/*
+ * doc_session - the listener's side of one admitted client on @fd (@local
+ * and @ip its addresses; @checked: its token was checked): the welcome,
+ * both sides' facts and the link test, every wait within @max_step_ms or
+ * the client's shorter step. Logs to stderr.
+ */
+void doc_session(int fd, const char *local, const char *ip, int checked, int max_step_ms);
 
 #endif

@@ -18,7 +18,8 @@ static const char *const step_names[DOC_STEP_COUNT] = {
     "connect", "send out", "send in", "write out", "write in", "read out", "read in", "rtt",
 };
 
-static const char *const type_names[] = {NULL, "facts", "do", "result", "error"};
+static const char *const type_names[DOC_MSG_LAST + 1] = {NULL,	  "facts", "do",     "result",
+							 "error", "hello", "welcome"};
 
 const char *doc_step_name(int step)
 {
@@ -40,6 +41,20 @@ static void put_int(struct json_object *o, const char *k, int64_t v)
 static void put_u64(struct json_object *o, const char *k, uint64_t v)
 {
 	json_object_object_add(o, k, json_object_new_uint64(v));
+}
+
+/* The token's digest as 32 lowercase hex digits ("" without one). */
+static void put_token(struct json_object *o, const struct doc_msg *m)
+{
+	static const char hex[] = "0123456789abcdef";
+	char s[2 * DOC_TOKEN_LEN + 1];
+
+	for (int i = 0; i < DOC_TOKEN_LEN; i++) {
+		s[2 * i] = hex[m->token[i] >> 4];
+		s[2 * i + 1] = hex[m->token[i] & 15];
+	}
+	s[m->has_token ? 2 * DOC_TOKEN_LEN : 0] = '\0';
+	put_str(o, "token", s);
 }
 
 static void put_facts(struct json_object *o, const struct doc_facts *f)
@@ -90,7 +105,7 @@ int doc_msg_encode(const struct doc_msg *m, uint8_t *buf, size_t len)
 	const char *s;
 	size_t n;
 
-	if (m->type < DOC_MSG_FACTS || m->type > DOC_MSG_ERROR)
+	if (m->type < DOC_MSG_FACTS || m->type > DOC_MSG_LAST)
 		return -EINVAL;
 	o = json_object_new_object();
 	put_int(o, "v", DOC_WIRE_VERSION);
@@ -112,6 +127,12 @@ int doc_msg_encode(const struct doc_msg *m, uint8_t *buf, size_t len)
 		break;
 	case DOC_MSG_ERROR:
 		put_str(o, "text", m->text);
+		break;
+	case DOC_MSG_HELLO:
+		put_token(o, m);
+		break;
+	case DOC_MSG_WELCOME:
+		put_int(o, "checked", m->checked);
 		break;
 	}
 	s = json_object_to_json_string_ext(o,
@@ -208,6 +229,47 @@ static uint64_t get_u64(struct dec *d, struct json_object *o, const char *k)
 		return 0;
 	}
 	return json_object_get_uint64(v);
+}
+
+static int hex_val(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* The hello's token: "" (none) or exactly 32 hex digits, nothing else. */
+static void get_token(struct dec *d, struct json_object *o, struct doc_msg *m)
+{
+	struct json_object *v;
+	const char *s;
+
+	if (!json_object_object_get_ex(o, "token", &v) ||
+	    !json_object_is_type(v, json_type_string)) {
+		bad(d, "field 'token' missing or not a string");
+		return;
+	}
+	s = json_object_get_string(v);
+	if (json_object_get_string_len(v) == 0)
+		return;
+	if (json_object_get_string_len(v) != 2 * DOC_TOKEN_LEN) {
+		bad(d, "a token that is not %d hex digits", 2 * DOC_TOKEN_LEN);
+		return;
+	}
+	for (int i = 0; i < DOC_TOKEN_LEN; i++) {
+		int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			bad(d, "a token that is not %d hex digits", 2 * DOC_TOKEN_LEN);
+			return;
+		}
+		m->token[i] = (uint8_t)(hi << 4 | lo);
+	}
+	m->has_token = 1;
 }
 
 static int mtu_ok(int64_t v)
@@ -330,7 +392,7 @@ int doc_msg_decode(const void *buf, size_t len, struct doc_msg *m, char *why, si
 		goto out;
 	}
 	t = json_object_get_string(v);
-	for (int i = DOC_MSG_FACTS; i <= DOC_MSG_ERROR; i++)
+	for (int i = DOC_MSG_FACTS; i <= DOC_MSG_LAST; i++)
 		if (strcmp(t, type_names[i]) == 0)
 			m->type = i;
 	switch (m->type) {
@@ -350,6 +412,12 @@ int doc_msg_decode(const void *buf, size_t len, struct doc_msg *m, char *why, si
 		break;
 	case DOC_MSG_ERROR:
 		get_str(&d, o, "text", m->text, sizeof(m->text));
+		break;
+	case DOC_MSG_HELLO:
+		get_token(&d, o, m);
+		break;
+	case DOC_MSG_WELCOME:
+		m->checked = (int)get_int(&d, o, "checked", 0, 1);
 		break;
 	default:
 		bad(&d, "unknown message type");

@@ -1,10 +1,15 @@
 /*
  * doctor_wire.h - the messages `rk doctor HOST` and `rk doctor --listen`
- * exchange on their TCP control connection: each side's facts, the
+ * exchange on their TCP control connection: the client's hello (with its
+ * token, if any) and the listener's welcome, then each side's facts, the
  * client's "do this step" and the listener's result of it.
  *
  * Frame: magic "RKDR", u32 big-endian payload length (1..DOC_WIRE_MAX),
- * then a JSON object: {"v": 1, "t": "facts" | "do" | "result" | "error", ...}.
+ * then a JSON object: {"v": 2, "t": "hello" | "welcome" | "facts" | "do" |
+ * "result" | "error", ...}. The hello comes first and alone, at most
+ * DOC_HELLO_MAX bytes: the listener tells nothing about itself (not even
+ * its facts) to a peer before it has proven to be an rk doctor client with
+ * the right token. Version 2 added the hello; 1 began with the facts.
  * JSON because the facts are a report's facts (json-c already writes and
  * parses them); the decoder is what stands between the peer and the rest
  * of rk doctor: sizes bounded, nesting limited, every field typed and
@@ -21,9 +26,11 @@
 #include <stdint.h>
 
 #define DOC_WIRE_MAGIC	 "RKDR"
-#define DOC_WIRE_VERSION 1
+#define DOC_WIRE_VERSION 2
 #define DOC_WIRE_HDR	 8	     /* magic + length */
 #define DOC_WIRE_MAX	 16384	     /* payload bytes */
+#define DOC_HELLO_MAX	 256	     /* payload bytes of the first message, the hello */
+#define DOC_TOKEN_LEN	 16	     /* the token's digest (CP_TOKEN_LEN, as rk copy) */
 #define DOC_WIRE_DEPTH	 4	     /* JSON nesting: message, lines array, line object */
 #define DOC_PEER_LINES	 8	     /* the peer's ! and ✗ lines carried in its facts */
 #define DOC_XFER_LEN	 4096u	     /* every verified transfer */
@@ -50,6 +57,9 @@ enum doc_msg_type {
 	DOC_MSG_DO,
 	DOC_MSG_RESULT,
 	DOC_MSG_ERROR,
+	DOC_MSG_HELLO,	 /* client, first: "I am rk doctor", and its token */
+	DOC_MSG_WELCOME, /* listener: the hello passed; facts may follow */
+	DOC_MSG_LAST = DOC_MSG_WELCOME,
 };
 
 /* One ! or ✗ line of a side's local checks. */
@@ -91,14 +101,17 @@ struct doc_facts {
 };
 
 struct doc_msg {
-	int type;		/* enum doc_msg_type */
-	struct doc_facts facts; /* FACTS */
-	int step;		/* DO, RESULT: enum doc_step */
-	int ok;			/* RESULT */
-	int wc_status;		/* RESULT: a failed completion's status, -1 none */
-	int timed_out;		/* RESULT: the step's deadline passed first */
-	int64_t value;		/* RESULT: a number (path MTU), 0 none */
-	char text[256];		/* RESULT, ERROR */
+	int type;		      /* enum doc_msg_type */
+	struct doc_facts facts;	      /* FACTS */
+	int step;		      /* DO, RESULT: enum doc_step */
+	int ok;			      /* RESULT */
+	int wc_status;		      /* RESULT: a failed completion's status, -1 none */
+	int timed_out;		      /* RESULT: the step's deadline passed first */
+	int64_t value;		      /* RESULT: a number (path MTU), 0 none */
+	char text[256];		      /* RESULT, ERROR */
+	int has_token;		      /* HELLO: a token follows (else none) */
+	uint8_t token[DOC_TOKEN_LEN]; /* HELLO: the digest of the client's token */
+	int checked;		      /* WELCOME: the listener checked the token */
 };
 
 /* doc_step_name - "connect", "send out" ... ("?" past the end). */
