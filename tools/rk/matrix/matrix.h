@@ -60,7 +60,11 @@ struct mx_opts {
 	const char *addr; /* this rank's RDMA address; NULL: the one that reaches rank 0 */
 	const char *dev;
 	const char *json_path, *plot_path;
-	const char *rdv; /* --rendezvous HOST[:PORT] */
+	const char *rdv;	  /* --rendezvous HOST[:PORT] */
+	const char *token_path;	  /* --token-file: the job's secret */
+	const char *munge_socket; /* --munge-socket: munged's, when not the default */
+	int no_auth;		  /* --no-auth: no proof asked of anyone */
+	int listen_any;		  /* --listen-any: rank 0's rendezvous on every address */
 };
 
 /* How long a pair may take: three sessions with their connection set-up. */
