@@ -5,11 +5,12 @@ As a module (matrix_test.py): knock(host, port, hello, after) sends one
 hello (and the frames in after) and returns what rank 0 answered. As a
 command (matrix_slurm.sh):
 
-  matrix_stranger.py HOST PORT RANK SIZE munge CRED-FILE   a hello with that credential
+  matrix_stranger.py HOST PORT RANK SIZE munge CRED-FILE...   a hello with each credential
 
-prints rank 0's answer ("refuse: why" or "welcome") and exits 0 when it
-was refused, 1 when it was let in. Every wait is bounded (10 s); only the
-given address is contacted.
+prints rank 0's answers ("refuse: why", "welcome", or "closed" when it
+did not answer) and exits 0 when every one was refused, 1 otherwise.
+Every wait is bounded (60 s to connect while rank 0 starts, 10 s for an
+answer); only the given address is contacted.
 """
 import json
 import socket
@@ -91,14 +92,18 @@ def knock(host, port, msg, after=()):
 
 
 def main(argv):
-    host, port, rank, size, kind, path = argv[1:7]
-    if kind != "munge":
-        sys.exit("matrix_stranger: only 'munge' on the command line")
-    with open(path) as f:
-        cred = f.read().strip()
-    got = knock(host, port, hello(int(rank), int(size), auth="munge", cred=cred))
-    print("stranger as rank %s: %s" % (rank, got), flush=True)
-    return 0 if got.startswith("refuse") or got == "closed" else 1
+    host, port, rank, size, kind = argv[1:6]
+    if kind != "munge" or len(argv) < 7:
+        sys.exit("usage: matrix_stranger.py HOST PORT RANK SIZE munge CRED-FILE...")
+    rc = 0
+    for path in argv[6:]:
+        with open(path) as f:
+            cred = f.read().strip()
+        got = knock(host, port, hello(int(rank), int(size), auth="munge", cred=cred))
+        print("stranger as rank %s with %s: %s" % (rank, path, got), flush=True)
+        if not got.startswith("refuse"):
+            rc = 1
+    return rc
 
 
 if __name__ == "__main__":

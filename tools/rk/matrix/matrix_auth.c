@@ -217,7 +217,7 @@ static int check_munge(const struct mx_auth *a, const struct mx_hello *h, char *
 				mx_params_digest(h->params));
 		cli_clean_text(got, sizeof(got), buf ? buf : "",
 			       buf && blen > 0 ? (size_t)blen : 0);
-		if (blen != (int)strlen(want) || memcmp(buf, want, (size_t)blen))
+		if (!buf || blen != (int)strlen(want) || memcmp(buf, want, (size_t)blen))
 			snprintf(why, why_len, "MUNGE: a credential for \"%s\", expected \"%s\"",
 				 got, want);
 		else

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* accept4 */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -55,6 +56,34 @@ void mx_matrix_free(struct mx_matrix *m)
 	mx_sched_free(&m->sched);
 }
 
+/*
+ * A host name that resolves here to a loopback address only (Debian puts a
+ * host's own name on 127.0.1.1): the other ranks reach rank 0 at what it
+ * resolves to on their hosts, so listening on it would shut them out. A
+ * loopback literal or "localhost" is meant as such.
+ */
+static int loopback_alias(const char *host)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *a;
+	struct in6_addr lo6 = IN6ADDR_LOOPBACK_INIT;
+	int all_lo = 1;
+
+	if (!strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1"))
+		return 0;
+	if (getaddrinfo(host, NULL, &hints, &ai))
+		return 0;
+	for (a = ai; a; a = a->ai_next) {
+		if (a->ai_family == AF_INET)
+			all_lo &= (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >>
+				   24) == 127;
+		else if (a->ai_family == AF_INET6)
+			all_lo &= !memcmp(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr, &lo6,
+					  sizeof(lo6));
+	}
+	freeaddrinfo(ai);
+	return all_lo;
+}
+
 int mx_coord_init(struct mx_coord *c, const struct mx_opts *o, const struct mx_auth *auth,
 		  uint32_t n, const char *launcher, const char *host, const char *port,
 		  json_object *params, struct rk_error *err)
@@ -73,6 +102,14 @@ int mx_coord_init(struct mx_coord *c, const struct mx_opts *o, const struct mx_a
 	for (uint32_t i = 0; i < n; i++) {
 		c->fds[i] = -1;
 		c->m.ranks[i].rank = i;
+	}
+	if (host && loopback_alias(host)) {
+		fprintf(stderr,
+			"rk matrix: the rendezvous host %s is a loopback address on rank 0's host "
+			"(its own name in /etc/hosts?): listening on every address (--rendezvous "
+			"ADDR narrows it)\n",
+			host);
+		host = NULL;
 	}
 	c->lfd = rk_tcp_listen(host, port, err);
 	return c->lfd < 0 ? c->lfd : 0;
@@ -280,7 +317,7 @@ static void drop_pending(struct rdv *v, uint32_t i)
 
 static void peer_name(int fd, char *out, size_t len)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = {0};
 	socklen_t sl = sizeof(ss);
 	char a[INET6_ADDRSTRLEN] = "?";
 	unsigned port = 0;

@@ -18,7 +18,7 @@
 #include <json-c/json.h>
 
 /* Protocol 2: hellos carry a proof (matrix_auth.h), pairs their keys. */
-#define MX_PROTO     2
+#define MX_PROTO     2u
 #define MX_TOKEN_MIN 16u	 /* bytes of a --token-file secret, at least ... */
 #define MX_TOKEN_MAX 256u	 /* ... and at most */
 #define MX_CRED_MAX  4096u	 /* a MUNGE credential's text (a few hundred bytes in practice) */
