@@ -18,6 +18,10 @@ that are no PARAMS of the pair): every one is refused and logged, the job
 ends with every pair measured, sane figures and exit 0. Without a token
 rk matrix refuses to start, naming --token-file; --no-auth says so loudly.
 
+impostor: a port of rank 1's held by someone without the pair's key
+before rank 1 listens: rank 0 connects there, gets no proof, measures
+nothing against it; the pair is failed, naming why.
+
 Timing is never asserted: the flags' thresholds are the product's.
 """
 import json
@@ -308,7 +312,78 @@ def case_strangers():
             fail("rank %d: a stranger's claim %r" % (r["rank"], r))
 
 
-CASES = {"mpi": case_mpi, "failures": case_failures, "strangers": case_strangers}
+def impostor(port, stop, seen):
+    """rk bench's server side at @port, as someone who holds the port but not the pair's key:
+    takes PARAMS and answers ACCEPT with a proof of zeros."""
+    ls = socket.create_server((ADDR, port))
+    ls.settimeout(0.5)
+    with ls:
+        while not stop.is_set():
+            try:
+                s, _ = ls.accept()
+            except OSError:
+                continue
+            with s:
+                s.settimeout(5)
+                try:
+                    head = s.recv(8)
+                    if head[:4] == b"RKBC":
+                        seen.append(s.recv(struct.unpack(">HH", head[4:8])[1]))
+                        s.sendall(b"RKBC" + struct.pack(">HH", 2, 16) + bytes(16))
+                        s.recv(1)
+                except OSError:
+                    pass
+
+
+def case_impostor():
+    """A port of rank 1's taken before rank 1 listens there: rank 0 connects to whoever holds
+    it, finds no proof and measures nothing; the pair is reported failed, naming why."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "OMPI_", "PMI_", "PMIX_", "RK_MATRIX"))}
+    env.update(SLURM_NTASKS="2", RK_MATRIX_ADDR="%s:%d" % (ADDR, 18597))
+    w = tempfile.mkdtemp()
+    js = os.path.join(w, "i.json")
+    base = 20320
+    cmd = [RK, "matrix", "--intra", "--no-retest", "--duration", "1", "--lat-duration", "1",
+           "--watchdog", "4", "--wait", "30", "--port", str(base), "--token-file", token_file()]
+    stop, seen = threading.Event(), []
+    # Rank 1 serves the a->b bandwidth leg on base + 3 x 1 + 0.
+    t = threading.Thread(target=impostor, args=(base + 3, stop, seen), daemon=True)
+    t.start()
+    time.sleep(0.5)
+    procs = [subprocess.Popen(cmd + (["--json", js] if r == 0 else []),
+                              env=dict(env, SLURM_PROCID=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    outs = []
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            fail("rank %d did not end" % r)
+        outs.append(out)
+        print("--- rank %d (exit %s)\n%s" % (r, p.returncode, out), flush=True)
+    stop.set()
+    t.join()
+    if not seen:
+        fail("the impostor got no PARAMS: rank 0 never connected to it")
+    if procs[0].returncode != 1:
+        fail("rank 0: exit %s, expected 1 (the pair failed)" % procs[0].returncode)
+    if not os.path.exists(js):
+        fail("no JSON written")
+        return
+    with open(js) as f:
+        doc = json.load(f)
+    p = doc["pairs"][0]
+    if p["ok"] or "did not prove it is the peer of this pair" not in (p["error"] or ""):
+        fail("pair 0-1: %r, expected a failure naming the missing proof" % p)
+    if p["measured"]["bw_ab_gbps"]:
+        fail("pair 0-1: a figure measured against the impostor: %r" % p["measured"])
+
+
+CASES = {"mpi": case_mpi, "failures": case_failures, "strangers": case_strangers,
+         "impostor": case_impostor}
 if __name__ == "__main__":
     if not ADDR or not DEV:
         sys.exit("matrix_test: needs RK_ADDR and RK_DEV (scripts/softroce run)")
