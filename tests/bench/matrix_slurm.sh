@@ -14,6 +14,13 @@
 # (bandwidth across varies by 10 %). --poll event: each guest has one CPU
 # for its two ranks, and two spinners on one CPU starve each other and the
 # kernel's rxe work (round trips of a scheduler tick).
+#
+# The ranks prove themselves with MUNGE credentials (Slurm's own): in the
+# clean run rank 3 starts 25 s late (python starts slowly in the guest),
+# and meanwhile strangers knock at rank
+# 0's rendezvous as rank 3 with a credential of another user (nobody) and
+# one of this user naming another job: both are refused and logged, and
+# the real rank 3 joins.
 set -eu
 RK=${RK_BUILD:?}/tools/rk/rk
 [ -n "${RK_PEER_ADDR:-}" ] || { echo "matrix_slurm: needs scripts/softroce run --hosts 2" >&2; exit 1; }
@@ -83,18 +90,44 @@ until [ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle')" = 2 ]; do
 done
 echo "matrix_slurm: nodes up: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
 
-# matrix NAME - rk matrix over srun, 4 ranks (the guests have one CPU each: the nodes say 2,
-# config_overrides); the JSON into $W/NAME.json.
+# matrix NAME [LATE] - rk matrix over srun, 4 ranks (the guests have one CPU each: the nodes
+# say 2, config_overrides); the JSON into $W/NAME.json, the output into $W/NAME.out. LATE:
+# rank 3 starts that many seconds after the others.
 matrix() {
 	rc=0
 	start=$(date +%s)
-	RK_MATRIX_ADDR=$RK_ADDR timeout 300 srun -N 2 --ntasks-per-node 2 "$RK" matrix --intra \
-		--poll event --lat-mult 30 --bw-frac 0.5 --duration 1 --lat-duration 1 --watchdog 10 --wait 60 --json "$W/$1.json" || rc=$?
+	RK_MATRIX_ADDR=$RK_ADDR timeout 300 srun -N 2 --ntasks-per-node 2 \
+		sh -c '[ "$SLURM_PROCID" != 3 ] || sleep "$0"; exec "$@"' "${2:-0}" \
+		"$RK" matrix --intra --munge-socket /run/rkslurm/munge.sock \
+		--poll event --lat-mult 30 --bw-frac 0.5 --duration 1 --lat-duration 1 --watchdog 10 \
+		--wait 60 --json "$W/$1.json" >"$W/$1.out" 2>&1 || rc=$?
+	cat "$W/$1.out"
 	echo "matrix_slurm: $1: exit $rc in $(($(date +%s) - start)) s"
 	[ -f "$W/$1.json" ] || fail "$1: no JSON"
 }
-matrix clean
+# strangers - while the clean run waits for rank 3: credentials of another user and of another
+# job, each offered as rank 3.
+strangers() {
+	sock=/run/rkslurm/munge.sock
+	setpriv --reuid=65534 --regid=65534 --clear-groups munge -S "$sock" \
+		-s "rk-matrix 2 job=${1} step=0 rank=3 size=4 params=0" >"$W/other-user.cred"
+	munge -S "$sock" -s "rk-matrix 2 job=999999 step=0 rank=3 size=4 params=0" \
+		>"$W/other-job.cred"
+	python3 "$here/matrix_stranger.py" "$RK_ADDR" 18590 3 4 munge "$W/other-user.cred" \
+		"$W/other-job.cred" || fail "a stranger's credential was not refused"
+}
+matrix clean 25 &
+mpid=$!
+sleep 3
+# Slurm's next job id: the clean run's (the one running now).
+jobid=$(squeue -h -o %i | head -1)
+strangers "${jobid:-1}"
+wait $mpid || true
 python3 "$here/matrix_check.py" "$W/clean.json" clean || fail "clean link"
+grep -q 'refused .*as rank 3: not authenticated: MUNGE: a credential of uid 65534' "$W/clean.out" ||
+	fail "another user's credential: not refused with its reason"
+grep -q 'refused .*as rank 3: not authenticated: MUNGE: a credential for "rk-matrix 2 job=999999' \
+	"$W/clean.out" || fail "another job's credential: not refused with its reason"
 peer delay 50
 matrix delayed
 python3 "$here/matrix_check.py" "$W/delayed.json" delayed || fail "50 ms on host B"

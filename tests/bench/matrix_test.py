@@ -7,14 +7,35 @@ names every rank, the PNG is written; ranks started with different
 parameters are refused at the rendezvous, naming the parameter; without a
 launcher, the error names the variables looked for.
 
+failures: a rank that never joins and one killed are reported, the rest
+measured.
+
+strangers: a real 3-rank matrix (--token-file) while strangers knock at
+rank 0's rendezvous (a free rank, wrong parameters, rank 1 before the
+real one, a forged address, a forged result, a wrong token, protocol 1, a
+huge frame, 40 silent connections) and at the pairs' bench ports (bytes
+that are no PARAMS of the pair): every one is refused and logged, the job
+ends with every pair measured, sane figures and exit 0. Without a token
+rk matrix refuses to start, naming --token-file; --no-auth says so loudly.
+
+impostor: a port of rank 1's held by someone without the pair's key
+before rank 1 listens: rank 0 connects there, gets no proof, measures
+nothing against it; the pair is failed, naming why.
+
 Timing is never asserted: the flags' thresholds are the product's.
 """
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import matrix_stranger as stranger  # noqa: E402
 
 RK, CASE = sys.argv[1], sys.argv[2]
 ADDR = os.environ.get("RK_ADDR")
@@ -23,6 +44,15 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "s
           "--mca", "pml", "ob1"]
 SHORT = ["--duration", "1", "--lat-duration", "1", "--watchdog", "10", "--wait", "60"]
 failures = []
+
+
+def token_file():
+    """The job's secret, as every rank is given it (owner-only, as rk matrix insists)."""
+    fd, path = tempfile.mkstemp(prefix="rkmx-token.")
+    os.write(fd, os.urandom(24).hex().encode() + b"\n")
+    os.close(fd)
+    os.chmod(path, 0o600)
+    return path
 
 
 def fail(msg):
@@ -77,8 +107,9 @@ def case_mpi():
         fail("no launcher: exit %d, %r" % (p.returncode, p.stdout))
 
     # Retests are matrix_slurm's: here every pair runs once (4 ranks on 2 CPUs contend).
+    tok = ["--token-file", token_file()]
     rc, out = run([*MPIRUN, "-np", "4", "-x", "RK_MATRIX_ADDR=" + ADDR, RK, "matrix", "--intra",
-                   "--no-retest", *SHORT, "--json", js, "--plot", png], 150)
+                   "--no-retest", *SHORT, *tok, "--json", js, "--plot", png], 150)
     if rc != 0:
         fail("mpirun -np 4: exit %d" % rc)
     if "from\\to" not in out:
@@ -95,8 +126,8 @@ def case_mpi():
 
     # Two ranks that disagree on the duration: rank 1 is refused, naming it.
     rc, out = run([*MPIRUN, "-x", "RK_MATRIX_ADDR=" + ADDR, "-np", "1", RK, "matrix",
-                   "--intra", *SHORT, ":", "-np", "1", RK, "matrix", "--intra", *SHORT,
-                   "--duration", "2"], 120)
+                   "--intra", *SHORT, *tok, ":", "-np", "1", RK, "matrix", "--intra", *SHORT,
+                   *tok, "--duration", "2"], 120)
     if rc == 0 or "parameter mismatch: duration: rank 0 1, rank 1 2" not in out or \
             "rank 0 refused this rank" not in out:
         fail("parameter mismatch not refused: exit %d" % rc)
@@ -109,7 +140,7 @@ def case_failures():
            if not k.startswith(("SLURM_", "OMPI_", "PMI_", "PMIX_"))}
     env.update(SLURM_NTASKS="4", RK_MATRIX_ADDR=ADDR)
     cmd = [RK, "matrix", "--intra", "--no-retest", "--duration", "1", "--lat-duration", "1",
-           "--watchdog", "4", "--wait", "12"]
+           "--watchdog", "4", "--wait", "12", "--token-file", token_file()]
     procs = [subprocess.Popen(cmd + (["--json", js] if r == 0 else []),
                               env=dict(env, SLURM_PROCID=str(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(3)]
@@ -154,7 +185,205 @@ def case_failures():
         fail("rank 0's report: %r" % outs[0][-500:])
 
 
-CASES = {"mpi": case_mpi, "failures": case_failures}
+def knock_bench_ports(base, n, stop, counts):
+    """At every leg's bench port while the matrix runs: bytes that are no frame, and a
+    PARAMS frame (rk bench's control channel: "RKBC", type 1, length) whose token is not
+    the pair's key."""
+    params = b"RKBC" + struct.pack(">HH", 1, 72 + 16) + os.urandom(72 + 16)
+    k = 0
+    while not stop.is_set():
+        for port in range(base, base + 3 * n):
+            k += 1
+            try:
+                with socket.create_connection((ADDR, port), timeout=1) as s:
+                    s.sendall(params if k % 2 else os.urandom(96))
+                    counts[0] += 1
+            except OSError:
+                pass
+        time.sleep(0.3)
+
+
+def case_strangers():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "OMPI_", "PMI_", "PMIX_", "RK_MATRIX"))}
+    rdv_port = 18596
+    env.update(SLURM_NTASKS="3", RK_MATRIX_ADDR="%s:%d" % (ADDR, rdv_port))
+    base = ["--intra", "--no-retest", "--duration", "1", "--lat-duration", "1",
+            "--watchdog", "10", "--wait", "60", "--port", "20300"]
+
+    # Without a proof of any kind rk matrix does not start, and says how to give one.
+    p = subprocess.run([RK, "matrix", *base], env=dict(env, SLURM_PROCID="1"),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    if p.returncode != 1 or "--token-file" not in p.stdout or "--no-auth" not in p.stdout:
+        fail("no token: exit %d, %r" % (p.returncode, p.stdout))
+    p = subprocess.run([RK, "matrix", *base, "--no-auth", "--wait", "1"],
+                       env=dict(env, SLURM_PROCID="1", RK_MATRIX_ADDR="127.0.0.1:9"),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    if "WARNING: --no-auth" not in p.stdout:
+        fail("--no-auth not said loudly: %r" % p.stdout)
+
+    w = tempfile.mkdtemp()
+    js = os.path.join(w, "s.json")
+    cmd = [RK, "matrix", *base, "--token-file", token_file()]
+
+    def start(r, extra=()):
+        return subprocess.Popen(cmd + list(extra), env=dict(env, SLURM_PROCID=str(r)),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    procs = {0: start(0, ["--json", js])}
+    host, port = ADDR, rdv_port
+    forged = {"t": "result", "round": 0, "dev": "rxe0",
+              "legs": [{"status": 0, "v": [999999.0, 0], "why": ""}] * 3}
+    wrong_token = {"auth": "token", "token": os.urandom(24).hex()}
+    knocks = [
+        ("free rank", stranger.hello(2, 3), "not authenticated"),
+        ("wrong parameters", stranger.hello(1, 3, params={"duration": 7}), "not authenticated"),
+        ("rank 1 first", stranger.hello(1, 3, **wrong_token), "not authenticated"),
+        ("forged address", stranger.hello(2, 3, addr="127.0.0.66", **wrong_token),
+         "not authenticated"),
+        ("protocol 1", stranger.hello(1, 3, proto=1), "protocol 1"),
+    ]
+    answers = []
+    try:
+        for what, h, expect in knocks:
+            got = stranger.knock(host, port, h)
+            answers.append((what, got))
+            if expect not in got:
+                fail("stranger (%s): %r, expected a refusal with %r" % (what, got, expect))
+        got = stranger.knock(host, port, stranger.hello(1, 3), after=[forged] * 3)
+        if "not authenticated" not in got:
+            fail("stranger (forged result): %r" % got)
+        got = stranger.knock(host, port, b"RKMX\xff\xff\xff\xff")
+        if got != "closed":
+            fail("stranger (huge frame): %r" % got)
+        # Silent ones: more than rank 0 keeps, none may stop the real ranks.
+        silent = [socket.create_connection((host, port), timeout=5) for _ in range(40)]
+        stop, counts = threading.Event(), [0]
+        t = threading.Thread(target=knock_bench_ports, args=(20300, 3, stop, counts), daemon=True)
+        t.start()
+        procs[1] = start(1)
+        procs[2] = start(2)
+        outs = {}
+        for r, p in sorted(procs.items()):
+            try:
+                outs[r], _ = p.communicate(timeout=200)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                outs[r], _ = p.communicate()
+                fail("rank %d did not end" % r)
+        stop.set()
+        t.join()
+        for s in silent:
+            s.close()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    for r in sorted(outs):
+        print("--- rank %d (exit %s)\n%s" % (r, procs[r].returncode, outs[r]), flush=True)
+        if procs[r].returncode != 0:
+            fail("rank %d: exit %s, expected 0" % (r, procs[r].returncode))
+    print("strangers: %r; %d knocks at bench ports" % (answers, counts[0]), flush=True)
+    log = outs.get(0, "")
+    refusals = [ln for ln in log.splitlines() if "rk matrix: rendezvous: refused" in ln]
+    # Five hellos, the forged result's hello, the huge frame, 8 silent ones dropped.
+    if len(refusals) < 15 or not all(ADDR + ":" in ln for ln in refusals):
+        fail("rank 0 logged %d refusals with the peer's address, expected 15 or more"
+             % len(refusals))
+    for what in ("a wrong token", "a proof of kind none", "protocol 1",
+                 "a frame of 4294967295 bytes", "without a hello"):
+        if what not in log:
+            fail("rank 0's log does not name %r" % what)
+    # Whether a knock falls in a leg's short wait for its client is chance: counted, not asserted
+    # (every one that did must have been turned away, or a leg would have failed).
+    print("bench ports: %d strangers turned away" % "".join(outs.values()).count("turning away"))
+    if "999999" in log:
+        fail("a forged figure is in the report")
+    if not os.path.exists(js):
+        fail("no JSON written")
+        return
+    doc = check_doc(js, 3, [(0, 1), (0, 2), (1, 2)], DEV)
+    for p in doc["pairs"]:
+        m = p["measured"]
+        if max(m["bw_ab_gbps"], m["bw_ba_gbps"]) > 1000:
+            fail("pair %d-%d: a forged figure %r" % (p["a"], p["b"], m))
+    for r in doc["ranks"]:
+        if r["addr"] == "127.0.0.66" or r["host"] == "stranger":
+            fail("rank %d: a stranger's claim %r" % (r["rank"], r))
+
+
+def impostor(port, stop, seen):
+    """rk bench's server side at @port, as someone who holds the port but not the pair's key:
+    takes PARAMS and answers ACCEPT with a proof of zeros."""
+    ls = socket.create_server((ADDR, port))
+    ls.settimeout(0.5)
+    with ls:
+        while not stop.is_set():
+            try:
+                s, _ = ls.accept()
+            except OSError:
+                continue
+            with s:
+                s.settimeout(5)
+                try:
+                    head = s.recv(8)
+                    if head[:4] == b"RKBC":
+                        seen.append(s.recv(struct.unpack(">HH", head[4:8])[1]))
+                        s.sendall(b"RKBC" + struct.pack(">HH", 2, 16) + bytes(16))
+                        s.recv(1)
+                except OSError:
+                    pass
+
+
+def case_impostor():
+    """A port of rank 1's taken before rank 1 listens there: rank 0 connects to whoever holds
+    it, finds no proof and measures nothing; the pair is reported failed, naming why."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "OMPI_", "PMI_", "PMIX_", "RK_MATRIX"))}
+    env.update(SLURM_NTASKS="2", RK_MATRIX_ADDR="%s:%d" % (ADDR, 18597))
+    w = tempfile.mkdtemp()
+    js = os.path.join(w, "i.json")
+    base = 20320
+    cmd = [RK, "matrix", "--intra", "--no-retest", "--duration", "1", "--lat-duration", "1",
+           "--watchdog", "4", "--wait", "30", "--port", str(base), "--token-file", token_file()]
+    stop, seen = threading.Event(), []
+    # Rank 1 serves the a->b bandwidth leg on base + 3 x 1 + 0.
+    t = threading.Thread(target=impostor, args=(base + 3, stop, seen), daemon=True)
+    t.start()
+    time.sleep(0.5)
+    procs = [subprocess.Popen(cmd + (["--json", js] if r == 0 else []),
+                              env=dict(env, SLURM_PROCID=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    outs = []
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            fail("rank %d did not end" % r)
+        outs.append(out)
+        print("--- rank %d (exit %s)\n%s" % (r, p.returncode, out), flush=True)
+    stop.set()
+    t.join()
+    if not seen:
+        fail("the impostor got no PARAMS: rank 0 never connected to it")
+    if procs[0].returncode != 1:
+        fail("rank 0: exit %s, expected 1 (the pair failed)" % procs[0].returncode)
+    if not os.path.exists(js):
+        fail("no JSON written")
+        return
+    with open(js) as f:
+        doc = json.load(f)
+    p = doc["pairs"][0]
+    if p["ok"] or "did not prove it is the peer of this pair" not in (p["error"] or ""):
+        fail("pair 0-1: %r, expected a failure naming the missing proof" % p)
+    if p["measured"]["bw_ab_gbps"]:
+        fail("pair 0-1: a figure measured against the impostor: %r" % p["measured"])
+
+
+CASES = {"mpi": case_mpi, "failures": case_failures, "strangers": case_strangers,
+         "impostor": case_impostor}
 if __name__ == "__main__":
     if not ADDR or not DEV:
         sys.exit("matrix_test: needs RK_ADDR and RK_DEV (scripts/softroce run)")

@@ -2,7 +2,8 @@
  * test_matrix_sched.c - rk matrix's schedule (every pair exactly once, no
  * rank twice in a round, n - 1 rounds of n / 2 pairs; n = 1..64 and 2,048),
  * subsets (--pairs, same-host pairs, --quick), the flagging rule and the
- * merge of the two sides' reports when a rank is missing.
+ * merge of the two sides' reports (both must agree; a failure on either side
+ * stays one).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -220,30 +221,48 @@ static struct mx_side_report side(double ab, double ba, double med)
 static void merge_partial(void **state)
 {
 	struct mx_pair p = {2, 5};
-	struct mx_side_report a = side(1.0, 2.0, 30), b = side(1.5, 2.5, 40);
+	struct mx_side_report a = side(1.0, 2.5, 30), b = side(1.0, 2.5, 30);
 	struct mx_result r;
 
 	(void)state;
-	/* Each leg from the side that led it. */
+	/* Both sides agree: every leg counts, taken from the side that led it. */
 	assert_int_equal(mx_merge(&r, &p, &a, &b), 0);
 	assert_int_equal(r.ok, 7);
 	assert_int_equal(r.err, 0);
 	assert_null(r.why);
 	assert_true(r.f.bw[0] == 1.0 && r.f.bw[1] == 2.5 && r.f.lat_med == 30 && r.f.lat_p99 == 90);
 	mx_results_free(&r, 1);
+	/* ... within the JSON text's rounding. */
+	b.leg[MX_BW_AB].v[0] = 1.0 + 1e-12;
+	assert_int_equal(mx_merge(&r, &p, &a, &b), 0);
+	assert_int_equal(r.ok, 7);
+	mx_results_free(&r, 1);
 
-	/* b died: what a measured stands, the pair says b did not report. */
-	a.leg[MX_BW_BA].status = -ECONNRESET;
-	a.leg[MX_BW_BA].why = "peer failed: connection reset";
-	a.leg[MX_LAT].status = -ECONNREFUSED;
-	a.leg[MX_LAT].why = "nobody accepted a connection";
+	/* b died: nothing a alone says counts, the pair says b did not report. */
 	assert_int_equal(mx_merge(&r, &p, &a, NULL), 0);
-	assert_int_equal(r.ok, 1u << MX_BW_AB);
+	assert_int_equal(r.ok, 0);
 	assert_int_equal(r.err, -ECONNRESET);
 	assert_string_equal(r.why, "rank 5 did not report (it died or was lost)");
 	mx_results_free(&r, 1);
 
-	/* Both reported, a leg failed on both: the leading side's words. */
+	/* A failure on either side stays a failure, whatever the other claims. */
+	b.leg[MX_BW_AB].status = -ECONNRESET;
+	b.leg[MX_BW_AB].why = "peer failed: connection reset";
+	assert_int_equal(mx_merge(&r, &p, &a, &b), 0);
+	assert_int_equal(r.ok, (1u << MX_BW_BA) | (1u << MX_LAT));
+	assert_int_equal(r.err, -ECONNRESET);
+	assert_string_equal(r.why, "peer failed: connection reset");
+	mx_results_free(&r, 1);
+	b.leg[MX_BW_AB].status = -EIO;
+	b.leg[MX_BW_AB].why = NULL;
+	assert_int_equal(mx_merge(&r, &p, &a, &b), 0);
+	assert_string_equal(r.why, "bandwidth a->b failed on rank 5");
+	mx_results_free(&r, 1);
+	b.leg[MX_BW_AB].status = 0;
+
+	/* A leg failed on both: the leading side's words. */
+	a.leg[MX_LAT].status = -ECONNREFUSED;
+	a.leg[MX_LAT].why = "nobody accepted a connection";
 	b.leg[MX_LAT].status = -ETIMEDOUT;
 	b.leg[MX_LAT].why = "watchdog";
 	assert_int_equal(mx_merge(&r, &p, &a, &b), 0);
@@ -260,13 +279,38 @@ static void merge_partial(void **state)
 	mx_results_free(&r, 1);
 }
 
+/* One side's forged figures (a stranger's, or a lying rank's) are no measurement. */
+static void merge_disagree(void **state)
+{
+	struct mx_pair p = {0, 1};
+	struct mx_side_report a = side(1.0, 2.0, 30), b = side(999999.0, 2.0, 30);
+	struct mx_result r;
+
+	(void)state;
+	assert_int_equal(mx_merge(&r, &p, &a, &b), 0);
+	assert_int_equal(r.ok, (1u << MX_BW_BA) | (1u << MX_LAT));
+	assert_true(r.f.bw[0] == 0);
+	assert_int_equal(r.err, -EPROTO);
+	assert_string_equal(r.why, "bandwidth a->b: rank 0 and rank 1 report different figures "
+				   "(1, 999999)");
+	mx_results_free(&r, 1);
+	/* The other direction names a's figure first too; p99 counts as well. */
+	b = side(1.0, 3.0, 30);
+	b.leg[MX_LAT].v[1] = 1;
+	assert_int_equal(mx_merge(&r, &p, &a, &b), 0);
+	assert_int_equal(r.ok, 1u << MX_BW_AB);
+	assert_string_equal(r.why, "bandwidth b->a: rank 0 and rank 1 report different figures "
+				   "(2, 3)");
+	mx_results_free(&r, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(sched_1_to_64),   cmocka_unit_test(sched_2048),
 	    cmocka_unit_test(quick_one_round), cmocka_unit_test(intra_skipped),
 	    cmocka_unit_test(pairs_file),      cmocka_unit_test(flag_rule),
-	    cmocka_unit_test(merge_partial),
+	    cmocka_unit_test(merge_partial),   cmocka_unit_test(merge_disagree),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

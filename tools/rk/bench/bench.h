@@ -111,6 +111,14 @@ struct bench_local {
 	uint32_t max_size;	  /* --max-size: where -a stops */
 	unsigned explicit_fields; /* enum bench_field bits given on the command line */
 	int quiet;		  /* print nothing (a caller reports the figures: rk matrix) */
+	/*
+	 * rk matrix: the leg's keys, 2 x BENCH_TOKEN_LEN bytes from its rank 0
+	 * (NULL: rk bench's own random token). The client sends the first half
+	 * as its token; the server takes only a client with it (waiting on
+	 * past others) and proves itself with the second half in ACCEPT and
+	 * in its rdma_cm accept, which the client checks.
+	 */
+	const uint8_t *pair_key;
 };
 
 const char *bench_op_name(uint32_t op);	    /* "write-imm" */

@@ -194,6 +194,13 @@ static int connect_control(struct bench_ctx *c, struct rk_error *err)
 	}
 }
 
+/* rk matrix: does the server's proof (ACCEPT, rdma_cm accept) hold the second half of the key? */
+static int server_proved(const struct bench_ctx *c, const void *proof, size_t len)
+{
+	return proof && len == BENCH_TOKEN_LEN &&
+	       cli_equal_ct(proof, c->l->pair_key + BENCH_TOKEN_LEN, BENCH_TOKEN_LEN);
+}
+
 int bench_client_start(struct bench_ctx *c, struct rk_error *err)
 {
 	uint8_t msg[PARAMS_MSG_LEN];
@@ -206,7 +213,9 @@ int bench_client_start(struct bench_ctx *c, struct rk_error *err)
 		return r;
 	if (check_device(c->p, rk_device_get_info(c->dev), why, sizeof(why)))
 		return bench_fail(err, EINVAL, "--%s", why);
-	if (getrandom(c->token, sizeof(c->token), 0) != (ssize_t)sizeof(c->token))
+	if (c->l->pair_key)
+		memcpy(c->token, c->l->pair_key, BENCH_TOKEN_LEN);
+	else if (getrandom(c->token, sizeof(c->token), 0) != (ssize_t)sizeof(c->token))
 		return bench_fail(err, errno, "getrandom: %s", strerror(errno));
 	fd = connect_control(c, err);
 	if (fd < 0)
@@ -226,8 +235,13 @@ int bench_client_start(struct bench_ctx *c, struct rk_error *err)
 		cli_clean_text(text, sizeof(text), m.data, m.len);
 		return bench_fail(err, ECONNREFUSED, "the server refused the run: %s", text);
 	}
-	if (m.type != BM_ACCEPT || m.len != 0)
+	if (m.type != BM_ACCEPT || m.len != (c->l->pair_key ? BENCH_TOKEN_LEN : 0))
 		return bench_fail(err, EPROTO, "protocol error: expected ACCEPT or REFUSE");
+	if (c->l->pair_key && !server_proved(c, m.data, m.len))
+		return bench_fail(err, EACCES,
+				  "the server at %s port %s did not prove it is the peer of this "
+				  "pair (a wrong key)",
+				  c->l->host, c->l->port);
 	return 0;
 }
 
@@ -247,7 +261,9 @@ static int refuse(struct bench_ctx *c, const char *why, struct rk_error *err)
  * and the next one taken, until --wait runs out. So a stranger who reaches
  * the port holds the server at most HELLO_MS (a well-formed PARAMS with
  * other parameters is still a real client's mistake: refused, and the run
- * ends, as before).
+ * ends, as before). With rk matrix's pair key, only the client whose token
+ * is the key's first half: anyone else is turned away (and logged) and the
+ * server waits on for its real peer.
  */
 static int accept_client(struct bench_ctx *c, struct bench_msg *m, struct rk_error *err)
 {
@@ -266,13 +282,24 @@ static int accept_client(struct bench_ctx *c, struct bench_msg *m, struct rk_err
 			return fd;
 		bench_ctl_init(&c->ctl, fd);
 		r = bench_ctl_expect(&c->ctl, BM_PARAMS, PARAMS_MSG_LEN, m, step, err);
-		if (!r)
+		if (!r && (!c->l->pair_key || cli_equal_ct(m->data + BENCH_PARAMS_LEN,
+							   c->l->pair_key, BENCH_TOKEN_LEN)))
 			return 0;
-		if (!c->l->quiet)
+		if (!r) {
+			/* rk matrix: whoever it is, it is not this pair's other rank. */
+			fprintf(stderr,
+				"rk bench: turning away a client on port %s: not the peer "
+				"of this pair (a wrong key)\n",
+				c->l->port);
+			bench_ctl_send(&c->ctl, BM_REFUSE, "not the peer of this pair", 25, 1000,
+				       NULL);
+		} else if (!c->l->quiet || c->l->pair_key) {
 			fprintf(stderr,
 				"rk bench: closed a connection that sent no parameters: %s\n",
 				rk_error_str(err));
+		}
 		bench_ctl_close(&c->ctl);
+		rk_error_clear(err);
 	}
 }
 
@@ -319,7 +346,9 @@ int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 			return r;
 		}
 	}
-	return bench_ctl_send(&c->ctl, BM_ACCEPT, NULL, 0, bench_step_ms(c), err);
+	return bench_ctl_send(&c->ctl, BM_ACCEPT,
+			      c->l->pair_key ? c->l->pair_key + BENCH_TOKEN_LEN : NULL,
+			      c->l->pair_key ? BENCH_TOKEN_LEN : 0, bench_step_ms(c), err);
 }
 
 /* Keep receives posted before the peer can send (rk_conn_opts.prepare). */
@@ -413,9 +442,22 @@ static int connect_cm_client(struct bench_ctx *c, struct bench_qp *q, struct rk_
 	struct rk_cm_connect_opts o = {
 	    .host = c->l->host, .port = c->l->port, .timeout_ms = bench_connect_ms(c), .hello = &h};
 
+	const void *proof;
+	size_t len;
+	int r;
+
 	memcpy(h.token, c->token, BENCH_TOKEN_LEN);
 	conn_opts(c, q, &o.conn);
-	return rk_cm_connect(c->dev, &o, err, &q->conn);
+	r = rk_cm_connect(c->dev, &o, err, &q->conn);
+	if (r || !c->l->pair_key)
+		return r;
+	proof = rk_conn_peer_data(q->conn, &len);
+	if (!server_proved(c, proof, len))
+		return bench_fail(err, EACCES,
+				  "the RDMA peer at %s port %s did not prove it is the peer of "
+				  "this pair (a wrong key)",
+				  c->l->host, c->l->port);
+	return 0;
 }
 
 /* Accept num_qp requests carrying our client's token; anyone else is turned away. */
@@ -451,7 +493,9 @@ static int accept_cm(struct bench_ctx *c, struct rk_error *err)
 		}
 		q = &c->qps[h->app_arg];
 		conn_opts(c, q, &o);
-		r = rk_cm_request_accept(req, &o, NULL, 0, bench_connect_ms(c), err, &q->conn);
+		r = rk_cm_request_accept(
+		    req, &o, c->l->pair_key ? c->l->pair_key + BENCH_TOKEN_LEN : NULL,
+		    c->l->pair_key ? BENCH_TOKEN_LEN : 0, bench_connect_ms(c), err, &q->conn);
 		if (r)
 			return r;
 		c->nqp++;

@@ -22,7 +22,7 @@
 
 enum bench_msg_type {
 	BM_PARAMS = 1, /* client -> server: params (64 B) + session token (16 B) */
-	BM_ACCEPT,     /* server -> client: struct bench_peer_info */
+	BM_ACCEPT,     /* server -> client: empty; rk matrix: the server's proof (16 B) */
 	BM_REFUSE,     /* server -> client: reason text */
 	BM_OOB,	       /* both: one rk_oob_info (64 B), per QP, --oob only */
 	BM_READY,      /* both: buffer address, length, rkey */

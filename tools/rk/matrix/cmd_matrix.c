@@ -24,6 +24,7 @@
 #include "bench/bench_ctl.h"
 #include "cli.h"
 #include "commands.h"
+#include "matrix_auth.h"
 #include "matrix_coord.h"
 #include "matrix_report.h"
 
@@ -48,6 +49,10 @@ enum {
 	OPT_JSON,
 	OPT_PLOT,
 	OPT_POLL,
+	OPT_TOKEN_FILE,
+	OPT_NO_AUTH,
+	OPT_MUNGE_SOCKET,
+	OPT_LISTEN_ANY,
 };
 
 static const struct option long_opts[] = {
@@ -69,6 +74,10 @@ static const struct option long_opts[] = {
     {"json", required_argument, NULL, OPT_JSON},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"poll", required_argument, NULL, OPT_POLL},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"no-auth", no_argument, NULL, OPT_NO_AUTH},
+    {"munge-socket", required_argument, NULL, OPT_MUNGE_SOCKET},
+    {"listen-any", no_argument, NULL, OPT_LISTEN_ANY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -110,8 +119,25 @@ static void usage(FILE *out)
 	    "  --addr ADDR          this rank's RDMA address (default: the local address of\n"
 	    "                       its connection to rank 0)\n"
 	    "  --dev DEV            the RDMA device (default: the one that routes to the peer)\n"
+	    "  --listen-any         rank 0: the rendezvous on every address (default: only\n"
+	    "                       the rendezvous address, unless that is a loopback\n"
+	    "                       address rank 0's host name resolves to)\n"
 	    "  --json FILE          rank 0: every rank and pair as one JSON document\n"
 	    "  --plot FILE          rank 0: the bandwidth heatmap as PNG (gnuplot)\n"
+	    "\n"
+	    "who may join (rank 0 refuses and logs any other hello; every rank the same):\n"
+	    "  under srun           a MUNGE credential (Slurm's own) binding the job, step,\n"
+	    "                       rank and parameters; rank 0 takes only its own uid, job\n"
+	    "                       and step (needs rk built with libmunge)\n"
+	    "  --token-file FILE    a job secret of 16 to 256 bytes, the same on every rank,\n"
+	    "                       the file readable by its owner only (chmod 600); it goes\n"
+	    "                       to rank 0 in clear: it keeps out whoever reaches the port,\n"
+	    "                       not whoever reads the traffic\n"
+	    "  --munge-socket PATH  munged's socket, when not the default\n"
+	    "  --no-auth            anyone who reaches rank 0's port may join (said loudly)\n"
+	    "with none of these, rk matrix refuses to start. Each pair's legs carry fresh\n"
+	    "keys from rank 0: a side that cannot prove it is the pair's other rank is\n"
+	    "not measured, and a pair counts only when both of its ranks report the same.\n"
 	    "\n"
 	    "rank and size come from MPI (when rk was built with it and mpirun started it)\n"
 	    "or from SLURM_PROCID / SLURM_NTASKS, OMPI_COMM_WORLD_RANK / _SIZE, PMI_RANK / _SIZE.\n"
@@ -207,6 +233,18 @@ static int apply(int c, const char *arg, struct mx_opts *o)
 		return 0;
 	case OPT_PLOT:
 		o->plot_path = arg;
+		return 0;
+	case OPT_TOKEN_FILE:
+		o->token_path = arg;
+		return 0;
+	case OPT_NO_AUTH:
+		o->no_auth = 1;
+		return 0;
+	case OPT_MUNGE_SOCKET:
+		o->munge_socket = arg;
+		return 0;
+	case OPT_LISTEN_ANY:
+		o->listen_any = 1;
 		return 0;
 	case OPT_POLL:
 		for (int m = RK_WAIT_BUSY; m <= RK_WAIT_ADAPTIVE; m++) {
@@ -354,11 +392,13 @@ int rk_cmd_matrix(int argc, char **argv)
 	struct mx_launch la;
 	struct mx_opts o;
 	struct mx_coord coord;
+	struct mx_auth auth;
 	struct rk_error err;
 	json_object *params = NULL;
 	pthread_t th;
 	int started = 0, r, rc = RK_EXIT_FAILURE;
 
+	memset(&auth, 0, sizeof(auth));
 	r = parse(argc, argv, &o);
 	if (r)
 		return r > 0 ? RK_EXIT_OK : RK_EXIT_USAGE;
@@ -382,12 +422,22 @@ int rk_cmd_matrix(int argc, char **argv)
 			o.port_base, la.size, o.port_base + 3ull * la.size);
 		goto out;
 	}
+	if (mx_auth_setup(&auth, &o, &la, why, sizeof(why))) {
+		fprintf(stderr, "rk matrix: %s\n", why);
+		goto out;
+	}
+	if (auth.kind == MX_AUTH_NONE)
+		fprintf(stderr,
+			"rk matrix: WARNING: --no-auth: rank %u asks no proof of anyone; whoever "
+			"reaches rank 0's port %s can take a rank and forge results\n",
+			la.rank, rdv_port);
 	params = params_json(&o);
 	rk_error_clear(&err);
 	memset(&coord, 0, sizeof(coord));
 	coord.lfd = -1;
 	if (la.rank == 0) {
-		r = mx_coord_init(&coord, &o, la.size, la.source, rdv_port, params, &err);
+		r = mx_coord_init(&coord, &o, &auth, la.size, la.source,
+				  o.listen_any ? NULL : la.rdv_host, rdv_port, params, &err);
 		if (!r) {
 			r = -pthread_create(&th, NULL, mx_coord_run, &coord);
 			if (r)
@@ -399,7 +449,7 @@ int rk_cmd_matrix(int argc, char **argv)
 		}
 		started = 1;
 	}
-	r = mx_worker_run(&o, &la, rdv_port, params, &err);
+	r = mx_worker_run(&o, &auth, &la, rdv_port, params, &err);
 	if (r)
 		cli_report(MATRIX_PROG, la.rank ? "rank" : "rank 0", &err);
 	if (started) {
@@ -412,6 +462,7 @@ out_coord:
 	if (la.rank == 0)
 		mx_coord_free(&coord);
 out:
+	mx_auth_clear(&auth);
 	json_object_put(params);
 	mx_launch_end(&la);
 	free(o.pairs_text);

@@ -11,16 +11,27 @@
  *   matrix_pair.c    one measurement of a pair: an rk bench session in-process
  *   matrix_report.c  at rank 0: the text matrix, the JSON document, the heatmap
  *   cmd_matrix.c     the command line and the run
+ *   matrix_hello.c   a rank's hello, decoded with every field bounded
+ *   matrix_auth.c    its proof: a MUNGE credential, the job's token, or none
  *
- * Every rank joins rank 0 over TCP (rank 0's own worker too, from a second
- * thread of the same process) and says who it is and with which
- * parameters; rank 0 refuses a rank whose parameters differ, naming the
- * first one. Then, round by round, rank 0 gives each rank its pair (or
- * tells it to sit the round out) and waits for both sides' results before
- * the next round: that is the barrier. A rank whose connection closes or
- * that does not answer in time is dead for the rest of the run; its pairs
- * are reported failed. Flagged pairs are then retested one at a time, each
- * only in the legs that were flagged (the pair message names them).
+ * Protocol 2 (MX_PROTO, matrix_hello.h). Every rank joins rank 0 over TCP
+ * (rank 0's own worker too, from a second thread of the same process) and
+ * says who it is, with which parameters, and proves that it is a rank of
+ * this job (matrix_auth.h: MUNGE under Slurm, --token-file, or --no-auth).
+ * A hello whose proof fails is refused and logged and changes nothing:
+ * the rank it named can still join, and rank 0 waits for it as before.
+ * Rank 0 reads up to 32 hellos at once, each within 5 s and 16 KiB, so a
+ * stranger holding a connection open holds nobody up. Rank 0 refuses an
+ * authenticated rank whose parameters differ, naming the first one. Then,
+ * round by round, rank 0 gives each rank its pair with fresh keys for each
+ * leg (or tells it to sit the round out), so that each side of a leg proves
+ * to the other that it is the pair's rank (matrix_pair.h), and waits for
+ * both sides' results before the next round: that is the barrier. A leg
+ * counts only when both sides report the same figures (mx_merge). A rank
+ * whose connection closes or that does not answer in time is dead for the
+ * rest of the run; its pairs are reported failed. Flagged pairs are then
+ * retested one at a time, each only in the legs that were flagged (the
+ * pair message names them).
  */
 #ifndef RK_MATRIX_H
 #define RK_MATRIX_H
@@ -60,7 +71,11 @@ struct mx_opts {
 	const char *addr; /* this rank's RDMA address; NULL: the one that reaches rank 0 */
 	const char *dev;
 	const char *json_path, *plot_path;
-	const char *rdv; /* --rendezvous HOST[:PORT] */
+	const char *rdv;	  /* --rendezvous HOST[:PORT] */
+	const char *token_path;	  /* --token-file: the job's secret */
+	const char *munge_socket; /* --munge-socket: munged's, when not the default */
+	int no_auth;		  /* --no-auth: no proof asked of anyone */
+	int listen_any;		  /* --listen-any: rank 0's rendezvous on every address */
 };
 
 /* How long a pair may take: three sessions with their connection set-up. */

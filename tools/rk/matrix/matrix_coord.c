@@ -8,11 +8,19 @@
  * Rank 0 holds per rank one socket and a small record, and per pair one
  * mx_result (104 bytes; 2,048 ranks: 2.1 M pairs, 218 MB).
  */
+#define _GNU_SOURCE /* accept4 */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <rdmakit/oob.h>
@@ -20,10 +28,20 @@
 #include "bench/bench_ctl.h"
 #include "cli.h"
 #include "matrix_coord.h"
+#include "matrix_hello.h"
 #include "matrix_wire.h"
 
-#define HELLO_MS 10000
-#define SEND_MS	 10000
+#define SEND_MS 10000
+/*
+ * What a connection that has not yet proved itself may hold of rank 0: a
+ * slot among PENDING_MAX (the oldest is dropped for a newcomer when they
+ * are all taken: a real rank's hello follows its connect at once), a hello
+ * of MX_HELLO_MAX bytes, HELLO_MS to send it whole. Refusals are logged,
+ * up to LOG_MAX of them (then once that the rest are not).
+ */
+#define HELLO_MS    5000
+#define PENDING_MAX 32
+#define LOG_MAX	    100
 
 void mx_matrix_free(struct mx_matrix *m)
 {
@@ -38,11 +56,41 @@ void mx_matrix_free(struct mx_matrix *m)
 	mx_sched_free(&m->sched);
 }
 
-int mx_coord_init(struct mx_coord *c, const struct mx_opts *o, uint32_t n, const char *launcher,
-		  const char *port, json_object *params, struct rk_error *err)
+/*
+ * A host name that resolves here to a loopback address only (Debian puts a
+ * host's own name on 127.0.1.1): the other ranks reach rank 0 at what it
+ * resolves to on their hosts, so listening on it would shut them out. A
+ * loopback literal or "localhost" is meant as such.
+ */
+static int loopback_alias(const char *host)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *a;
+	struct in6_addr lo6 = IN6ADDR_LOOPBACK_INIT;
+	int all_lo = 1;
+
+	if (!strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1"))
+		return 0;
+	if (getaddrinfo(host, NULL, &hints, &ai))
+		return 0;
+	for (a = ai; a; a = a->ai_next) {
+		if (a->ai_family == AF_INET)
+			all_lo &= (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >>
+				   24) == 127;
+		else if (a->ai_family == AF_INET6)
+			all_lo &= !memcmp(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr, &lo6,
+					  sizeof(lo6));
+	}
+	freeaddrinfo(ai);
+	return all_lo;
+}
+
+int mx_coord_init(struct mx_coord *c, const struct mx_opts *o, const struct mx_auth *auth,
+		  uint32_t n, const char *launcher, const char *host, const char *port,
+		  json_object *params, struct rk_error *err)
 {
 	memset(c, 0, sizeof(*c));
 	c->o = o;
+	c->auth = auth;
 	c->params = params;
 	c->lfd = -1;
 	c->m.n = n;
@@ -55,7 +103,15 @@ int mx_coord_init(struct mx_coord *c, const struct mx_opts *o, uint32_t n, const
 		c->fds[i] = -1;
 		c->m.ranks[i].rank = i;
 	}
-	c->lfd = rk_tcp_listen(NULL, port, err);
+	if (host && loopback_alias(host)) {
+		fprintf(stderr,
+			"rk matrix: the rendezvous host %s is a loopback address on rank 0's host "
+			"(its own name in /etc/hosts?): listening on every address (--rendezvous "
+			"ADDR narrows it)\n",
+			host);
+		host = NULL;
+	}
+	c->lfd = rk_tcp_listen(host, port, err);
 	return c->lfd < 0 ? c->lfd : 0;
 }
 
@@ -156,54 +212,180 @@ static int params_differ(struct mx_coord *c, uint32_t rank, json_object *theirs,
 	return 0;
 }
 
-/* One connection's hello: accepted (the rank is in) or refused with the reason. */
-static void take_hello(struct mx_coord *c, int fd)
+/* A connection that has not said hello yet. */
+struct pending {
+	int fd;
+	uint64_t deadline;
+	struct mx_wire_rd rd;
+	char peer[64]; /* its address, for the log */
+};
+
+struct rdv {
+	struct pending p[PENDING_MAX];
+	uint32_t np;
+	uint32_t logged;
+};
+
+/* Every refusal in rank 0's log, with the peer's address: the site sees who knocked. */
+__attribute__((format(printf, 3, 4))) static void log_refusal(struct rdv *v, const char *peer,
+							      const char *fmt, ...)
 {
-	struct rk_error err;
-	json_object *m = NULL, *params = NULL;
-	uint32_t rank, size;
-	struct mx_rank tmp;
+	char buf[400];
+	va_list ap;
+
+	if (v->logged > LOG_MAX)
+		return;
+	if (v->logged++ == LOG_MAX) {
+		fprintf(stderr, "rk matrix: rendezvous: more refusals, not logged\n");
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "rk matrix: rendezvous: refused %s: %s\n", peer, buf);
+}
+
+/*
+ * One connection's hello: accepted (the rank is in) or refused with the
+ * reason. Nothing a hello says changes the job before its proof is
+ * accepted: a stranger's is refused and logged, and the rank it named can
+ * still join. Takes @fd.
+ */
+static void take_hello(struct mx_coord *c, struct rdv *v, int fd, json_object *m, const char *peer)
+{
+	struct mx_hello *h = malloc(sizeof(*h));
 	char why[400];
 
-	rk_error_clear(&err);
-	memset(&tmp, 0, sizeof(tmp));
-	if (mx_wire_recv(fd, &m, HELLO_MS, &err)) {
+	if (!h) {
 		close(fd);
 		return;
 	}
-	json_object_object_get_ex(m, "params", &params);
-	if (strcmp(mx_type(m), "hello") || mx_get_u32(m, "size", MX_MAX_RANKS, &size) ||
-	    mx_get_u32(m, "rank", MX_MAX_RANKS, &rank) ||
-	    mx_get_str(m, "host", tmp.host, sizeof(tmp.host)) ||
-	    mx_get_str(m, "addr", tmp.addr, sizeof(tmp.addr))) {
-		refuse(fd, "a malformed hello");
-		close(fd);
-	} else if (size != c->m.n || rank >= c->m.n) {
+	if (mx_hello_decode(m, h, why, sizeof(why))) {
+		log_refusal(v, peer, "%s", why);
+		refuse(fd, why);
+	} else if (h->proto != MX_PROTO) {
+		snprintf(why, sizeof(why), "rk matrix protocol %u, rank 0 speaks %u", h->proto,
+			 MX_PROTO);
+		log_refusal(v, peer, "%s", why);
+		refuse(fd, why);
+	} else if (mx_auth_check(c->auth, h, why, sizeof(why))) {
+		/* The stranger learns only that it is not in; the log has the reason. */
+		log_refusal(v, peer, "as rank %u: not authenticated: %s", h->rank, why);
+		refuse(fd, "not authenticated");
+	} else if (h->size != c->m.n || h->rank >= c->m.n) {
 		snprintf(why, sizeof(why), "rank %u of %u, but rank 0 is in a matrix of %u ranks",
-			 rank, size, c->m.n);
+			 h->rank, h->size, c->m.n);
+		log_refusal(v, peer, "%s", why);
 		refuse(fd, why);
-		close(fd);
-	} else if (c->m.ranks[rank].joined) {
-		snprintf(why, sizeof(why), "rank %u joined already", rank);
+	} else if (c->m.ranks[h->rank].joined) {
+		snprintf(why, sizeof(why), "rank %u joined already", h->rank);
+		log_refusal(v, peer, "%s", why);
 		refuse(fd, why);
-		close(fd);
-	} else if (params_differ(c, rank, params, why, sizeof(why))) {
+	} else if (params_differ(c, h->rank, h->params, why, sizeof(why))) {
+		/* A rank of this job (it proved it) that will only be refused again. */
+		log_refusal(v, peer, "%s", why);
 		refuse(fd, why);
-		close(fd);
-		set_why(&c->m.ranks[rank], "refused: %s", why);
-		c->m.ranks[rank].refused = 1;
+		set_why(&c->m.ranks[h->rank], "refused: %s", why);
+		c->m.ranks[h->rank].refused = 1;
 	} else {
 		json_object *w = msg("welcome");
-		struct mx_rank *r = &c->m.ranks[rank];
+		struct mx_rank *r = &c->m.ranks[h->rank];
 
 		free(r->why);
 		r->why = NULL;
-		memcpy(r->host, tmp.host, sizeof(r->host));
-		memcpy(r->addr, tmp.addr, sizeof(r->addr));
+		memcpy(r->host, h->host, sizeof(r->host));
+		memcpy(r->addr, h->addr, sizeof(r->addr));
 		r->joined = 1;
-		c->fds[rank] = fd;
-		send_or_kill(c, rank, w, "at the rendezvous");
+		c->fds[h->rank] = fd;
+		send_or_kill(c, h->rank, w, "at the rendezvous");
 		json_object_put(w);
+		fd = -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	/* The secret or credential it carried goes with it. */
+	memset(h, 0, sizeof(*h));
+	free(h);
+}
+
+static void drop_pending(struct rdv *v, uint32_t i)
+{
+	close(v->p[i].fd);
+	mx_wire_rd_free(&v->p[i].rd);
+	v->p[i] = v->p[--v->np];
+}
+
+static void peer_name(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t sl = sizeof(ss);
+	char a[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (!getpeername(fd, (struct sockaddr *)&ss, &sl)) {
+		if (ss.ss_family == AF_INET6) {
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, a, sizeof(a));
+			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		} else if (ss.ss_family == AF_INET) {
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, a, sizeof(a));
+			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		}
+	}
+	snprintf(out, len, "%s:%u", a, port);
+}
+
+/* A new connection: a pending slot, the oldest one's if all are taken. */
+static void take_connection(struct rdv *v, int lfd)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+	struct pending *p;
+
+	if (fd < 0)
+		return;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (v->np == PENDING_MAX) {
+		uint32_t old = 0;
+
+		for (uint32_t i = 1; i < v->np; i++)
+			if (v->p[i].deadline < v->p[old].deadline)
+				old = i;
+		log_refusal(v, v->p[old].peer, "%u connections without a hello: the oldest dropped",
+			    PENDING_MAX);
+		drop_pending(v, old);
+	}
+	p = &v->p[v->np++];
+	memset(p, 0, sizeof(*p));
+	p->fd = fd;
+	p->deadline = cli_now_ns() + HELLO_MS * 1000000ull;
+	peer_name(fd, p->peer, sizeof(p->peer));
+}
+
+/* What pending connection @i has sent: a whole hello is taken, a bad frame refused. */
+static void read_pending(struct mx_coord *c, struct rdv *v, uint32_t i)
+{
+	struct pending *p = &v->p[i];
+	json_object *m = NULL;
+	struct rk_error err;
+	int r;
+
+	rk_error_clear(&err);
+	r = mx_wire_rd_feed(&p->rd, p->fd, MX_HELLO_MAX, &m, &err);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		log_refusal(v, p->peer, "%s", rk_error_str(&err));
+		drop_pending(v, i);
+		return;
+	}
+	{
+		int fd = p->fd;
+		char peer[64];
+
+		memcpy(peer, p->peer, sizeof(peer));
+		p->fd = -1;
+		mx_wire_rd_free(&p->rd);
+		v->p[i] = v->p[--v->np];
+		take_hello(c, v, fd, m, peer);
 	}
 	json_object_put(m);
 }
@@ -211,24 +393,46 @@ static void take_hello(struct mx_coord *c, int fd)
 static void take_ranks(struct mx_coord *c)
 {
 	uint64_t deadline = cli_now_ns() + (uint64_t)c->o->wait_s * 1000000000ull;
-	uint32_t joined = 0;
+	struct rdv *v = calloc(1, sizeof(*v));
+	struct pollfd pf[PENDING_MAX + 1];
 
-	for (;;) {
-		uint64_t now = cli_now_ns();
-		struct rk_error err;
-		int fd;
+	for (; v;) {
+		uint64_t now = cli_now_ns(), next = deadline;
+		uint32_t joined = 0, np;
+		int r;
 
-		/* A refused rank would only be refused again: do not wait for it. */
-		joined = 0;
+		/* A rank refused for its parameters would only be refused again: not waited for. */
 		for (uint32_t i = 0; i < c->m.n; i++)
 			joined += (uint32_t)(c->m.ranks[i].joined || c->m.ranks[i].refused);
 		if (joined == c->m.n || now >= deadline)
 			break;
-		rk_error_clear(&err);
-		fd = rk_tcp_accept(c->lfd, (int)((deadline - now) / 1000000) + 1, &err);
-		if (fd >= 0)
-			take_hello(c, fd);
+		for (uint32_t i = 0; i < v->np;) {
+			if (v->p[i].deadline <= now) {
+				log_refusal(v, v->p[i].peer, "no hello within %d ms", HELLO_MS);
+				drop_pending(v, i);
+				continue;
+			}
+			if (v->p[i].deadline < next)
+				next = v->p[i].deadline;
+			i++;
+		}
+		np = v->np;
+		pf[0] = (struct pollfd){.fd = c->lfd, .events = POLLIN};
+		for (uint32_t i = 0; i < np; i++)
+			pf[i + 1] = (struct pollfd){.fd = v->p[i].fd, .events = POLLIN};
+		r = poll(pf, np + 1, (int)((next - now) / 1000000) + 1);
+		if (r <= 0)
+			continue;
+		/* From the last: a slot taken by read_pending moves the last one into it. */
+		for (uint32_t i = np; i-- > 0;)
+			if (pf[i + 1].revents && i < v->np)
+				read_pending(c, v, i);
+		if (pf[0].revents & POLLIN)
+			take_connection(v, c->lfd);
 	}
+	while (v && v->np)
+		drop_pending(v, 0);
+	free(v);
 	for (uint32_t i = 0; i < c->m.n; i++)
 		if (!c->m.ranks[i].joined)
 			set_why(&c->m.ranks[i], "never joined within --wait %u s", c->o->wait_s);
@@ -394,6 +598,8 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 	uint64_t deadline = cli_now_ns() + (mx_pair_budget_ms(c->o) + 15000ull) * 1000000ull;
 	uint8_t *busy = calloc(c->m.n, 1);
 	struct side_buf *sa = malloc(sizeof(*sa)), *sb = malloc(sizeof(*sb));
+	uint8_t keys[MX_LEGS * MX_KEY_LEN];
+	char hex[2 * sizeof(keys) + 1];
 	int r = 0;
 
 	if (!busy || !sa || !sb) {
@@ -406,6 +612,17 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 		if (!alive(c, p->a) || !alive(c, p->b))
 			continue;
 		busy[p->a] = busy[p->b] = 1;
+		/*
+		 * Fresh keys for the pair's legs, to both ranks over their own
+		 * (authenticated) connections: with them each side proves to the
+		 * other that it is the rank named here, not whoever answers at
+		 * the address (matrix_pair.h).
+		 */
+		if (getrandom(keys, sizeof(keys), 0) != (ssize_t)sizeof(keys)) {
+			r = bench_fail(&c->err, EIO, "getrandom: %s", strerror(errno));
+			goto out;
+		}
+		mx_hex(keys, sizeof(keys), hex);
 		for (int side = 0; side < 2; side++) {
 			uint32_t me = side ? p->b : p->a, peer = side ? p->a : p->b;
 			json_object *m = msg("pair");
@@ -415,6 +632,7 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 			json_object_object_add(m, "peer_addr",
 					       json_object_new_string(c->m.ranks[peer].addr));
 			json_object_object_add(m, "legs", json_object_new_int64(legs));
+			json_object_object_add(m, "keys", json_object_new_string(hex));
 			send_or_kill(c, me, m, what);
 			json_object_put(m);
 		}
@@ -440,6 +658,8 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 		out[i].round = round;
 	}
 out:
+	memset(keys, 0, sizeof(keys));
+	memset(hex, 0, sizeof(hex));
 	free(busy);
 	free(sa);
 	free(sb);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bench/bench_report.h"
+#include "matrix_hello.h"
 #include "matrix_pair.h"
 
 unsigned mx_pair_budget_ms(const struct mx_opts *o)
@@ -49,7 +50,7 @@ static void leg_params(const struct mx_opts *o, int leg, struct bench_params *p)
 }
 
 void mx_run_leg(const struct mx_opts *o, int leg, uint32_t me, const char *my_addr, uint32_t peer,
-		const char *peer_addr, struct mx_leg_out *out)
+		const char *peer_addr, const uint8_t *key, struct mx_leg_out *out)
 {
 	int lead = me < peer, client = leg == MX_BW_BA ? !lead : lead;
 	uint32_t server = client ? peer : me;
@@ -76,6 +77,7 @@ void mx_run_leg(const struct mx_opts *o, int leg, uint32_t me, const char *my_ad
 	l.poll = o->poll;
 	l.wait_s = 2 * o->watchdog_s + 5;
 	l.dev_name = o->dev;
+	l.pair_key = key;
 	snprintf(l.port, sizeof(l.port), "%u", o->port_base + 3 * server + (unsigned)leg);
 	if (client) {
 		l.host = peer_addr;

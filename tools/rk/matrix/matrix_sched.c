@@ -207,16 +207,6 @@ int mx_sched_build(struct mx_sched *s, const struct mx_pair_set *set, int quick)
 
 /* ------------------------------------------------------------ merge, flags */
 
-static const struct mx_leg_report *pick(const struct mx_side_report *lead,
-					const struct mx_side_report *other, int leg)
-{
-	if (lead && !lead->leg[leg].status)
-		return &lead->leg[leg];
-	if (other && !other->leg[leg].status)
-		return &other->leg[leg];
-	return NULL;
-}
-
 /* The first failure of a pair is the one it reports. */
 static int set_why(struct mx_result *r, int err, const char *text)
 {
@@ -227,20 +217,67 @@ static int set_why(struct mx_result *r, int err, const char *text)
 	return r->why ? 0 : -ENOMEM;
 }
 
+/*
+ * Both sides compute a leg's figures from the same exchanged records
+ * (bench_figures), so an honest pair reports the same numbers; the
+ * tolerance only absorbs the JSON text's rounding.
+ */
+static int same_figure(double x, double y)
+{
+	double d = x > y ? x - y : y - x, m = x > y ? x : y;
+
+	return d <= 1e-9 + 1e-6 * m;
+}
+
+static int same_leg(const struct mx_leg_report *x, const struct mx_leg_report *y)
+{
+	return same_figure(x->v[0], y->v[0]) && same_figure(x->v[1], y->v[1]);
+}
+
+/* Leg @leg neither counts: why, from the side that failed (the leading one first). */
+static int leg_failed(struct mx_result *r, const struct mx_pair *p, int leg,
+		      const struct mx_side_report *lead, const struct mx_side_report *other,
+		      uint32_t lead_rank, uint32_t other_rank)
+{
+	static const char *leg_name[MX_LEGS] = {"bandwidth a->b", "bandwidth b->a", "latency"};
+	const struct mx_leg_report *l = lead ? &lead->leg[leg] : NULL;
+	const struct mx_leg_report *o = other ? &other->leg[leg] : NULL;
+	char text[200];
+
+	if (!lead || !other) {
+		snprintf(text, sizeof(text), "rank %u did not report (it died or was lost)",
+			 !lead ? lead_rank : other_rank);
+		return set_why(r, -ECONNRESET, text);
+	}
+	if (l->status || o->status) {
+		const struct mx_leg_report *f = l->status ? l : o;
+
+		if (f->why)
+			return set_why(r, f->status, f->why);
+		snprintf(text, sizeof(text), "%s failed on rank %u", leg_name[leg],
+			 l->status ? lead_rank : other_rank);
+		return set_why(r, f->status, text);
+	}
+	snprintf(text, sizeof(text), "%s: rank %u and rank %u report different figures (%g, %g)",
+		 leg_name[leg], p->a, p->b, leg == MX_BW_BA ? o->v[0] : l->v[0],
+		 leg == MX_BW_BA ? l->v[0] : o->v[0]);
+	return set_why(r, -EPROTO, text);
+}
+
 int mx_merge(struct mx_result *r, const struct mx_pair *p, const struct mx_side_report *ra,
 	     const struct mx_side_report *rb)
 {
-	static const char *leg_name[MX_LEGS] = {"bandwidth a->b", "bandwidth b->a", "latency"};
-
 	memset(r, 0, sizeof(*r));
 	r->p = *p;
 	for (int leg = 0; leg < MX_LEGS; leg++) {
 		int a_leads = leg != MX_BW_BA;
 		const struct mx_side_report *lead = a_leads ? ra : rb, *other = a_leads ? rb : ra;
-		const struct mx_leg_report *got = pick(lead, other, leg);
 		int rc;
 
-		if (got) {
+		if (lead && other && !lead->leg[leg].status && !other->leg[leg].status &&
+		    same_leg(&lead->leg[leg], &other->leg[leg])) {
+			const struct mx_leg_report *got = &lead->leg[leg];
+
 			r->ok |= 1u << leg;
 			if (leg == MX_LAT) {
 				r->f.lat_med = got->v[0];
@@ -250,20 +287,8 @@ int mx_merge(struct mx_result *r, const struct mx_pair *p, const struct mx_side_
 			}
 			continue;
 		}
-		if (!lead || !other) {
-			char text[64];
-
-			snprintf(text, sizeof(text), "rank %u did not report (it died or was lost)",
-				 !ra ? p->a : p->b);
-			rc = set_why(r, -ECONNRESET, text);
-		} else if (lead->leg[leg].why) {
-			rc = set_why(r, lead->leg[leg].status, lead->leg[leg].why);
-		} else {
-			char text[64];
-
-			snprintf(text, sizeof(text), "%s failed", leg_name[leg]);
-			rc = set_why(r, lead->leg[leg].status, text);
-		}
+		rc = leg_failed(r, p, leg, lead, other, a_leads ? p->a : p->b,
+				a_leads ? p->b : p->a);
 		if (rc)
 			return rc;
 	}

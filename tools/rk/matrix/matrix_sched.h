@@ -131,11 +131,14 @@ struct mx_result {
 
 /*
  * mx_merge - one result from the two sides' reports of pair @p (either may
- * be NULL: the rank died or never answered). Each leg is taken from the
- * side that led it (the client: a for MX_BW_AB and MX_LAT, b for MX_BW_BA)
- * and from the other side when that one failed or is missing. A leg
- * neither side measured sets err / why from the leading side's failure, or
- * "rank N did not report" for a missing one. Returns 0 or -ENOMEM.
+ * be NULL: the rank died or never answered). A leg counts only when both
+ * sides measured it and report the same figures (both compute them from
+ * the records they exchanged; what one side alone claims is no
+ * measurement): then it is taken from the side that led it (the client: a
+ * for MX_BW_AB and MX_LAT, b for MX_BW_BA). Otherwise the leg failed, and
+ * the pair's err / why say so: "rank N did not report" for a missing side,
+ * else the failing side's words (the leading side's first), else -EPROTO
+ * "... report different figures". Returns 0 or -ENOMEM.
  */
 int mx_merge(struct mx_result *r, const struct mx_pair *p, const struct mx_side_report *ra,
 	     const struct mx_side_report *rb);

@@ -69,54 +69,103 @@ int mx_wire_send(int fd, json_object *o, int timeout_ms, struct rk_error *err)
 	return r ?: io(fd, (void *)text, len, 1, deadline, err);
 }
 
+int mx_wire_parse(const char *text, size_t len, json_object **o, struct rk_error *err)
+{
+	json_tokener *tok = json_tokener_new();
+	int r = 0;
+
+	*o = NULL;
+	if (!tok)
+		return bench_fail(err, ENOMEM, "rendezvous: out of memory");
+	/*
+	 * Standard JSON only: json-c's lenient default takes a number such as
+	 * 0310e and keeps its odd text, so a frame would not read back the same
+	 * once sent on (found by fuzz_matrix_wire).
+	 */
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	*o = json_tokener_parse_ex(tok, text, (int)len);
+	/* One whole object, nothing after it. */
+	if (!*o || json_tokener_get_error(tok) != json_tokener_success ||
+	    json_tokener_get_parse_end(tok) != len || !json_object_is_type(*o, json_type_object)) {
+		json_object_put(*o);
+		*o = NULL;
+		r = bench_fail(err, EBADMSG, "rendezvous: a frame that is no JSON object");
+	}
+	json_tokener_free(tok);
+	return r;
+}
+
+/* The frame's header: its length, checked against @max. */
+static int head_len(const uint8_t *head, uint32_t max, uint32_t *len, struct rk_error *err)
+{
+	*len = rk_get32(head + 4);
+	if (memcmp(head, "RKMX", 4))
+		return bench_fail(err, EBADMSG, "rendezvous: not an rk matrix frame");
+	if (*len > max || !*len)
+		return bench_fail(err, EMSGSIZE, "rendezvous: a frame of %u bytes", *len);
+	return 0;
+}
+
 int mx_wire_recv(int fd, json_object **o, int timeout_ms, struct rk_error *err)
 {
 	uint64_t deadline = deadline_of(timeout_ms);
 	uint8_t head[8];
 	uint32_t len;
 	char *text;
-	json_tokener *tok;
 	int r;
 
 	*o = NULL;
 	r = io(fd, head, sizeof(head), 0, deadline, err);
+	r = r ?: head_len(head, MX_WIRE_MAX, &len, err);
 	if (r)
 		return r;
-	len = rk_get32(head + 4);
-	if (memcmp(head, "RKMX", 4))
-		return bench_fail(err, EBADMSG, "rendezvous: not an rk matrix frame");
-	if (len > MX_WIRE_MAX || !len)
-		return bench_fail(err, EMSGSIZE, "rendezvous: a frame of %u bytes", len);
 	text = malloc(len);
 	if (!text)
 		return bench_fail(err, ENOMEM, "rendezvous: out of memory");
 	r = io(fd, text, len, 0, deadline, err);
-	if (!r) {
-		tok = json_tokener_new();
-		if (!tok) {
-			r = bench_fail(err, ENOMEM, "rendezvous: out of memory");
-		} else {
-			/*
-			 * Standard JSON only: json-c's lenient default takes a number
-			 * such as 0310e and keeps its odd text, so a frame would not
-			 * read back the same once sent on (found by fuzz_matrix_wire).
-			 */
-			json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-			*o = json_tokener_parse_ex(tok, text, (int)len);
-			/* One whole object, nothing after it. */
-			if (!*o || json_tokener_get_error(tok) != json_tokener_success ||
-			    json_tokener_get_parse_end(tok) != len ||
-			    !json_object_is_type(*o, json_type_object)) {
-				json_object_put(*o);
-				*o = NULL;
-				r = bench_fail(err, EBADMSG,
-					       "rendezvous: a frame that is no JSON object");
-			}
-			json_tokener_free(tok);
-		}
-	}
+	if (!r)
+		r = mx_wire_parse(text, len, o, err);
 	free(text);
 	return r;
+}
+
+void mx_wire_rd_free(struct mx_wire_rd *rd)
+{
+	free(rd->text);
+	memset(rd, 0, sizeof(*rd));
+}
+
+int mx_wire_rd_feed(struct mx_wire_rd *rd, int fd, uint32_t max, json_object **o,
+		    struct rk_error *err)
+{
+	*o = NULL;
+	for (;;) {
+		int in_head = rd->got < sizeof(rd->head);
+		uint8_t *dst = in_head ? rd->head + rd->got : (uint8_t *)rd->text + (rd->got - 8);
+		size_t want = in_head ? sizeof(rd->head) - rd->got : rd->len - (rd->got - 8);
+		ssize_t n = recv(fd, dst, want, MSG_DONTWAIT);
+		int r;
+
+		if (n == 0)
+			return bench_fail(err, ECONNRESET, "rendezvous: the other side closed");
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				return 0;
+			return bench_fail(err, errno, "rendezvous: recv: %s", strerror(errno));
+		}
+		rd->got += (uint32_t)n;
+		if (rd->got == sizeof(rd->head)) {
+			/* The length is bounded before anything is allocated. */
+			r = head_len(rd->head, max, &rd->len, err);
+			if (r)
+				return r;
+			rd->text = malloc(rd->len);
+			if (!rd->text)
+				return bench_fail(err, ENOMEM, "rendezvous: out of memory");
+		}
+		if (rd->got > sizeof(rd->head) && rd->got - 8 == rd->len)
+			return mx_wire_parse(rd->text, rd->len, o, err) ?: 1;
+	}
 }
 
 int mx_get_u32(json_object *o, const char *k, uint32_t max, uint32_t *out)

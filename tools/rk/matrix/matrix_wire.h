@@ -30,6 +30,34 @@ int mx_wire_send(int fd, json_object *o, int timeout_ms, struct rk_error *err);
  */
 int mx_wire_recv(int fd, json_object **o, int timeout_ms, struct rk_error *err);
 
+/*
+ * mx_wire_parse - @len bytes of frame text into *@o: one JSON object
+ * (strict JSON, nothing after it), or -EBADMSG / -ENOMEM.
+ */
+int mx_wire_parse(const char *text, size_t len, json_object **o, struct rk_error *err);
+
+/*
+ * A frame read a piece at a time, as the bytes come (rank 0 reads the
+ * hellos of many connections at once, none of which may hold it up).
+ * Zero it to start; mx_wire_rd_free after.
+ */
+struct mx_wire_rd {
+	uint8_t head[8];
+	uint32_t got; /* bytes so far, header included */
+	uint32_t len; /* the text's, once the header is in */
+	char *text;
+};
+
+/*
+ * mx_wire_rd_feed - read what @fd has now (never waits). Returns 1 with
+ * the whole frame's object in *@o, 0 when more is to come, or a negative
+ * errno: -ECONNRESET (closed), -EBADMSG, -EMSGSIZE (a frame over @max
+ * bytes, refused from its header before anything is allocated).
+ */
+int mx_wire_rd_feed(struct mx_wire_rd *rd, int fd, uint32_t max, json_object **o,
+		    struct rk_error *err);
+void mx_wire_rd_free(struct mx_wire_rd *rd);
+
 /* mx_get_u32 - member @k of @o, an integer in [0, @max]. 0 or -1. */
 int mx_get_u32(json_object *o, const char *k, uint32_t max, uint32_t *out);
 /* mx_get_num - member @k, a finite number >= 0. 0 or -1. */

@@ -16,6 +16,7 @@
 #include "bench/bench_ctl.h"
 #include "cli.h"
 #include "matrix_coord.h"
+#include "matrix_hello.h"
 #include "matrix_pair.h"
 #include "matrix_wire.h"
 
@@ -66,6 +67,7 @@ static json_object *hello(const struct mx_launch *la, const char *addr, json_obj
 
 	gethostname(host, sizeof(host) - 1);
 	json_object_object_add(o, "t", json_object_new_string("hello"));
+	json_object_object_add(o, "proto", json_object_new_int64(MX_PROTO));
 	json_object_object_add(o, "rank", json_object_new_int64(la->rank));
 	json_object_object_add(o, "size", json_object_new_int64(la->size));
 	json_object_object_add(o, "host", json_object_new_string(host));
@@ -102,7 +104,8 @@ static int run_pair(const struct mx_opts *o, const struct mx_launch *la, const c
 		    int fd, json_object *m, struct rk_error *err)
 {
 	struct mx_leg_out legs[MX_LEGS];
-	char peer_addr[64];
+	uint8_t keys[MX_LEGS * MX_KEY_LEN];
+	char peer_addr[64], hex[2 * sizeof(keys) + 2];
 	uint32_t round, peer, which;
 	json_object *res;
 	int r;
@@ -110,29 +113,33 @@ static int run_pair(const struct mx_opts *o, const struct mx_launch *la, const c
 	if (mx_get_u32(m, "round", UINT32_MAX, &round) ||
 	    mx_get_u32(m, "peer", la->size - 1, &peer) || peer == la->rank ||
 	    mx_get_str(m, "peer_addr", peer_addr, sizeof(peer_addr)) ||
-	    mx_get_u32(m, "legs", MX_ALL_LEGS, &which))
+	    mx_get_u32(m, "legs", MX_ALL_LEGS, &which) || mx_get_str(m, "keys", hex, sizeof(hex)) ||
+	    mx_unhex(hex, strlen(hex), keys, sizeof(keys)) != (int)sizeof(keys))
 		return bench_fail(err, EPROTO, "rendezvous: a malformed pair from rank 0");
+	memset(hex, 0, sizeof(hex));
 	for (int leg = 0; leg < MX_LEGS; leg++) {
 		if (which & (1u << leg)) {
-			mx_run_leg(o, leg, la->rank, my_addr, peer, peer_addr, &legs[leg]);
+			mx_run_leg(o, leg, la->rank, my_addr, peer, peer_addr,
+				   keys + (size_t)leg * MX_KEY_LEN, &legs[leg]);
 			continue;
 		}
 		memset(&legs[leg], 0, sizeof(legs[leg]));
 		legs[leg].status = -ENODATA; /* a retest of other legs: not asked for */
 		snprintf(legs[leg].why, sizeof(legs[leg].why), "not asked for");
 	}
+	memset(keys, 0, sizeof(keys));
 	res = result(round, legs);
 	r = mx_wire_send(fd, res, 10000, err);
 	json_object_put(res);
 	return r;
 }
 
-int mx_worker_run(const struct mx_opts *o, const struct mx_launch *la, const char *rdv_port,
-		  json_object *params, struct rk_error *err)
+int mx_worker_run(const struct mx_opts *o, const struct mx_auth *auth, const struct mx_launch *la,
+		  const char *rdv_port, json_object *params, struct rk_error *err)
 {
 	/* Rank 0 waits up to --wait for everyone, then each round takes up to a pair's budget. */
 	int idle_ms = (int)(o->wait_s * 1000 + 2 * mx_pair_budget_ms(o) + 30000);
-	char addr[64];
+	char addr[64], proof_why[300];
 	json_object *m = NULL;
 	int fd, r;
 
@@ -144,7 +151,10 @@ int mx_worker_run(const struct mx_opts *o, const struct mx_launch *la, const cha
 	else if ((r = local_addr(fd, addr, sizeof(addr), err)))
 		goto out;
 	m = hello(la, addr, params);
-	r = mx_wire_send(fd, m, 10000, err);
+	if (mx_auth_prove(auth, m, la->rank, la->size, params, proof_why, sizeof(proof_why)))
+		r = bench_fail(err, EACCES, "rendezvous: %s", proof_why);
+	else
+		r = mx_wire_send(fd, m, 10000, err);
 	json_object_put(m);
 	m = NULL;
 	while (!r) {
