@@ -124,10 +124,12 @@ def case_mpi():
         if f.read(8) != b"\x89PNG\r\n\x1a\n":
             fail("no PNG written")
 
-    # Two ranks that disagree on the duration: rank 1 is refused, naming it.
-    rc, out = run([*MPIRUN, "-x", "RK_MATRIX_ADDR=" + ADDR, "-np", "1", RK, "matrix",
-                   "--intra", *SHORT, *tok, ":", "-np", "1", RK, "matrix", "--intra", *SHORT,
-                   *tok, "--duration", "2"], 120)
+    # Two ranks that disagree on the duration: rank 1 is refused, naming it. (Each app
+    # context of an MPMD line has its own environment: the rendezvous goes on both.)
+    rdv = ["--rendezvous", ADDR]
+    rc, out = run([*MPIRUN, "-np", "1", RK, "matrix", "--intra", *SHORT, *tok, *rdv, ":",
+                   "-np", "1", RK, "matrix", "--intra", *SHORT, *tok, *rdv, "--duration", "2"],
+                  120)
     if rc == 0 or "parameter mismatch: duration: rank 0 1, rank 1 2" not in out or \
             "rank 0 refused this rank" not in out:
         fail("parameter mismatch not refused: exit %d" % rc)

@@ -72,6 +72,13 @@ static int cmd_version(int argc, char **argv)
 	return RK_EXIT_OK;
 }
 
+#ifdef RK_MATRIX_ONLY
+/* rk-matrix-mpi (cmake -DRK_MPI=ON): rk matrix alone, with MPI. */
+int main(int argc, char **argv)
+{
+	return rk_cmd_matrix(argc, argv);
+}
+#else
 int main(int argc, char **argv)
 {
 	const struct rk_command *c;
@@ -92,3 +99,4 @@ int main(int argc, char **argv)
 	}
 	return c->run(argc - 1, argv + 1);
 }
+#endif

@@ -115,7 +115,7 @@ static void usage(FILE *out)
 	    "this rank:\n"
 	    "  --rendezvous HOST[:PORT]  where rank 0 listens (default: RK_MATRIX_ADDR, or\n"
 	    "                       the first host of SLURM_STEP_NODELIST / SLURM_JOB_NODELIST;\n"
-	    "                       under MPI, rank 0's host name; port %s)\n"
+	    "                       rk-matrix-mpi: rank 0's host name; port %s)\n"
 	    "  --addr ADDR          this rank's RDMA address (default: the local address of\n"
 	    "                       its connection to rank 0)\n"
 	    "  --dev DEV            the RDMA device (default: the one that routes to the peer)\n"
@@ -139,8 +139,8 @@ static void usage(FILE *out)
 	    "keys from rank 0: a side that cannot prove it is the pair's other rank is\n"
 	    "not measured, and a pair counts only when both of its ranks report the same.\n"
 	    "\n"
-	    "rank and size come from MPI (when rk was built with it and mpirun started it)\n"
-	    "or from SLURM_PROCID / SLURM_NTASKS, OMPI_COMM_WORLD_RANK / _SIZE, PMI_RANK / _SIZE.\n"
+	    "rank and size come from SLURM_PROCID / SLURM_NTASKS, OMPI_COMM_WORLD_RANK / _SIZE\n"
+	    "or PMI_RANK / _SIZE (rk-matrix-mpi, built with cmake -DRK_MPI=ON: from MPI).\n"
 	    "exit status: 0 every pair measured (flags are in the report), 1 a pair or rank\n"
 	    "failed, 2 usage\n",
 	    MATRIX_DEF_PORT, MATRIX_DEF_RDV_PORT);

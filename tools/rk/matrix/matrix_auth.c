@@ -10,7 +10,7 @@
 #include <xxhash.h>
 
 #ifdef RK_HAVE_MUNGE
-#include <munge.h>
+#include "matrix_munge.h"
 #endif
 
 #include "cli.h"
@@ -77,6 +77,8 @@ int mx_auth_setup(struct mx_auth *a, const struct mx_opts *o, const struct mx_la
 	}
 #ifdef RK_HAVE_MUNGE
 	if (slurm && job && *job && step && *step) {
+		if (!mx_munge(why, why_len))
+			return -1; /* says what to install; --token-file works without it */
 		a->kind = MX_AUTH_MUNGE;
 		snprintf(a->job, sizeof(a->job), "%s", job);
 		snprintf(a->step, sizeof(a->step), "%s", step);
@@ -128,19 +130,25 @@ uint64_t mx_params_digest(json_object *params)
 }
 
 #ifdef RK_HAVE_MUNGE
-static munge_ctx_t munge_ctx(const struct mx_auth *a, char *why, size_t why_len)
+/* A context on --munge-socket (or munged's default), with libmunge's calls in *@m. */
+static munge_ctx_t munge_ctx(const struct mx_auth *a, const struct mx_munge **m, char *why,
+			     size_t why_len)
 {
-	munge_ctx_t ctx = munge_ctx_create();
+	munge_ctx_t ctx;
 
+	*m = mx_munge(why, why_len);
+	if (!*m)
+		return NULL;
+	ctx = (*m)->ctx_create();
 	if (!ctx) {
 		snprintf(why, why_len, "MUNGE: out of memory");
 		return NULL;
 	}
 	if (a->munge_socket &&
-	    munge_ctx_set(ctx, MUNGE_OPT_SOCKET, a->munge_socket) != EMUNGE_SUCCESS) {
+	    (*m)->ctx_set(ctx, MUNGE_OPT_SOCKET, a->munge_socket) != EMUNGE_SUCCESS) {
 		snprintf(why, why_len, "MUNGE: socket %s: %s", a->munge_socket,
-			 munge_ctx_strerror(ctx));
-		munge_ctx_destroy(ctx);
+			 (*m)->ctx_strerror(ctx));
+		(*m)->ctx_destroy(ctx);
 		return NULL;
 	}
 	return ctx;
@@ -162,22 +170,23 @@ int mx_auth_prove(const struct mx_auth *a, json_object *hello, uint32_t rank, ui
 #ifdef RK_HAVE_MUNGE
 	if (a->kind == MX_AUTH_MUNGE) {
 		char payload[256], *cred = NULL;
-		munge_ctx_t ctx = munge_ctx(a, why, why_len);
+		const struct mx_munge *m;
+		munge_ctx_t ctx = munge_ctx(a, &m, why, why_len);
 		munge_err_t e;
 
 		if (!ctx)
 			return -1;
 		mx_auth_payload(payload, sizeof(payload), a->job, a->step, rank, size,
 				mx_params_digest(params));
-		e = munge_encode(&cred, ctx, payload, (int)strlen(payload));
+		e = m->encode(&cred, ctx, payload, (int)strlen(payload));
 		if (e != EMUNGE_SUCCESS) {
 			snprintf(why, why_len, "MUNGE: cannot make a credential: %s",
-				 munge_ctx_strerror(ctx));
-			munge_ctx_destroy(ctx);
+				 m->ctx_strerror(ctx));
+			m->ctx_destroy(ctx);
 			free(cred);
 			return -1;
 		}
-		munge_ctx_destroy(ctx);
+		m->ctx_destroy(ctx);
 		json_object_object_add(hello, "cred", json_object_new_string(cred));
 		free(cred);
 		return 0;
@@ -200,15 +209,16 @@ static int check_munge(const struct mx_auth *a, const struct mx_hello *h, char *
 	int blen = 0, r = -1;
 	uid_t uid;
 	gid_t gid;
-	munge_ctx_t ctx = munge_ctx(a, why, why_len);
+	const struct mx_munge *m;
+	munge_ctx_t ctx = munge_ctx(a, &m, why, why_len);
 	munge_err_t e;
 
 	if (!ctx)
 		return -1;
-	e = munge_decode(h->cred, ctx, &buf, &blen, &uid, &gid);
+	e = m->decode(h->cred, ctx, &buf, &blen, &uid, &gid);
 	if (e != EMUNGE_SUCCESS) {
 		/* Its text names a replay, an expired or a forged credential. */
-		snprintf(why, why_len, "MUNGE: %s", munge_ctx_strerror(ctx));
+		snprintf(why, why_len, "MUNGE: %s", m->ctx_strerror(ctx));
 	} else if (uid != geteuid()) {
 		snprintf(why, why_len, "MUNGE: a credential of uid %u, rank 0 runs as uid %u",
 			 (unsigned)uid, (unsigned)geteuid());
@@ -224,7 +234,7 @@ static int check_munge(const struct mx_auth *a, const struct mx_hello *h, char *
 			r = 0;
 	}
 	free(buf);
-	munge_ctx_destroy(ctx);
+	m->ctx_destroy(ctx);
 	return r;
 }
 #endif

@@ -3,8 +3,9 @@
  * number of ranks and where rank 0 (the rendezvous) listens, from the
  * launcher that started it.
  *
- * With MPI (the build found it, RK_HAVE_MPI) and an MPI launcher's
- * variables present (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE), rank and
+ * In rk-matrix-mpi (cmake -DRK_MPI=ON, RK_HAVE_MPI; rk links no MPI),
+ * with an MPI launcher's variables present (OMPI_COMM_WORLD_SIZE,
+ * PMIX_RANK, PMI_SIZE), rank and
  * size come from MPI_Comm_rank / MPI_Comm_size and rank 0's address is
  * broadcast with MPI_Bcast. Otherwise they come from the environment, in
  * this order: Slurm (SLURM_PROCID, SLURM_NTASKS), Open MPI
