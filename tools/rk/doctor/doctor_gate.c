@@ -49,7 +49,7 @@ int doc_hello_judge(const uint8_t *frame, size_t len, const uint8_t *token, int 
 		    size_t why_len)
 {
 	struct doc_msg m;
-	char detail[160], text[224];
+	char detail[160], text[256];
 	int r = doc_hello_need(frame, len, why, why_len);
 
 	*checked = 0;

@@ -304,7 +304,7 @@ static int peer_result(struct client *c, int step, int ms, struct step_res *res)
 	}
 	if (r) {
 		res->timed_out = r == -ETIMEDOUT;
-		snprintf(res->text, sizeof(res->text), "no result from %s: %s", c->pn, err.msg);
+		snprintf(res->text, sizeof(res->text), "no result from %s: %.160s", c->pn, err.msg);
 		return r;
 	}
 	res->ok = m.ok;

@@ -470,7 +470,7 @@ static void explain_errno(struct doc_report *r, int e, const char *op, const cha
 static void exchange_failed(struct doc_report *r, int e, const struct rk_error *err, const char *pn,
 			    const char *port)
 {
-	char fix[256];
+	char fix[768]; /* a host name is up to 255 bytes, and may appear twice */
 
 	snprintf(fix, sizeof(fix),
 		 "on %s: rk doctor --listen --port %s (and nothing else on that port)", pn, port);
@@ -502,7 +502,7 @@ static void exchange_failed(struct doc_report *r, int e, const struct rk_error *
 static void connect_failed(struct doc_report *r, int e, const struct rk_error *err,
 			   const char *host, const char *port, int step_ms)
 {
-	char fix[256];
+	char fix[768]; /* a host name is up to 255 bytes, and may appear twice */
 
 	if (e == -ECONNREFUSED) {
 		snprintf(fix, sizeof(fix), "on %s: rk doctor --listen --port %s", host, port);
@@ -543,7 +543,7 @@ static int say_hello(struct doc_report *r, int fd, const char *host, const char 
 	if (!e)
 		e = doc_ctl_recv(fd, &ans, step_ms, &err);
 	if (e == -ECONNRESET) {
-		char fix[256];
+		char fix[768]; /* a host name is up to 255 bytes, and may appear twice */
 
 		snprintf(fix, sizeof(fix),
 			 "on %s: rk doctor --listen --port %s of the same rk version as here", host,
