@@ -17,8 +17,8 @@
  *    same frames from the same bytes, and the same error;
  *  - mx_hello_decode on any frame gives what it promises: rank and size
  *    within MX_MAX_RANKS, host and address printable, a token of 16 to
- *    256 bytes, a credential printable and terminated; mx_unhex gives
- *    bytes that mx_hex writes back as the (lowercased) input.
+ *    256 bytes, a credential printable and terminated; cli_unhex gives
+ *    bytes that cli_hex writes back as the (lowercased) input.
  */
 #include <errno.h>
 #include <math.h>
@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 
 #include "fuzz.h"
+#include "cli.h"
 #include "matrix_hello.h"
 #include "matrix_sched.h"
 #include "matrix_wire.h"
@@ -84,12 +85,12 @@ static void check_hello(json_object *o)
 			continue;
 		t = json_object_get_string(m);
 		n = (size_t)json_object_get_string_len(m);
-		got = mx_unhex(t, n, b, sizeof(b));
+		got = cli_unhex(t, n, b, sizeof(b));
 		FUZZ_CHECK(got >= -1 && got <= (int)MX_TOKEN_MAX);
 		if (got < 0)
 			continue;
 		FUZZ_CHECK((size_t)got * 2 == n);
-		mx_hex(b, (size_t)got, back);
+		cli_hex(b, (size_t)got, back);
 		for (size_t i = 0; i < n; i++)
 			FUZZ_CHECK(back[i] ==
 				   (t[i] >= 'A' && t[i] <= 'F' ? t[i] - 'A' + 'a' : t[i]));

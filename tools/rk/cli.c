@@ -160,3 +160,39 @@ void cli_device_opts(struct rk_device_opts *o, const char *dev, const char *addr
 		o->name = env;
 	o->peer = !o->name && !o->addr ? peer : NULL;
 }
+
+void cli_hex(const uint8_t *b, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 15];
+	}
+	out[2 * len] = 0;
+}
+
+static int nibble(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int cli_unhex(const char *s, size_t s_len, uint8_t *out, size_t max)
+{
+	if (s_len % 2 || s_len / 2 > max)
+		return -1;
+	for (size_t i = 0; i < s_len / 2; i++) {
+		int hi = nibble(s[2 * i]), lo = nibble(s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return (int)(s_len / 2);
+}

@@ -79,6 +79,16 @@ static inline int cli_equal_ct(const void *a, const void *b, size_t len)
 }
 
 /* cli_report - print "rk PROG: WHAT: <error text>" and the hint, if any, to stderr. */
+/* cli_hex - @len bytes as 2 * @len lowercase hex digits and a NUL, into @out. */
+void cli_hex(const uint8_t *b, size_t len, char *out);
+
+/*
+ * cli_unhex - the bytes @s_len hex digits (either case) stand for, into
+ * @out (at most @max): their count, or -1 for an odd length, a length
+ * over @max bytes or anything not a hex digit. @s is a peer's: checked whole.
+ */
+int cli_unhex(const char *s, size_t s_len, uint8_t *out, size_t max);
+
 void cli_report(const char *prog, const char *what, const struct rk_error *err);
 
 struct rk_device_opts;

@@ -46,13 +46,9 @@ static void put_u64(struct json_object *o, const char *k, uint64_t v)
 /* The token's digest as 32 lowercase hex digits ("" without one). */
 static void put_token(struct json_object *o, const struct doc_msg *m)
 {
-	static const char hex[] = "0123456789abcdef";
 	char s[2 * DOC_TOKEN_LEN + 1];
 
-	for (int i = 0; i < DOC_TOKEN_LEN; i++) {
-		s[2 * i] = hex[m->token[i] >> 4];
-		s[2 * i + 1] = hex[m->token[i] & 15];
-	}
+	cli_hex(m->token, DOC_TOKEN_LEN, s);
 	s[m->has_token ? 2 * DOC_TOKEN_LEN : 0] = '\0';
 	put_str(o, "token", s);
 }
@@ -231,17 +227,6 @@ static uint64_t get_u64(struct dec *d, struct json_object *o, const char *k)
 	return json_object_get_uint64(v);
 }
 
-static int hex_val(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The hello's token: "" (none) or exactly 32 hex digits, nothing else. */
 static void get_token(struct dec *d, struct json_object *o, struct doc_msg *m)
 {
@@ -256,18 +241,10 @@ static void get_token(struct dec *d, struct json_object *o, struct doc_msg *m)
 	s = json_object_get_string(v);
 	if (json_object_get_string_len(v) == 0)
 		return;
-	if (json_object_get_string_len(v) != 2 * DOC_TOKEN_LEN) {
+	if (json_object_get_string_len(v) != 2 * DOC_TOKEN_LEN ||
+	    cli_unhex(s, 2 * DOC_TOKEN_LEN, m->token, DOC_TOKEN_LEN) != DOC_TOKEN_LEN) {
 		bad(d, "a token that is not %d hex digits", 2 * DOC_TOKEN_LEN);
 		return;
-	}
-	for (int i = 0; i < DOC_TOKEN_LEN; i++) {
-		int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
-
-		if (hi < 0 || lo < 0) {
-			bad(d, "a token that is not %d hex digits", 2 * DOC_TOKEN_LEN);
-			return;
-		}
-		m->token[i] = (uint8_t)(hi << 4 | lo);
 	}
 	m->has_token = 1;
 }

@@ -162,7 +162,7 @@ int mx_auth_prove(const struct mx_auth *a, json_object *hello, uint32_t rank, ui
 	if (a->kind == MX_AUTH_TOKEN) {
 		char hex[2 * MX_TOKEN_MAX + 1];
 
-		mx_hex(a->token, a->token_len, hex);
+		cli_hex(a->token, a->token_len, hex);
 		json_object_object_add(hello, "token", json_object_new_string(hex));
 		memset(hex, 0, sizeof(hex));
 		return 0;

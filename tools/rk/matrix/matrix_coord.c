@@ -622,7 +622,7 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 			r = bench_fail(&c->err, EIO, "getrandom: %s", strerror(errno));
 			goto out;
 		}
-		mx_hex(keys, sizeof(keys), hex);
+		cli_hex(keys, sizeof(keys), hex);
 		for (int side = 0; side < 2; side++) {
 			uint32_t me = side ? p->b : p->a, peer = side ? p->a : p->b;
 			json_object *m = msg("pair");

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "matrix_hello.h"
 #include "matrix_sched.h"
 #include "matrix_wire.h"
@@ -16,42 +17,6 @@ const char *mx_auth_name(enum mx_auth_kind k)
 	default:
 		return "none";
 	}
-}
-
-void mx_hex(const uint8_t *b, size_t len, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < len; i++) {
-		out[2 * i] = digits[b[i] >> 4];
-		out[2 * i + 1] = digits[b[i] & 15];
-	}
-	out[2 * len] = 0;
-}
-
-static int nibble(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-int mx_unhex(const char *s, size_t s_len, uint8_t *out, size_t max)
-{
-	if (s_len % 2 || s_len / 2 > max)
-		return -1;
-	for (size_t i = 0; i < s_len / 2; i++) {
-		int hi = nibble(s[2 * i]), lo = nibble(s[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return -1;
-		out[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return (int)(s_len / 2);
 }
 
 /* Member @k, a string of at most @max bytes: its text and length, or NULL. */
@@ -83,7 +48,7 @@ static int proof(json_object *m, struct mx_hello *h, char *why, size_t why_len)
 	if (!strcmp(kind, "token")) {
 		h->auth = MX_AUTH_TOKEN;
 		s = str_of(m, "token", 2 * MX_TOKEN_MAX, &len);
-		n = s ? mx_unhex(s, len, h->token, MX_TOKEN_MAX) : -1;
+		n = s ? cli_unhex(s, len, h->token, MX_TOKEN_MAX) : -1;
 		if (n < (int)MX_TOKEN_MIN) {
 			snprintf(why, why_len, "a token that is no hex text of %u to %u bytes",
 				 MX_TOKEN_MIN, MX_TOKEN_MAX);

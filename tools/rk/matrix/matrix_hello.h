@@ -56,13 +56,4 @@ const char *mx_auth_name(enum mx_auth_kind k);
  */
 int mx_hello_decode(json_object *m, struct mx_hello *h, char *why, size_t why_len);
 
-/* mx_hex - @len bytes as lowercase hex into @out (2 @len + 1 bytes). */
-void mx_hex(const uint8_t *b, size_t len, char *out);
-
-/*
- * mx_unhex - the hex text @s (exactly 2 x n digits, n <= @max) into @out.
- * Returns n, or -1 (odd, not hex, too long).
- */
-int mx_unhex(const char *s, size_t s_len, uint8_t *out, size_t max);
-
 #endif

@@ -114,7 +114,7 @@ static int run_pair(const struct mx_opts *o, const struct mx_launch *la, const c
 	    mx_get_u32(m, "peer", la->size - 1, &peer) || peer == la->rank ||
 	    mx_get_str(m, "peer_addr", peer_addr, sizeof(peer_addr)) ||
 	    mx_get_u32(m, "legs", MX_ALL_LEGS, &which) || mx_get_str(m, "keys", hex, sizeof(hex)) ||
-	    mx_unhex(hex, strlen(hex), keys, sizeof(keys)) != (int)sizeof(keys))
+	    cli_unhex(hex, strlen(hex), keys, sizeof(keys)) != (int)sizeof(keys))
 		return bench_fail(err, EPROTO, "rendezvous: a malformed pair from rank 0");
 	memset(hex, 0, sizeof(hex));
 	for (int leg = 0; leg < MX_LEGS; leg++) {
