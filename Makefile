@@ -4,18 +4,19 @@
 #   make demo    build, then run the main job over the best RDMA device available
 #   make check   build, then run every test: unit on the host, rdma in the sandbox
 #
-# Other targets: build, unit, rdma, rdma2, asan, fuzz, fuzz-seeds, lint, format,
-# install, clean.
+# Other targets: build, unit, package, rdma, rdma2, asan, fuzz, fuzz-seeds, lint, format,
+# install, deb, clean.
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+DEB_BUILD  ?= build-deb
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 CMAKE_ARGS ?=
 SOFTROCE   := scripts/softroce
 
-.PHONY: all deps build demo check unit rdma rdma2 asan fuzz fuzz-seeds lint format install clean
+.PHONY: all deps build demo check unit package rdma rdma2 asan fuzz fuzz-seeds lint format install deb clean
 
 all: build
 
@@ -32,13 +33,17 @@ build: deps $(BUILD)/CMakeCache.txt
 unit: build
 	ctest --test-dir $(BUILD) -L '^unit$$' --output-on-failure
 
+# The Debian packages built, installed, used and purged (root only; skipped otherwise).
+package: build
+	ctest --test-dir $(BUILD) -L '^package$$' --output-on-failure
+
 rdma: build
 	$(SOFTROCE) run -- scripts/check-rdma $(BUILD) rdma
 
 rdma2: build
 	$(SOFTROCE) run --hosts 2 -- scripts/check-rdma $(BUILD) rdma2
 
-check: unit rdma rdma2
+check: unit package rdma rdma2
 
 # ASan + UBSan build of everything, unit tests run on the host, rdma tests in
 # the sandbox (not the valgrind ones: valgrind cannot run sanitized binaries).
@@ -74,5 +79,11 @@ format:
 install: build
 	cmake --install $(BUILD)
 
+# Debian packages (librdmakit0, librdmakit-dev, rdmakit-tools) in $(DEB_BUILD)/,
+# built from the tracked files by dpkg-buildpackage, checked by lintian.
+deb:
+	@scripts/deps
+	scripts/build-deb $(DEB_BUILD)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(DEB_BUILD)
