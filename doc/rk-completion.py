@@ -4,7 +4,7 @@
 completed are always those the built rk takes.
 
 An option line of --help ("  -r, --recursive   text", "      --dev NAME  text")
-gives the option, and its metavar what its value completes to: FILE, DIR and
+gives the option, and its metavar what its value completes to: FILE, PATH, DIR and
 FILE.png to paths, DEV (or NAME of --dev) to the RDMA devices of
 /sys/class/infiniband, a value listed as "a | b | c" at the start of the text to
 those words; any other metavar to nothing (a number or a size).
@@ -47,7 +47,7 @@ def kind_of(opt, meta, desc):
         words = [w.strip().split()[0] for w in head.split("|") if w.strip()]
         if all(re.match(r"^[a-z][a-z0-9-]*$", w) for w in words):
             return "words:" + " ".join(words)
-    if meta.startswith("FILE"):
+    if meta.startswith("FILE") or meta == "PATH":
         return "file"
     if meta == "DIR":
         return "dir"
