@@ -4,41 +4,52 @@
 #   make demo    build, then run the main job over the best RDMA device available
 #   make check   build, then run every test: unit on the host, rdma in the sandbox
 #
-# Other targets: build, unit, rdma, rdma2, asan, fuzz, fuzz-seeds, lint, format,
-# install, clean.
+# Other targets: build, unit, package, rdma, rdma2, asan, fuzz, fuzz-seeds, lint, format,
+# install, deb, clean.
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+DEB_BUILD  ?= build-deb
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 CMAKE_ARGS ?=
 SOFTROCE   := scripts/softroce
 
-.PHONY: all deps build demo check unit rdma rdma2 asan fuzz fuzz-seeds lint format install clean
+.PHONY: all deps deps-build build demo check unit package rdma rdma2 asan fuzz fuzz-seeds lint format install deb clean
 
 all: build
 
+# What each target installs (README: "What is installed for what"): 'make
+# build' and 'make demo' what building and running rk needs, and the demo the
+# sandbox mode it will run in; the tests everything, the two-host sandbox too.
 deps:
 	@scripts/deps
-	@$(SOFTROCE) deps
+	@$(SOFTROCE) deps --hosts 2
+
+deps-build:
+	@scripts/deps --build
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DRK_WERROR=ON $(CMAKE_ARGS)
 
-build: deps $(BUILD)/CMakeCache.txt
+build: deps-build $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$$(nproc)
 
-unit: build
+unit: deps build
 	ctest --test-dir $(BUILD) -L '^unit$$' --output-on-failure
 
-rdma: build
+# The Debian packages built, installed, used and purged (root only; skipped otherwise).
+package: deps build
+	ctest --test-dir $(BUILD) -L '^package$$' --output-on-failure
+
+rdma: deps build
 	$(SOFTROCE) run -- scripts/check-rdma $(BUILD) rdma
 
-rdma2: build
+rdma2: deps build
 	$(SOFTROCE) run --hosts 2 -- scripts/check-rdma $(BUILD) rdma2
 
-check: unit rdma rdma2
+check: unit package rdma rdma2
 
 # ASan + UBSan build of everything, unit tests run on the host, rdma tests in
 # the sandbox (not the valgrind ones: valgrind cannot run sanitized binaries).
@@ -62,6 +73,7 @@ fuzz-seeds: build
 	for t in $$(ls fuzz/seeds); do $(BUILD)/fuzz/fuzz_$$t --seeds fuzz/seeds/$$t || exit 1; done
 
 demo: build
+	@$(SOFTROCE) deps
 	$(SOFTROCE) run -- scripts/demo $(BUILD)
 
 lint: build
@@ -74,5 +86,11 @@ format:
 install: build
 	cmake --install $(BUILD)
 
+# Debian packages (librdmakit0, librdmakit-dev, rdmakit-tools) in $(DEB_BUILD)/,
+# built from the tracked files by dpkg-buildpackage, checked by lintian.
+deb:
+	@scripts/deps --deb
+	scripts/build-deb $(DEB_BUILD)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(DEB_BUILD)

@@ -6,15 +6,23 @@ install(DIRECTORY include/rdmakit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 # pkg-config: libdir and includedir relative to the .pc file's own
 # directory (${pcfiledir}) when they lie under the prefix, so the file does
-# not name the prefix CMake was configured with.
+# not name the prefix CMake was configured with. A distribution's package
+# (debian/rules) turns that off: its files never move, and pkg-config leaves
+# out its default directories (-I/usr/include) only when spelt as such.
+option(RK_PC_RELOCATABLE "rdmakit.pc finds its prefix from its own place" ON)
 set(rk_pcdir ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
-	set(RK_PC_PREFIX_FROM_PCDIR "")
+	set(RK_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
 	set(RK_PC_LIBDIR "${CMAKE_INSTALL_FULL_LIBDIR}")
 	set(RK_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
 else()
-	file(RELATIVE_PATH RK_PC_PREFIX_FROM_PCDIR /rk/${rk_pcdir} /rk)
-	string(REGEX REPLACE "/$" "" RK_PC_PREFIX_FROM_PCDIR "${RK_PC_PREFIX_FROM_PCDIR}")
+	if(RK_PC_RELOCATABLE)
+		file(RELATIVE_PATH rk_up /rk/${rk_pcdir} /rk)
+		string(REGEX REPLACE "/$" "" rk_up "${rk_up}")
+		set(RK_PC_PREFIX "\${pcfiledir}/${rk_up}")
+	else()
+		set(RK_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+	endif()
 	set(RK_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
 	set(RK_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()

@@ -4,6 +4,7 @@
 #   unit   runs on the host, no RDMA device (cmocka)
 #   rdma   needs an RDMA device: run inside scripts/softroce (make check does)
 #   rdma2  needs two hosts: run inside scripts/softroce run --hosts 2
+#   package  builds, installs and purges the Debian packages (root; make check runs it)
 # Tests find the device and addresses in RK_DEV / RK_ADDR / RK_PEER_ADDR.
 #
 # The rdma label runs as many tests at once as the sandbox guest has CPUs

@@ -10,6 +10,8 @@ dpkg which package provides each one, and fails naming every program whose
 package the install step for that file would not install:
 
   everything             scripts/deps --list  +  scripts/softroce deps --list
+  scripts/demo, tools/rk/copy/demo-copy.sh, 'make demo' and 'make build' recipes
+                         scripts/deps --list --build  +  scripts/softroce deps --list
   bench/                 ... + scripts/deps --list --bench
   scripts/lint, 'make lint' and 'make format' recipes  ... + --lint
   'make fuzz' recipe, fuzz/, scripts/fuzz   ... + --fuzz
@@ -566,10 +568,14 @@ def target_of(rel):
         return "lint"
     if rel.startswith("fuzz/") or rel == "scripts/fuzz":
         return "fuzz"
+    if rel in DEMO_FILES:
+        return "demo"
     return "check"
 
 
-MAKE_TARGETS = {"lint": "lint", "format": "lint", "fuzz": "fuzz"}
+MAKE_TARGETS = {"lint": "lint", "format": "lint", "fuzz": "fuzz", "build": "demo", "demo": "demo"}
+# What 'make demo' runs: it installs only scripts/deps --build (and the sandbox).
+DEMO_FILES = {"scripts/demo", "tools/rk/copy/demo-copy.sh"}
 
 
 def scan_tree(src):
@@ -632,13 +638,13 @@ def run(cmd):
 
 def listed(src, target):
     """The packages the install step of @target installs (None: it has no such flag)."""
-    base = run([os.path.join(src, "scripts/deps"), "--list"])
+    base = run([os.path.join(src, "scripts/deps"), "--list"] + (["--build"] if target == "demo" else []))
     sand = run([os.path.join(src, "scripts/softroce"), "deps", "--list"])
     if base.returncode or sand.returncode:
         sys.exit("deps_guard: 'scripts/deps --list' or 'scripts/softroce deps --list' failed:\n"
                  + base.stderr + sand.stderr)
     pkgs = set(base.stdout.split()) | set(sand.stdout.split())
-    if target != "check":
+    if target not in ("check", "demo"):
         extra = run([os.path.join(src, "scripts/deps"), "--list", "--" + target])
         if extra.returncode:
             return None
@@ -732,7 +738,7 @@ def main():
     found = scan_tree(src)
     db, provides = installed_db()
     lists, allowed = {}, {}
-    for tgt in ("check", "bench", "lint", "fuzz"):
+    for tgt in ("check", "demo", "bench", "lint", "fuzz"):
         lists[tgt] = listed(src, tgt)
         if lists[tgt] is not None:
             allowed[tgt] = closure(lists[tgt], db, provides)

@@ -1,0 +1,132 @@
+#!/bin/sh
+# deb_packages.sh SOURCE - the Debian packages, built and used as a user would:
+# scripts/build-deb (what 'make deb' runs: dpkg-buildpackage, lintian without
+# errors) into a directory of the test's own; apt installs the three packages;
+# rk runs, its man pages and completion are where man and bash look; the C and
+# C++ consumers (tests/install/) build against the system's librdmakit by
+# pkg-config and by find_package with no prefix given, and print its version.
+# The packages are purged again at the end, pass or fail.
+#
+# Exit 77 (skipped, saying why) where it cannot run without changing what the
+# machine had: not root, no apt or dpkg, not a git checkout, or rdmakit's
+# packages already installed.
+set -eu
+src=$(readlink -f "$1")
+pkgs="librdmakit0 librdmakit-dev rdmakit-tools"
+skip() {
+	echo "SKIP: deb_packages: $*"
+	exit 77
+}
+fail() {
+	echo "deb_packages: $*" >&2
+	exit 1
+}
+[ "$(id -u)" = 0 ] || skip "needs root to install packages"
+command -v apt-get >/dev/null && command -v dpkg-buildpackage >/dev/null ||
+	skip "no apt-get or dpkg-buildpackage: not a Debian system"
+git -C "$src" rev-parse --git-dir >/dev/null 2>&1 || skip "$src is not a git checkout (make deb packs the files git tracks)"
+for p in $pkgs; do
+	! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q ' installed$' ||
+		skip "$p is installed already; this test would remove it"
+done
+for c in lintian dh git man; do
+	command -v $c >/dev/null || fail "$c is missing: run scripts/deps"
+done
+
+w=$(mktemp -d "${TMPDIR:-/tmp}/rk-deb.XXXXXX")
+installed=0
+cleanup() {
+	if [ $installed = 1 ]; then
+		# shellcheck disable=SC2086
+		DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $pkgs >"$w/purge.log" 2>&1 ||
+			{ cat "$w/purge.log" >&2; echo "deb_packages: purge failed" >&2; }
+	fi
+	rm -rf "$w"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+t0=$(date +%s)
+step() { echo "deb_packages: [$(($(date +%s) - t0)) s] $*"; }
+
+step "building the packages (scripts/build-deb)"
+"$src/scripts/build-deb" "$w/deb" >"$w/build.log" 2>&1 || fail "build-deb: $(tail -30 "$w/build.log")"
+grep -E '^[WE]: ' "$w/build.log" || true # lintian's warnings, for the log
+for p in $pkgs; do
+	ls "$w/deb/${p}_"*.deb >/dev/null 2>&1 || fail "no $p package built"
+done
+
+step "installing them with apt"
+installed=1
+debs=
+for p in $pkgs; do debs="$debs $(ls "$w/deb/${p}_"*.deb)"; done # not the -dbgsym ones
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $debs \
+	>"$w/install.log" 2>&1 || fail "apt-get install: $(tail -20 "$w/install.log")"
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}\n' "$p" | grep -q ' installed$' || fail "$p is not installed"
+done
+
+version=$(cd "$src" && dpkg-parsechangelog -S Version)
+out=$(/usr/bin/rk --version) || fail "rk --version failed"
+[ "$out" = "rk ${version%%-*}" ] || fail "rk --version says '$out', the package is $version"
+if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/*; then
+	# A minimal (container) image: dpkg is told not to unpack man pages.
+	echo "deb_packages: dpkg excludes /usr/share/man here; checking the package's pages instead"
+	dpkg-deb -c "$(ls "$w/deb/rdmakit-tools_"*.deb)" | grep -q ' ./usr/share/man/man1/rk-copy.1.gz$' ||
+		fail "rdmakit-tools has no rk-copy.1.gz"
+else
+	page=$(man -w rk-copy) || fail "man -w rk-copy: no page"
+	case $page in /usr/share/man/man1/rk-copy.1*) ;; *) fail "man -w rk-copy: $page" ;; esac
+	man rk-copy 2>/dev/null | grep -q -- '--token-file' || fail "man rk-copy does not render its options"
+fi
+[ -f /usr/share/bash-completion/completions/rk ] || fail "no bash completion installed"
+bash -c '. /usr/share/bash-completion/completions/rk && complete -p rk' >/dev/null ||
+	fail "the bash completion does not register for rk"
+
+# The system's library, and only it: pkg-config and CMake must not find an
+# rdmakit that 'make install' may have put under /usr/local.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+libdir=/usr/lib/$multiarch
+PKG_CONFIG_LIBDIR=$libdir/pkgconfig:/usr/lib/pkgconfig:/usr/share/pkgconfig
+export PKG_CONFIG_LIBDIR
+[ "$(pkg-config --variable=libdir rdmakit)" = "$libdir" ] ||
+	fail "pkg-config's rdmakit libdir is $(pkg-config --variable=libdir rdmakit), not $libdir"
+uses_system_lib() { # BINARY: librdmakit.so.0 is the package's (/lib is /usr/lib on Debian 12)
+	so=$(ldd "$1" | sed -n 's/.*librdmakit\.so\.0 => \([^ ]*\) .*/\1/p')
+	[ -n "$so" ] && [ "$(readlink -f "$so")" = "$(readlink -f "$libdir/librdmakit.so.0")" ] ||
+		fail "$1 does not load $libdir/librdmakit.so.0: $(ldd "$1" | grep rdmakit)"
+}
+
+step "building the consumers with pkg-config"
+flags=$(pkg-config --cflags --libs rdmakit) || fail "pkg-config rdmakit"
+# shellcheck disable=SC2086 # the flags are words
+cc -std=c11 -Wall -Wextra -Werror "$src/tests/install/consumer.c" $flags -o "$w/consumer_c" ||
+	fail "C build"
+# shellcheck disable=SC2086
+c++ -std=c++17 -Wall -Wextra -pedantic -Werror "$src/tests/install/consumer.cpp" $flags \
+	-o "$w/consumer_cpp" || fail "C++ build"
+for p in consumer_c consumer_cpp; do
+	"$w/$p" version | grep -q "librdmakit ${version%%-*}" || fail "pkg-config's $p: version"
+	uses_system_lib "$w/$p"
+done
+
+step "building the consumers with find_package (no prefix given)"
+cmake -S "$src/tests/install/cmake-consumer" -B "$w/cmake" -DCMAKE_IGNORE_PREFIX_PATH=/usr/local \
+	>"$w/cmake.log" 2>&1 || fail "find_package: $(tail -10 "$w/cmake.log")"
+cmake --build "$w/cmake" >>"$w/cmake.log" 2>&1 || fail "CMake build: $(tail -10 "$w/cmake.log")"
+grep -q "rdmakit_DIR:PATH=$libdir/cmake/rdmakit" "$w/cmake/CMakeCache.txt" ||
+	fail "find_package found $(grep rdmakit_DIR "$w/cmake/CMakeCache.txt")"
+for p in consumer_c consumer_cpp consumer_c_static; do
+	"$w/cmake/$p" version | grep -q "librdmakit ${version%%-*}" || fail "CMake's $p: version"
+done
+uses_system_lib "$w/cmake/consumer_c"
+! ldd "$w/cmake/consumer_c_static" | grep -q librdmakit || fail "rdmakit::rdmakit_static loads librdmakit"
+
+step "purging the packages"
+installed=0
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $pkgs >"$w/purge.log" 2>&1 ||
+	fail "apt-get purge: $(tail -10 "$w/purge.log")"
+[ ! -e "$libdir/librdmakit.so.0" ] && [ ! -e /usr/bin/rk ] || fail "files left after the purge"
+step "ok: built, lintian clean of errors, installed, used from C, C++, pkg-config and CMake, purged"
