@@ -4,8 +4,9 @@
 # errors) into a directory of the test's own; apt installs the three packages;
 # rk runs, its man pages and completion are where man and bash look; the C and
 # C++ consumers (tests/install/) build against the system's librdmakit by
-# pkg-config and by find_package with no prefix given, and print its version.
-# The packages are purged again at the end, pass or fail.
+# pkg-config and by find_package with no prefix given, and print its version;
+# in the sandbox (scripts/softroce), the C++ client's echo calls against the C
+# server. The packages are purged again at the end, pass or fail.
 #
 # Exit 77 (skipped, saying why) where it cannot run without changing what the
 # machine had: not root, no apt or dpkg, not a git checkout, or rdmakit's
@@ -123,10 +124,30 @@ done
 uses_system_lib "$w/cmake/consumer_c"
 ! ldd "$w/cmake/consumer_c_static" | grep -q librdmakit || fail "rdmakit::rdmakit_static loads librdmakit"
 
+step "the C++ client's echo calls against the C server, from the installed library, in the sandbox"
+# The guest shares this host's files: the packages installed here are its too.
+cat >"$w/echo.sh" <<'EOF2'
+set -eu
+"$1/consumer_c" serve "$RK_ADDR" 7652 30 >"$1/server.log" 2>&1 &
+s=$!
+i=0
+until grep -q listening "$1/server.log"; do
+	i=$((i + 1))
+	[ $i -lt 300 ] && kill -0 $s 2>/dev/null || { cat "$1/server.log"; exit 1; }
+	sleep 0.1
+done
+timeout 120 "$1/consumer_cpp" call "$RK_ADDR" 7652 30
+wait $s
+cat "$1/server.log"
+EOF2
+RK_SOFTROCE_QUIET=1 "$src/scripts/softroce" run --timeout 300 -- sh "$w/echo.sh" "$w/cmake" \
+	>"$w/echo.log" 2>&1 || fail "echo in the sandbox: $(tail -20 "$w/echo.log")"
+grep -q "answered 30 calls" "$w/echo.log" || fail "echo: $(tail -20 "$w/echo.log")"
+
 step "purging the packages"
 installed=0
 # shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $pkgs >"$w/purge.log" 2>&1 ||
 	fail "apt-get purge: $(tail -10 "$w/purge.log")"
 [ ! -e "$libdir/librdmakit.so.0" ] && [ ! -e /usr/bin/rk ] || fail "files left after the purge"
-step "ok: built, lintian clean of errors, installed, used from C, C++, pkg-config and CMake, purged"
+step "ok: built, lintian clean of errors, installed, used from C, C++, pkg-config and CMake, an echo RPC in the sandbox, purged"
