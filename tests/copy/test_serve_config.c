@@ -100,6 +100,7 @@ static void bad_files(void **state)
 	refused("idle =   \n", 10, 1, "idle: empty value");
 	refused("dir = /a # where\n", 17, 1, "dir: '#' inside a value");
 	refused("dir = #a\n", 9, 1, "dir: '#' inside a value");
+	refused("dir =#a\n", 8, 1, "dir: '#' inside a value");
 	refused("read = maybe\n", 13, 1, "read: bad value 'maybe'");
 	refused("read = YES\n", 11, 1, "read: bad value");
 	refused("dir = /a\x1b[2J\n", 13, 1, "control byte (0x1b)");

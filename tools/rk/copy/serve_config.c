@@ -122,7 +122,7 @@ static int parse_line(char *p, size_t len, unsigned line, const struct sc_key *k
 		return -1;
 	}
 	for (const char *q = val; *q; q++)
-		if (*q == '#' && is_blank(q[-1])) { /* q > val: val starts with no blank */
+		if (*q == '#' && (q == val || is_blank(q[-1]))) {
 			snprintf(why, why_len,
 				 "%s: '#' inside a value (comments are lines of their own)",
 				 k->name);

@@ -10,8 +10,8 @@
  *
  * One setting per line; keys are rk serve's long option names (dir, port,
  * max-clients, ...); blanks around the key and the value are ignored; a
- * value runs to the end of its line (no quoting, no escapes). A '#' after
- * a blank inside a value is refused rather than taken as a comment, so a
+ * value runs to the end of its line (no quoting, no escapes). A '#' that
+ * starts a value or follows a blank in it is refused rather than taken as a comment, so a
  * trailing comment never becomes part of a path. A switch (read) takes
  * yes/no, true/false, on/off or 1/0. A CRLF line end is accepted.
  *
