@@ -39,3 +39,16 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/rdmakitConfigVersion.cmak
 	VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/rdmakitConfig.cmake ${PROJECT_BINARY_DIR}/rdmakitConfigVersion.cmake
 	DESTINATION ${rk_cmakedir})
+
+# rk serve as a service: the systemd unit (ExecStart names rk where this
+# prefix installs it) and an example configuration file.
+file(READ ${PROJECT_SOURCE_DIR}/dist/systemd/rdmakit-serve@.service rk_unit)
+string(REPLACE "ExecStart=/usr/bin/rk " "ExecStart=${CMAKE_INSTALL_FULL_BINDIR}/rk " rk_unit
+	"${rk_unit}")
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/dist/rdmakit-serve@.service CONTENT "${rk_unit}")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+	${PROJECT_SOURCE_DIR}/dist/systemd/rdmakit-serve@.service)
+install(FILES ${PROJECT_BINARY_DIR}/dist/rdmakit-serve@.service
+	DESTINATION lib/systemd/system) # under the prefix, also with cmake --install --prefix
+install(FILES ${PROJECT_SOURCE_DIR}/dist/systemd/serve.conf.example
+	DESTINATION ${CMAKE_INSTALL_DOCDIR})

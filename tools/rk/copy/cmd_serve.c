@@ -33,6 +33,8 @@
 #include "copy_serve_pull.h"
 #include "copy_sweep.h"
 #include "copy_token.h"
+#include "serve_config.h"
+#include "serve_metrics.h"
 
 #define SHUTDOWN_MS 10000
 /* fds the process holds besides its sessions: stdio, the device, the
@@ -44,8 +46,103 @@ static atomic_int stop;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	stop = 1;
+	stop = sig; /* non-zero: which one, for the log line */
+}
+
+/* What the flags and the configuration file set. */
+struct serve_opts {
+	const char *dir, *addr, *port, *dev_name, *token_file, *metrics_file;
+	uint64_t max_clients, max_files, idle, max_size, max_bytes, max_open, tmp_age, max_ring;
+	int serve_reads;
+};
+
+/*
+ * Set option @code to @val, from a flag or from the configuration file,
+ * with the same parsers either way. @val of 'r' is NULL from the flag,
+ * "1" or "0" from the file. 0, or -1 for a bad value.
+ */
+static int set_opt(struct serve_opts *o, int code, const char *val)
+{
+	switch (code) {
+	case 'd':
+		o->dir = val;
+		return 0;
+	case 'a':
+		o->addr = val;
+		return 0;
+	case 'p': {
+		uint64_t port;
+
+		if (cli_parse_uint(val, 0, 65535, &port))
+			return -1;
+		o->port = val;
+		return 0;
+	}
+	case 'D':
+		o->dev_name = val;
+		return 0;
+	case 't':
+		o->token_file = val;
+		return 0;
+	case 'M':
+		o->metrics_file = val;
+		return 0;
+	case 'r':
+		o->serve_reads = !val || !strcmp(val, "1");
+		return 0;
+	case 'c':
+		return cli_parse_uint(val, 1, 1024, &o->max_clients);
+	case 's':
+		return cli_parse_size(val, &o->max_size);
+	case 'f':
+		return cli_parse_uint(val, 1, UINT32_MAX - 1, &o->max_files);
+	case 'i':
+		return cli_parse_uint(val, 1, 86400, &o->idle);
+	case 'b':
+		return cli_parse_size(val, &o->max_bytes);
+	case 'o':
+		return cli_parse_uint(val, 1, CP_SERVE_MAX_OPEN, &o->max_open);
+	case 'A':
+		return cli_parse_uint(val, 0, 10ull * 365 * 86400, &o->tmp_age);
+	case 'R':
+		return cli_parse_size(val, &o->max_ring) ||
+			       o->max_ring < CP_HDR_SIZE + CP_CHUNK_MIN || o->max_ring > (1u << 30)
+			   ? -1
+			   : 0;
+	default:
+		return -1;
+	}
+}
+
+/* Apply @path's settings to @o; exit status 2 material on failure (the reason printed). */
+static int load_config(const char *path, struct serve_opts *o, struct sc_file *cf)
+{
+	char why[1400];
+
+	if (sc_load(path, sc_serve_keys, cf, why, sizeof(why))) {
+		fprintf(stderr, "rk serve: config: %s\n", why);
+		return -1;
+	}
+	for (unsigned i = 0; i < cf->n; i++) {
+		const struct sc_item *it = &cf->items[i];
+
+		if (set_opt(o, it->key->code, it->value)) {
+			fprintf(stderr, "rk serve: config: %s:%u: %s: bad value '%.64s'\n", path,
+				it->line, it->key->name, it->value);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The metrics file, if asked for; a failure while running is logged, not fatal. */
+static void write_metrics(const struct serve_opts *o, const struct cp_server *srv)
+{
+	char why[512];
+
+	if (o->metrics_file &&
+	    sm_write(o->metrics_file, srv->metrics, atomic_load(&srv->active), why, sizeof(why)))
+		fprintf(stderr, "rk serve: warning: metrics: %s\n", why);
 }
 
 static void usage(FILE *f)
@@ -90,12 +187,27 @@ static void usage(FILE *f)
 	    "      --tmp-age SECONDS    remove temporaries (.NAME.rkpart) of abandoned transfers\n"
 	    "                           untouched this long, at start and while running\n"
 	    "                           (default 86400; 0: never)\n"
+	    "\n"
+	    "service:\n"
+	    "      --config FILE        settings from FILE: 'key = value' lines, keys the long\n"
+	    "                           options above (dir, port, read = yes, max-clients...),\n"
+	    "                           '#' lines comments; flags win over the file. An\n"
+	    "                           unknown key, bad value, key given twice or line over\n"
+	    "                           1024 bytes: exit 2 naming FILE:LINE and the key\n"
+	    "      --metrics-file PATH  write Prometheus text (rk_serve_* sessions, bytes,\n"
+	    "                           files, failures and refusals by reason...) to PATH\n"
+	    "                           every 5 s and at exit, atomically (for node_exporter's\n"
+	    "                           textfile collector); refused at start if PATH's\n"
+	    "                           directory is not writable\n"
 	    "  -h, --help               this text\n"
 	    "\n"
 	    "A file over a limit is refused with the limit's name; the session goes on.\n"
 	    "Without --token-file anyone who can reach the port can write into DIR.\n"
 	    "One line is logged per finished file: name, size, seconds, rate, verified.\n"
-	    "Stop with Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 failure, 2 usage.\n"
+	    "Stop with Ctrl-C or SIGTERM: sessions in flight end as a lost connection would\n"
+	    "(temporaries kept for rk copy --resume, no file half committed); exit within\n"
+	    "about 10 s. Exit codes: 0 stopped cleanly, 1 failure, 2 usage or configuration.\n"
+	    "systemd: rdmakit-serve@NAME.service runs --config /etc/rdmakit/serve-NAME.conf.\n"
 	    "\n"
 	    "example:\n"
 	    "  rk serve --dir /data/incoming --addr 10.0.0.1 --token-file ~/.rk-token\n",
@@ -119,22 +231,27 @@ static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int
 		snprintf(text, sizeof(text), "rk copy protocol %u not supported (server: %u)",
 			 (unsigned)(h->app_arg & 0xffff), (unsigned)CP_VERSION);
 		rk_cm_request_reject(req, RK_REJECT_VERSION, text, NULL);
+		SM_ADD(srv->metrics, refused[SM_REF_VERSION], 1);
 		return;
 	}
 	if (kind < 0) {
 		rk_cm_request_reject(req, RK_REJECT_BAD_HELLO, "malformed lane request", NULL);
+		SM_ADD(srv->metrics, refused[SM_REF_HELLO], 1);
 		return;
 	}
 	if (kind == 1) {
 		if (h->token_len != CP_KEY_LEN) {
 			rk_cm_request_reject(req, RK_REJECT_BAD_HELLO, "lane without session key",
 					     NULL);
+			SM_ADD(srv->metrics, refused[SM_REF_HELLO], 1);
 			return;
 		}
 		snprintf(text, sizeof(text), "%s", rk_cm_request_peer(req));
-		if (cp_session_join(srv, req, lane, h->token)) /* req is gone now */
+		if (cp_session_join(srv, req, lane, h->token)) { /* req is gone now */
+			SM_ADD(srv->metrics, refused[SM_REF_LANE], 1);
 			fprintf(stderr, "rk serve: %s: refused a lane for an unknown session\n",
 				text);
+		}
 		return;
 	}
 	if (has_token &&
@@ -142,6 +259,7 @@ static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int
 		fprintf(stderr, "rk serve: %s: refused: wrong or missing access token\n",
 			rk_cm_request_peer(req));
 		rk_cm_request_reject(req, RK_REJECT_TOKEN, "access token refused", NULL);
+		SM_ADD(srv->metrics, refused[SM_REF_TOKEN], 1);
 		return;
 	}
 	if (kind == 2 && !srv->serve_reads) {
@@ -149,120 +267,62 @@ static void handle_request(struct cp_server *srv, struct rk_cm_request *req, int
 			rk_cm_request_peer(req));
 		rk_cm_request_reject(req, RK_REJECT_DENIED,
 				     "this server does not serve reads (rk serve --read)", NULL);
+		SM_ADD(srv->metrics, refused[SM_REF_NO_READ], 1);
 		return;
 	}
 	if ((unsigned)atomic_load(&srv->active) >= max_clients) {
 		snprintf(text, sizeof(text), "server busy (%u clients)", max_clients);
 		rk_cm_request_reject(req, RK_REJECT_BUSY, text, NULL);
+		SM_ADD(srv->metrics, refused[SM_REF_BUSY], 1);
 		return;
 	}
-	if ((kind == 2 ? cp_pull_session_start(srv, req) : cp_session_start(srv, req)))
+	if ((kind == 2 ? cp_pull_session_start(srv, req) : cp_session_start(srv, req))) {
 		fprintf(stderr, "rk serve: could not start a session\n");
+		SM_ADD(srv->metrics, refused[SM_REF_RESOURCES], 1);
+	} else {
+		SM_ADD(srv->metrics, sessions, 1);
+	}
 }
 
-int rk_cmd_serve(int argc, char **argv)
+/* Serve as @o says until a signal; an exit status. */
+static int serve(const struct serve_opts *o)
 {
-	static const struct option opts[] = {
-	    {"dir", required_argument, NULL, 'd'},
-	    {"addr", required_argument, NULL, 'a'},
-	    {"port", required_argument, NULL, 'p'},
-	    {"dev", required_argument, NULL, 'D'},
-	    {"token-file", required_argument, NULL, 't'},
-	    {"max-clients", required_argument, NULL, 'c'},
-	    {"max-file-size", required_argument, NULL, 's'},
-	    {"max-files", required_argument, NULL, 'f'},
-	    {"idle", required_argument, NULL, 'i'},
-	    {"max-bytes", required_argument, NULL, 'b'},
-	    {"max-open", required_argument, NULL, 'o'},
-	    {"tmp-age", required_argument, NULL, 'A'},
-	    {"max-ring", required_argument, NULL, 'R'},
-	    {"read", no_argument, NULL, 'r'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *dir = NULL, *addr = NULL, *port = CP_DEFAULT_PORT, *dev_name = NULL,
-		   *token_file = NULL;
-	uint64_t max_clients = 16, max_files = 1000000, idle = 60, max_size = 1ull << 40;
-	uint64_t max_bytes = 16ull << 40, max_open = CP_SERVE_MAX_OPEN, tmp_age = 86400, fdlim;
-	uint64_t max_ring = 64u << 20, memlock;
+	const char *dir = o->dir, *addr = o->addr, *port = o->port, *dev_name = o->dev_name,
+		   *token_file = o->token_file;
+	uint64_t max_clients = o->max_clients, max_files = o->max_files, idle = o->idle,
+		 max_size = o->max_size, max_bytes = o->max_bytes, max_open = o->max_open,
+		 tmp_age = o->tmp_age, fdlim, max_ring = o->max_ring, memlock;
 	unsigned nclients; /* --max-clients, or fewer if the locked-memory limit says so */
+	static struct sm_metrics metrics; /* zero: counted from start */
 	struct cp_sweeper sweeper = {0};
 	struct cp_server srv = {0};
 	struct rk_device_opts dopts = {.gid_index = -1};
 	struct rk_listener *lis = NULL;
 	struct sigaction sa = {0};
 	uint8_t token[CP_TOKEN_LEN];
-	int has_token = 0, c, rc = RK_EXIT_FAILURE;
+	int has_token = 0, rc = RK_EXIT_FAILURE;
+	uint64_t metrics_at;
 	struct rk_error err;
-	char why[256];
+	char why[512];
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "d:a:p:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd':
-			dir = optarg;
-			break;
-		case 'a':
-			addr = optarg;
-			break;
-		case 'p':
-			port = optarg;
-			break;
-		case 'D':
-			dev_name = optarg;
-			break;
-		case 't':
-			token_file = optarg;
-			break;
-		case 'c':
-			if (cli_parse_uint(optarg, 1, 1024, &max_clients))
-				goto bad;
-			break;
-		case 's':
-			if (cli_parse_size(optarg, &max_size))
-				goto bad;
-			break;
-		case 'f':
-			if (cli_parse_uint(optarg, 1, UINT32_MAX - 1, &max_files))
-				goto bad;
-			break;
-		case 'i':
-			if (cli_parse_uint(optarg, 1, 86400, &idle))
-				goto bad;
-			break;
-		case 'b':
-			if (cli_parse_size(optarg, &max_bytes))
-				goto bad;
-			break;
-		case 'o':
-			if (cli_parse_uint(optarg, 1, CP_SERVE_MAX_OPEN, &max_open))
-				goto bad;
-			break;
-		case 'A':
-			if (cli_parse_uint(optarg, 0, 10ull * 365 * 86400, &tmp_age))
-				goto bad;
-			break;
-		case 'R':
-			if (cli_parse_size(optarg, &max_ring) ||
-			    max_ring < CP_HDR_SIZE + CP_CHUNK_MIN || max_ring > (1u << 30))
-				goto bad;
-			break;
-		case 'r':
-			srv.serve_reads = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return RK_EXIT_OK;
-		default:
-			usage(stderr);
-			return RK_EXIT_USAGE;
-		}
+	srv.serve_reads = o->serve_reads;
+	srv.metrics = &metrics;
+	/*
+	 * From here SIGTERM (systemctl stop) and SIGINT only set stop: the
+	 * loop below notices within a poll period, sessions end as a lost
+	 * connection would (temporaries kept for --resume) and we exit 0.
+	 */
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) ||
+	    signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+		fprintf(stderr, "rk serve: signal handlers: %s\n", strerror(errno));
+		return RK_EXIT_FAILURE;
 	}
-	if (!dir || optind != argc) {
-		fprintf(stderr, "rk serve: %s\n",
-			dir ? "unexpected argument" : "--dir is required");
-		usage(stderr);
-		return RK_EXIT_USAGE;
+	/* A metrics file that cannot be written is refused now, not lost silently later. */
+	if (o->metrics_file && sm_write(o->metrics_file, &metrics, 0, why, sizeof(why))) {
+		fprintf(stderr, "rk serve: --metrics-file: %s\n", why);
+		return RK_EXIT_FAILURE;
 	}
 	if (token_file) {
 		if (cp_token_load(token_file, token, why, sizeof(why))) {
@@ -312,11 +372,6 @@ int rk_cmd_serve(int argc, char **argv)
 			goto out;
 		}
 	}
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 	if (!has_token)
 		fprintf(stderr,
 			"rk serve: warning: no --token-file: anyone who can reach %s:%u can write "
@@ -343,10 +398,15 @@ int rk_cmd_serve(int argc, char **argv)
 	       has_token ? " (token required)" : "");
 	fflush(stdout);
 
+	metrics_at = cli_now_ns();
 	while (!stop) {
 		struct rk_cm_request *req;
 		int r;
 
+		if (cli_now_ns() - metrics_at >= SM_PERIOD_S * 1000000000ull) {
+			write_metrics(o, &srv);
+			metrics_at = cli_now_ns();
+		}
 		r = rk_listener_get_request(lis, 500, &err, &req);
 		if (r == -ETIMEDOUT || r == -EAGAIN || r == -EINTR)
 			continue;
@@ -356,6 +416,9 @@ int rk_cmd_serve(int argc, char **argv)
 		}
 		handle_request(&srv, req, has_token, token, nclients);
 	}
+	printf("rk serve: %s: stopping; %d sessions end as if their connection were lost\n",
+	       strsignal(stop), atomic_load(&srv.active));
+	fflush(stdout);
 	rc = RK_EXIT_OK;
 out:
 	rk_listener_destroy(lis);
@@ -365,16 +428,87 @@ out:
 	for (int waited = 0; atomic_load(&srv.active) > 0; waited += 50) {
 		if (waited >= SHUTDOWN_MS) {
 			fprintf(stderr, "rk serve: sessions did not end; exiting anyway\n");
+			write_metrics(o, &srv);
 			return RK_EXIT_FAILURE;
 		}
 		usleep(50000);
 	}
+	write_metrics(o, &srv); /* the final counts */
 	rk_device_close(srv.dev);
 	cp_server_registry_fini(&srv);
 	close(srv.rootfd);
 	printf("rk serve: stopped\n");
 	return rc;
-bad:
-	fprintf(stderr, "rk serve: bad option value: %s\n", optarg);
-	return RK_EXIT_USAGE;
+}
+
+int rk_cmd_serve(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"dir", required_argument, NULL, 'd'},
+	    {"addr", required_argument, NULL, 'a'},
+	    {"port", required_argument, NULL, 'p'},
+	    {"dev", required_argument, NULL, 'D'},
+	    {"token-file", required_argument, NULL, 't'},
+	    {"max-clients", required_argument, NULL, 'c'},
+	    {"max-file-size", required_argument, NULL, 's'},
+	    {"max-files", required_argument, NULL, 'f'},
+	    {"idle", required_argument, NULL, 'i'},
+	    {"max-bytes", required_argument, NULL, 'b'},
+	    {"max-open", required_argument, NULL, 'o'},
+	    {"tmp-age", required_argument, NULL, 'A'},
+	    {"max-ring", required_argument, NULL, 'R'},
+	    {"read", no_argument, NULL, 'r'},
+	    {"config", required_argument, NULL, 'C'},
+	    {"metrics-file", required_argument, NULL, 'M'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct serve_opts o = {.port = CP_DEFAULT_PORT,
+			       .max_clients = 16,
+			       .max_files = 1000000,
+			       .idle = 60,
+			       .max_size = 1ull << 40,
+			       .max_bytes = 16ull << 40,
+			       .max_open = CP_SERVE_MAX_OPEN,
+			       .tmp_age = 86400,
+			       .max_ring = 64u << 20};
+	struct sc_file cf = {0};
+	const char *config = NULL;
+	int c, rc;
+
+	/* First the file, then the flags over it: find --config (and --help) first. */
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "d:a:p:h", opts, NULL)) != -1) {
+		if (c == 'C')
+			config = optarg;
+		else if (c == 'h') {
+			usage(stdout);
+			return RK_EXIT_OK;
+		} else if (c == '?') {
+			usage(stderr);
+			return RK_EXIT_USAGE;
+		}
+	}
+	if (config && load_config(config, &o, &cf)) {
+		sc_free(&cf);
+		return RK_EXIT_USAGE;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "d:a:p:h", opts, NULL)) != -1) {
+		if (c != 'C' && set_opt(&o, c, c == 'r' ? NULL : optarg)) {
+			fprintf(stderr, "rk serve: bad option value: %s\n", optarg);
+			sc_free(&cf);
+			return RK_EXIT_USAGE;
+		}
+	}
+	if (!o.dir || optind != argc) {
+		fprintf(stderr, "rk serve: %s\n",
+			o.dir ? "unexpected argument" : "--dir is required (or dir in --config)");
+		usage(stderr);
+		sc_free(&cf);
+		return RK_EXIT_USAGE;
+	}
+	rc = serve(&o);
+	sc_free(&cf); /* the strings of @o point into it */
+	return rc;
 }

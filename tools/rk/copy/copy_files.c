@@ -124,6 +124,7 @@ static void fail_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile
 {
 	result(c, f->id, CP_RES_DONE, code, sys_errno, offset);
 	fs->n_failed++;
+	SM_ADD(fs->srv->metrics, files_failed, 1);
 	ffail(fs, "%s: FAILED at offset %llu: %s%s%s", f->name, (unsigned long long)offset,
 	      cp_code_str(code), sys_errno ? ": " : "", sys_errno ? strerror(abs(sys_errno)) : "");
 	close_file(f, unlink_tmp);
@@ -657,6 +658,7 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 	result(c, f->id, CP_RES_DONE, CP_OK, 0, f->size);
 	fs->n_ok++;
 	fs->bytes_ok += f->size;
+	SM_ADD(fs->srv->metrics, files_committed, 1);
 	close_file(f, 0);
 }
 
@@ -667,12 +669,14 @@ static void make_dir(struct cp_files *fs, struct cp_results *c, const struct cp_
 
 	if (!name_ok(fs, r->name, r->name_len)) {
 		fs->n_failed++;
+		SM_ADD(fs->srv->metrics, files_failed, 1);
 		ffail(fs, "(refused name)/: FAILED: %s", cp_code_str(CP_E_PATH));
 		result(c, r->file_id, CP_RES_DONE, CP_E_PATH, 0, 0);
 		return;
 	}
 	if (++fs->nfiles > fs->srv->max_files) {
 		fs->n_failed++;
+		SM_ADD(fs->srv->metrics, files_failed, 1);
 		result(c, r->file_id, CP_RES_DONE, CP_E_ENTRY_LIMIT, 0, 0);
 		return;
 	}
@@ -682,6 +686,7 @@ static void make_dir(struct cp_files *fs, struct cp_results *c, const struct cp_
 	if (fd < 0) {
 		ffail(fs, "%s/: FAILED: %s", name, strerror(-fd));
 		fs->n_failed++;
+		SM_ADD(fs->srv->metrics, files_failed, 1);
 		result(c, r->file_id, CP_RES_DONE, open_errno_code(fd), fd, 0);
 		return;
 	}
@@ -750,6 +755,7 @@ int cp_files_record(struct cp_files *fs, struct cp_results *c, const struct cp_r
 		if (f->used && f->next_off > at) {
 			fs->progressed += f->next_off - at;
 			fs->moved += f->next_off - at;
+			SM_ADD(fs->srv->metrics, bytes_received, f->next_off - at);
 			show(fs, f->next_off - at, f->name);
 		}
 		break;

@@ -65,6 +65,12 @@ void rcv_log(const struct session *s, const char *fmt, ...)
 	fflush(stdout);
 }
 
+void rcv_pin(struct session *s, int64_t n)
+{
+	s->pinned += n;
+	SM_ADD(s->srv->metrics, registered_bytes, n);
+}
+
 static struct rk_conn_opts conn_opts(struct session *s)
 {
 	return (struct rk_conn_opts){
@@ -264,11 +270,31 @@ static void session_free(struct session *s)
 	}
 	rk_ring_rx_destroy(s->ring);
 	rk_pool_destroy(s->pool);
+	rcv_pin(s, -s->pinned);
 	rk_pd_free(s->pd);
 	if (s->reg.evfd >= 0)
 		close(s->reg.evfd);
 	rk_free_aligned(s->msg);
 	free(s);
+}
+
+/* The metrics' reason for a session that ended with @r (not 0). */
+static enum sm_failure session_failure(int r)
+{
+	switch (r) {
+	case -ECONNRESET:
+		return SM_FAIL_DISCONNECTED;
+	case -ETIMEDOUT:
+		return SM_FAIL_IDLE;
+	case -ESHUTDOWN:
+		return SM_FAIL_SHUTDOWN;
+	case -ECANCELED:
+		return SM_FAIL_REPLACED;
+	case -EPROTO:
+		return SM_FAIL_PROTOCOL;
+	default:
+		return SM_FAIL_ERROR;
+	}
 }
 
 static void *session_main(void *arg)
@@ -289,6 +315,7 @@ static void *session_main(void *arg)
 		r = watch_lane(s, 0, &err);
 	if (r) {
 		fprintf(stderr, "rk serve: %s: accept failed: %s\n", s->peer, rk_error_str(&err));
+		SM_ADD(s->srv->metrics, failed[SM_FAIL_ERROR], 1);
 	} else {
 		rcv_log(s, "connected");
 		r = serve(s, &err);
@@ -307,6 +334,8 @@ static void *session_main(void *arg)
 			rcv_log(s, "protocol error; connection closed");
 		else
 			rcv_log(s, "connection lost: %s", rk_error_str(&err));
+		if (r)
+			SM_ADD(s->srv->metrics, failed[session_failure(r)], 1);
 	}
 	srv = s->srv;
 	session_free(s);
@@ -358,6 +387,8 @@ static struct session *session_new(struct cp_server *srv, const char *peer)
 					  .pd = s->pd};
 
 		r = rk_pool_create(srv->dev, &po, &err, &s->pool);
+		if (!r)
+			rcv_pin(s, (int64_t)po.chunk_size); /* lane 0's, made now */
 	}
 	if (r) {
 		fprintf(stderr, "%s: %s: %s\n", srv->who ? srv->who : "rk serve", s->peer,

@@ -33,6 +33,7 @@
 
 #include "copy_progress.h"
 #include "copy_proto.h"
+#include "serve_metrics.h"
 
 #define CP_SERVE_MAX_OPEN 128u /* largest --max-open */
 
@@ -57,6 +58,7 @@ struct cp_server {
 	int quiet;		      /* no log lines about files and sessions */
 	struct cp_progress *progress; /* a pull's progress bar, or NULL */
 	atomic_int *stop;	      /* set on SIGINT/SIGTERM */
+	struct sm_metrics *metrics;   /* rk serve's counters (NULL: none) */
 	atomic_int active;	      /* sessions running */
 	/*
 	 * Sessions by key, for lanes that join (cp_session_join) and sessions

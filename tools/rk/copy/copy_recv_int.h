@@ -56,6 +56,7 @@ struct session {
 	struct rk_pool *pool;	 /* the lanes' message buffers: local access, in pd */
 	struct rk_ring_rx *ring; /* the slots, in pd: only this session's QPs reach them */
 	struct cp_reg reg;	 /* the key, lanes joining, replacement; its evfd wakes the loop */
+	int64_t pinned;		 /* bytes registered, in the registered_bytes gauge (rcv_pin) */
 	uint32_t chunk;
 	uint16_t nslots, flags;
 	size_t stride;
@@ -73,6 +74,9 @@ struct session {
 
 /* copy_recv.c: a line on stdout for the session (unless srv->quiet), "WHO: PEER: text". */
 void rcv_log(const struct session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* rcv_pin - @n more bytes registered by @s (negative: released), for the metrics. */
+void rcv_pin(struct session *s, int64_t n);
 
 /* copy_recv_ring.c */
 /* rk_cm accept / connect hook: post lane s->prep_lane's receives before the QP connects. */

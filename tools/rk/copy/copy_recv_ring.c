@@ -152,8 +152,10 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	if (h.flags & CP_F_REPLACES) {
 		char old[64];
 
-		if (cp_reg_replace(s->srv, h.replaces, old, sizeof(old)))
+		if (cp_reg_replace(s->srv, h.replaces, old, sizeof(old))) {
 			rcv_log(s, "replaces this client's session from %s", old);
+			SM_ADD(s->srv->metrics, reconnects, 1);
+		}
 	}
 	s->chunk = s->fs.chunk = h.chunk;
 	s->flags = s->fs.flags = h.flags;
@@ -209,6 +211,7 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 			rcv_send_error(s, CP_E_IO, "server out of registered memory");
 			return r;
 		}
+		rcv_pin(s, (int64_t)(nslots * s->stride));
 		rk_ring_rx_peer(s->ring, &peer);
 		w.ring_addr = peer.addr;
 		w.rkey = peer.rkey;
@@ -258,12 +261,19 @@ int rcv_prepare(struct rk_conn *conn, void *arg)
 
 int rcv_lane_joined(struct session *s, unsigned l, struct rk_error *err)
 {
+	int r;
+
 	if (!s->ring || l == 0 || l >= s->reg.want_lanes) {
 		rk_error_setf(err, "rk serve", EPROTO, "lane %u joined a session of %u lanes", l,
 			      s->reg.want_lanes);
 		return -EPROTO;
 	}
-	return rk_ring_rx_attach(s->ring, l, s->lanes[l].conn, err);
+	r = rk_ring_rx_attach(s->ring, l, s->lanes[l].conn, err);
+
+	if (r)
+		return r;
+	rcv_pin(s, (int64_t)(RQ_DEPTH + NSEND) * CP_MSG_MAX); /* its buffers */
+	return 0;
 }
 
 int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, struct rk_error *err)

@@ -213,6 +213,10 @@ static void *pull_main(void *arg)
 		plog(ps, "pull: %zu of %zu files sent or up to date (%s) in %.2f s%s%s", ok,
 		     ps->plan.files, cli_fmt_bytes(sent, bytes, sizeof(bytes)),
 		     (double)(cli_now_ns() - t0) / 1e9, rc ? "; ended: " : "", rc ? why : "");
+	SM_ADD(srv->metrics, bytes_sent, sent);
+	if (rc)
+		SM_ADD(srv->metrics,
+		       failed[atomic_load(srv->stop) ? SM_FAIL_SHUTDOWN : SM_FAIL_ERROR], 1);
 out:
 	leave(ps);
 	cp_plan_free(&ps->plan);
