@@ -234,6 +234,12 @@ size_t rk_explain_lookup(const char *what, const struct rk_explain **out, size_t
 	if (sp && (kind = kind_word(buf, (size_t)(sp - buf))) >= 0)
 		rest = sp + 1;
 
+	/* "-12": the library's own negative errno return, so an errno */
+	if (rest[0] == '-' && (kind < 0 || kind == RK_EXPLAIN_ERRNO) &&
+	    parse_code(rest + 1, &code) == 0) {
+		kind = RK_EXPLAIN_ERRNO;
+		rest++;
+	}
 	if (parse_code(rest, &code) == 0) {
 		if (kind < 0)
 			kind = RK_EXPLAIN_WC_STATUS;

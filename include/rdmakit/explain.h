@@ -81,8 +81,9 @@ RK_API const char *rk_explain_kind_str(enum rk_explain_kind kind);
  * rk_explain_lookup - the entries @what names, stored in @out (room for
  * @max), best first; returns how many matched (may exceed @max; only @max
  * are stored). @what is case-insensitive and may be:
- *   a number ("12": a completion status), or a kind word and a number
- *   ("errno 12", "event 8", "reject 28", "status 5");
+ *   a number ("12": a completion status), a negative number ("-12": an
+ *   errno, as the library's functions return them), or a kind word and a
+ *   number ("errno 12", "event 8", "reject 28", "status 5");
  *   a name with or without its prefix ("IBV_WC_RETRY_EXC_ERR", "RETRY_EXC_ERR",
  *   "REJECTED", "INVALID_SERVICE_ID");
  *   the library's text ("transport retry counter exceeded");

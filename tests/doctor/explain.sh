@@ -31,6 +31,11 @@ while IFS='	' read -r kind code name; do
 done
 
 "$rk" explain 12 | grep -q '^IBV_WC_RETRY_EXC_ERR' || fail "12 is not RETRY_EXC_ERR"
+"$rk" explain 12 | grep -q '12 was read as a completion status.*errno 12 is ENOMEM (rk explain -12)' ||
+	fail "rk explain 12 does not say how it read 12, nor offer errno 12"
+# the library returns negative errnos: -12 is ENOMEM, with or without --
+"$rk" explain -12 | grep -q '^ENOMEM (errno 12)' || fail "-12 is not ENOMEM"
+"$rk" explain -- -12 | grep -q '^ENOMEM (errno 12)' || fail "-- -12 is not ENOMEM"
 "$rk" explain transport retry counter exceeded | grep -q '^IBV_WC_RETRY_EXC_ERR' ||
 	fail "the library's text does not find RETRY_EXC_ERR"
 "$rk" explain ENOMEM reg_mr | grep -q 'ulimit -l' || fail "ENOMEM reg_mr: no memlock fix"
@@ -45,4 +50,11 @@ grep -q 'closest known names:' "$tmp/err" || fail "unknown word: no suggestions"
 rc=0
 "$rk" explain >/dev/null 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || fail "no WHAT: exit $rc, want 2"
+# a bad option: the command, the option, the usage line and where help is; not the whole help
+rc=0
+"$rk" explain --frobnicate >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" -eq 2 ] || fail "bad option: exit $rc, want 2"
+grep -q "^rk explain: unrecognized option '--frobnicate'" "$tmp/err" || fail "bad option: $(cat "$tmp/err")"
+grep -q "try 'rk explain --help'" "$tmp/err" || fail "bad option: no pointer to --help"
+[ "$(wc -l <"$tmp/err")" -le 5 ] || fail "bad option: $(wc -l <"$tmp/err") lines, want the usage only"
 echo "rk explain: $wc_n statuses, $ev_n events and the reject reasons explained"

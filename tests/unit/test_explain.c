@@ -132,6 +132,11 @@ static void lookups(void **state)
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(hit[i]->code, ENOMEM);
 	assert_int_equal(rk_explain_lookup("errno 12", hit, 16), n);
+	/* the library returns -ENOMEM: "-12" is that errno, not a status */
+	assert_int_equal(rk_explain_lookup("-12", hit, 16), n);
+	assert_int_equal(hit[0]->kind, RK_EXPLAIN_ERRNO);
+	assert_int_equal(rk_explain_lookup("errno -12", hit, 16), n);
+	assert_int_equal(rk_explain_lookup("event -12", hit, 16), 0);
 
 	/* a fragment: the names that contain it */
 	n = rk_explain_lookup("RETRY_EXC", hit, 16);

@@ -1,5 +1,7 @@
 /* cli.c - see cli.h. */
 #include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include <rdmakit/device.h>
 
 #include "cli.h"
+#include "commands.h"
 
 int cli_parse_size(const char *s, uint64_t *out)
 {
@@ -148,6 +151,39 @@ void cli_report(const char *prog, const char *what, const struct rk_error *err)
 	fprintf(stderr, "rk %s: %s%s%s\n", prog, what, *text ? ": " : "", text);
 	if (err && err->hint && !strstr(text, err->hint))
 		fprintf(stderr, "rk %s: hint: %s\n", prog, err->hint);
+}
+
+int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "rk %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%stry 'rk %s --help' for the options\n", synopsis, cmd);
+	return RK_EXIT_USAGE;
+}
+
+int cli_option_error(const char *cmd, const char *synopsis, char *const *argv,
+		     const char *shortopts, const struct option *longopts)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	size_t len = strcspn(arg, "=");
+
+	if (optopt == 0) /* a long option getopt does not know (or an ambiguous prefix) */
+		return cli_usage_error(cmd, synopsis, "unrecognized option '%.*s'", (int)len, arg);
+	if (strncmp(arg, "--", 2) == 0) /* a known long option without its value */
+		for (const struct option *o = longopts; o && o->name; o++)
+			if (o->val == optopt && o->has_arg == required_argument &&
+			    strncmp(arg + 2, o->name, len - 2) == 0)
+				return cli_usage_error(cmd, synopsis, "option '--%s' needs a value",
+						       o->name);
+	if (optopt > ' ' && optopt < 0x7f && optopt != ':' && strchr(shortopts, optopt))
+		return cli_usage_error(cmd, synopsis, "option '-%c' needs a value", optopt);
+	if (optopt > ' ' && optopt < 0x7f)
+		return cli_usage_error(cmd, synopsis, "unrecognized option '-%c'", optopt);
+	return cli_usage_error(cmd, synopsis, "unrecognized option '%.*s'", (int)len, arg);
 }
 
 void cli_device_opts(struct rk_device_opts *o, const char *dev, const char *addr, const char *peer)

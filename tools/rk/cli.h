@@ -91,6 +91,26 @@ int cli_unhex(const char *s, size_t s_len, uint8_t *out, size_t max);
 
 void cli_report(const char *prog, const char *what, const struct rk_error *err);
 
+/*
+ * cli_usage_error - the one way every rk command reports a bad command
+ * line, as scp and rsync do: "rk CMD: MESSAGE", then @synopsis (the
+ * command's "usage:" lines, ending in a newline) and "try 'rk CMD --help'",
+ * on stderr; not the whole help. Returns RK_EXIT_USAGE.
+ */
+int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+struct option;
+
+/*
+ * cli_option_error - cli_usage_error for an option getopt_long() returned
+ * '?' for (the command set opterr = 0, so getopt printed nothing): names
+ * the unknown option, or the option whose value is missing. @argv,
+ * @shortopts and @longopts are what getopt_long was given.
+ */
+int cli_option_error(const char *cmd, const char *synopsis, char *const *argv,
+		     const char *shortopts, const struct option *longopts);
+
 struct rk_device_opts;
 
 /*
