@@ -47,8 +47,7 @@ static int resolve(const char *host, const char *port, int passive, struct addri
 	int r = getaddrinfo(host, port, &hints, ai);
 
 	if (r)
-		return rk_err_set(err, EINVAL, "getaddrinfo", "%s:%s: %s", host ? host : "*",
-				  port ? port : "0", gai_strerror(r));
+		return rk__err_gai(err, r, "%s:%s", host ? host : "*", port ? port : "0");
 	return 0;
 }
 

@@ -49,8 +49,7 @@ int rk_listener_create(struct rk_device *dev, const struct rk_listen_opts *o, st
 	l->app_id = o->app_id;
 	r = getaddrinfo(o->addr, o->port ? o->port : "0", &hints, &ai);
 	if (r) {
-		r = rk_err_set(err, EINVAL, "getaddrinfo", "%s:%s: %s", o->addr ? o->addr : "*",
-			       o->port ? o->port : "0", gai_strerror(r));
+		r = rk__err_gai(err, r, "%s:%s", o->addr ? o->addr : "*", o->port ? o->port : "0");
 		goto fail;
 	}
 	r = rk_cm_new_channel(err, &l->ch);

@@ -55,7 +55,7 @@ static int context_for_addr(const char *addr, struct ibv_context **ctx, uint8_t 
 
 	r = getaddrinfo(addr, NULL, &hints, &ai);
 	if (r)
-		return rk_err_set(err, EINVAL, "getaddrinfo", "'%s': %s", addr, gai_strerror(r));
+		return rk__err_gai(err, r, "'%s'", addr);
 	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP)) {
 		r = rk_err_sys(err, "rdma_create_id", NULL);
 		freeaddrinfo(ai);
@@ -94,7 +94,7 @@ static int route_source(const char *peer, char *out, size_t len, struct rk_error
 
 	r = getaddrinfo(peer, "9", &hints, &ai);
 	if (r)
-		return rk_err_set(err, EINVAL, "getaddrinfo", "'%s': %s", peer, gai_strerror(r));
+		return rk__err_gai(err, r, "'%s'", peer);
 	fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		r = rk_err_sys(err, "socket", NULL);

@@ -7,6 +7,7 @@
  * on any host.
  */
 #include <errno.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,6 +94,49 @@ void rk__err_msgf(struct rk_error *e, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	va_end(ap);
+}
+
+int rk__err_gai(struct rk_error *e, int gai_rc, const char *fmt, ...)
+{
+	char detail[128]; /* a host and a port */
+	int err;
+	va_list ap;
+
+	switch (gai_rc) {
+	case EAI_NONAME:
+	case EAI_FAIL:
+#ifdef EAI_NODATA /* glibc's, with _GNU_SOURCE */
+	case EAI_NODATA:
+	case EAI_ADDRFAMILY:
+#endif
+		err = ENXIO;
+		break;
+	case EAI_AGAIN:
+		err = EAGAIN;
+		break;
+	case EAI_MEMORY:
+		err = ENOMEM;
+		break;
+	case EAI_SYSTEM:
+		err = errno ? errno : EIO;
+		break;
+	default:
+		err = EINVAL;
+	}
+	if (!e)
+		return -err;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	rk_error_clear(e);
+	e->err = err;
+	snprintf(e->op, sizeof(e->op), "getaddrinfo");
+	snprintf(e->err_str, sizeof(e->err_str), "%s", gai_strerror(gai_rc));
+	if (err == ENXIO)
+		e->hint = "no such host: check the name (DNS, /etc/hosts) or give an IP address";
+	snprintf(e->msg, sizeof(e->msg), "getaddrinfo: %s: %s%s%s%s", detail, gai_strerror(gai_rc),
+		 e->hint ? " (hint: " : "", e->hint ? e->hint : "", e->hint ? ")" : "");
+	return -err;
 }
 
 int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)

@@ -165,6 +165,15 @@ struct rk_conn {
  * an error message wraps - a cause's own message - may be as long as it).
  */
 void rk__err_msgf(struct rk_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * rk__err_gai - a failed getaddrinfo (@gai_rc, its return) in @e (may be
+ * NULL): "getaddrinfo: DETAIL: gai_strerror", with no strerror after it
+ * (the resolver's text is the story); the errno is the nearest one
+ * (ENXIO: no such name, EAGAIN: resolver unreachable, ENOMEM, EINVAL for
+ * the rest). Returns the negative errno.
+ */
+int rk__err_gai(struct rk_error *e, int gai_rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* error.c: fill @e (may be NULL) and return -@err. */
 int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

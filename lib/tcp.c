@@ -23,8 +23,7 @@ int rk_tcp_listen(const char *addr, const char *port, struct rk_error *err)
 
 	r = getaddrinfo(addr, port, &hints, &ai);
 	if (r)
-		return rk_err_set(err, EINVAL, "getaddrinfo", "%s:%s: %s", addr ? addr : "*", port,
-				  gai_strerror(r));
+		return rk__err_gai(err, r, "%s:%s", addr ? addr : "*", port);
 	r = -EADDRNOTAVAIL;
 	for (a = ai; a; a = a->ai_next) {
 		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -113,8 +112,7 @@ int rk_tcp_connect(const char *host, const char *port, int timeout_ms, struct rk
 
 	r = getaddrinfo(host, port, &hints, &ai);
 	if (r)
-		return rk_err_set(err, EINVAL, "getaddrinfo", "%s:%s: %s", host, port,
-				  gai_strerror(r));
+		return rk__err_gai(err, r, "%s:%s", host, port);
 	r = -EHOSTUNREACH;
 	for (a = ai; a; a = a->ai_next) {
 		r = connect_one(a, deadline, err);

@@ -2,6 +2,7 @@
  * test_hints.c - the hint table and the error object.
  */
 #include <errno.h>
+#include <netdb.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -135,6 +136,25 @@ static void setf(void **state)
 	assert_int_equal(strlen(e.op), RK_ERROR_OP_MAX - 1);
 }
 
+/* A name that does not resolve: the resolver's text alone, no second errno. */
+static void gai(void **state)
+{
+	struct rk_error e;
+
+	(void)state;
+	assert_int_equal(rk__err_gai(&e, EAI_NONAME, "'%s'", "nohost.invalid"), -ENXIO);
+	assert_int_equal(e.err, ENXIO);
+	assert_string_equal(e.op, "getaddrinfo");
+	assert_non_null(strstr(e.msg, "'nohost.invalid': Name or service not known"));
+	assert_null(strstr(e.msg, strerror(ENXIO)));
+	assert_null(strstr(e.msg, strerror(EINVAL)));
+	assert_non_null(strstr(e.msg, "/etc/hosts"));
+	assert_int_equal(rk__err_gai(&e, EAI_AGAIN, "x"), -EAGAIN);
+	assert_null(e.hint);
+	assert_int_equal(rk__err_gai(&e, EAI_SERVICE, "x"), -EINVAL);
+	assert_int_equal(rk__err_gai(NULL, EAI_MEMORY, "x"), -ENOMEM);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -143,6 +163,7 @@ int main(void)
 	    cmocka_unit_test(hints_from_table),
 	    cmocka_unit_test(from_wc),
 	    cmocka_unit_test(setf),
+	    cmocka_unit_test(gai),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

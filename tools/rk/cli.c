@@ -186,6 +186,17 @@ int cli_option_error(const char *cmd, const char *synopsis, char *const *argv,
 	return cli_usage_error(cmd, synopsis, "unrecognized option '%.*s'", (int)len, arg);
 }
 
+int cli_device_failed(const struct rk_error *err, char *why, size_t why_len)
+{
+	if (strcmp(err->op, "getaddrinfo") == 0) {
+		snprintf(why, why_len, "cannot resolve the peer: %s", rk_error_str(err));
+		return RK_EXIT_LOST;
+	}
+	snprintf(why, why_len, "this host's RDMA device: %s; 'rk doctor' checks this host's set-up",
+		 rk_error_str(err));
+	return RK_EXIT_FAILURE;
+}
+
 void cli_device_opts(struct rk_device_opts *o, const char *dev, const char *addr, const char *peer)
 {
 	const char *env = getenv("RK_DEV");

@@ -114,6 +114,15 @@ int cli_option_error(const char *cmd, const char *synopsis, char *const *argv,
 struct rk_device_opts;
 
 /*
+ * cli_device_failed - why rk_device_open failed (@err), for the message
+ * and the exit code: a name the resolver does not know (the device is
+ * chosen by the route to the peer) is the peer's side (RK_EXIT_LOST);
+ * anything else is this host's RDMA set-up (RK_EXIT_FAILURE), and the text
+ * in @why says so and points to rk doctor. Returns the exit code.
+ */
+int cli_device_failed(const struct rk_error *err, char *why, size_t why_len);
+
+/*
  * cli_device_opts - how every rk command picks its device, in this order:
  * --dev (@dev); else the device owning the local address @addr (--addr,
  * --bind; given with --dev too, it picks the GID); else $RK_DEV; else the

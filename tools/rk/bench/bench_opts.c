@@ -63,12 +63,15 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+static const char synopsis[] =
+    "usage: rk bench [OPTIONS]           server: serve one client run, then exit\n"
+    "       rk bench [OPTIONS] HOST[:PORT] client: run the benchmark against HOST\n";
+
 static void usage(FILE *out)
 {
+	fputs(synopsis, out);
 	fprintf(
 	    out,
-	    "usage: rk bench [OPTIONS]           server: serve one client run, then exit\n"
-	    "       rk bench [OPTIONS] HOST[:PORT] client: run the benchmark against HOST\n"
 	    "\n"
 	    "what to measure (the client's choice; a server given any of these refuses a\n"
 	    "client that asks for something else, naming the parameter):\n"
@@ -353,9 +356,8 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 			return 1;
 		}
 		if (c == '?' || c == ':') {
-			fprintf(stderr, "rk bench: unknown option or missing value: %s\n",
-				argv[optind - 1]);
-			usage(stderr);
+			cli_option_error("bench", synopsis, argv, "s:an:D:w:l:q:t:Q:I:bd:i:x:m:p:h",
+					 long_opts);
 			return -1;
 		}
 		if (apply(c, optarg, p, l))

@@ -26,12 +26,14 @@
 #include "copy_send.h"
 #include "copy_token.h"
 
+static const char synopsis[] = "usage: rk copy [OPTIONS] SRC... HOST[:PORT]:DEST      (push)\n"
+			       "       rk copy [OPTIONS] HOST[:PORT]:SRC... DEST      (pull)\n";
+
 static void usage(FILE *f)
 {
+	fputs(synopsis, f);
 	fprintf(
 	    f,
-	    "usage: rk copy [OPTIONS] SRC... HOST[:PORT]:DEST      (push)\n"
-	    "       rk copy [OPTIONS] HOST[:PORT]:SRC... DEST      (pull)\n"
 	    "\n"
 	    "Copy files (and with -r, directory trees) to an 'rk serve' over RDMA. DEST is\n"
 	    "relative to the server's directory ('' or '.' is its top). Every chunk and\n"
@@ -166,7 +168,12 @@ static const char *item_error(const struct cp_item *it, char *buf, size_t len)
 	return buf;
 }
 
-static void tally_plan(const struct cp_plan *p, struct tally *t)
+/*
+ * Count the outcome; name the failures on stderr (@name_unsent: also the
+ * files a lost session left unsent - not when none was ever sent, where
+ * the one reason, already printed, is the whole story).
+ */
+static void tally_plan(const struct cp_plan *p, struct tally *t, int name_unsent)
 {
 	char why[256];
 
@@ -188,7 +195,7 @@ static void tally_plan(const struct cp_plan *p, struct tally *t)
 		}
 		if (it->state != CP_ITEM_DONE && !it->local_err[0]) {
 			/* After a lost connection, name a few, count the rest. */
-			if (t->unsent++ >= UNSENT_NAMED)
+			if (t->unsent++ >= UNSENT_NAMED || !name_unsent)
 				continue;
 		} else if (!it->local_err[0] && refused_code(it->code)) {
 			t->refused++;
@@ -197,7 +204,7 @@ static void tally_plan(const struct cp_plan *p, struct tally *t)
 		}
 		fprintf(stderr, "rk copy: %s -> %s: %s\n", it->src, it->dst, why);
 	}
-	if (t->unsent > UNSENT_NAMED)
+	if (t->unsent > UNSENT_NAMED && name_unsent)
 		fprintf(stderr, "rk copy: ... and %zu more not copied\n", t->unsent - UNSENT_NAMED);
 }
 
@@ -326,7 +333,7 @@ int rk_cmd_copy(int argc, char **argv)
 	};
 	struct cp_send_opts so = {.port = CP_DEFAULT_PORT, .chunk = 1u << 20};
 	uint64_t v, timeout = 30;
-	int recursive = 0, json = 0, quiet = 0, c, rc;
+	int recursive = 0, json = 0, quiet = 0, c, rc, started;
 	char host[256], port[16], why[512];
 	uint8_t token[CP_TOKEN_LEN];
 	const char *dest, *token_file = NULL;
@@ -339,6 +346,7 @@ int rk_cmd_copy(int argc, char **argv)
 	double secs;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "rfqh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
@@ -409,8 +417,7 @@ int rk_cmd_copy(int argc, char **argv)
 			usage(stdout);
 			return RK_EXIT_OK;
 		default:
-			usage(stderr);
-			return RK_EXIT_USAGE;
+			return cli_option_error("copy", synopsis, argv, "rfqh", opts);
 		}
 	}
 	/*
@@ -421,11 +428,10 @@ int rk_cmd_copy(int argc, char **argv)
 	 */
 	if (!so.depth)
 		so.depth = cp_default_depth(so.lanes, so.chunk);
-	if (argc - optind < 2) {
-		fprintf(stderr, "rk copy: need SRC... and HOST[:PORT]:DEST\n");
-		usage(stderr);
-		return RK_EXIT_USAGE;
-	}
+	if (argc - optind < 2)
+		return cli_usage_error(
+		    "copy", synopsis,
+		    "need SRC... and HOST[:PORT]:DEST (or HOST[:PORT]:SRC... and DEST)");
 	snprintf(port, sizeof(port), "%s", CP_DEFAULT_PORT);
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest) &&
 	    !parse_target(argv[optind], host, sizeof(host), port, sizeof(port), &dest))
@@ -462,14 +468,17 @@ int rk_cmd_copy(int argc, char **argv)
 	cp_progress_clear(&prog);
 	if (rc)
 		fprintf(stderr, "rk copy: %s\n", why);
-	tally_plan(&plan, &t);
+	started = 0;
+	for (size_t i = 0; i < plan.n && !started; i++)
+		started = plan.items[i].state != CP_ITEM_PENDING;
+	tally_plan(&plan, &t, started);
 	if (!rc && (t.failed || t.unsent))
 		rc = RK_EXIT_FAILURE;
 	else if (!rc && t.refused)
 		rc = RK_EXIT_REFUSED;
 	if (json) {
 		print_json(&plan, &t, secs, rc, rc ? why : NULL, &rs);
-	} else if (!quiet) {
+	} else if (!quiet && (started || !rc)) {
 		char bytes[32], rate[32];
 
 		char again[64] = "";

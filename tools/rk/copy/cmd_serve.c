@@ -145,11 +145,13 @@ static void write_metrics(const struct serve_opts *o, const struct cp_server *sr
 		fprintf(stderr, "rk serve: warning: metrics: %s\n", why);
 }
 
+static const char synopsis[] = "usage: rk serve --dir DIR [OPTIONS]\n";
+
 static void usage(FILE *f)
 {
+	fputs(synopsis, f);
 	fprintf(
 	    f,
-	    "usage: rk serve --dir DIR [OPTIONS]\n"
 	    "\n"
 	    "Receive files sent by 'rk copy' into DIR, over RDMA (and with --read, send files\n"
 	    "from DIR to clients that fetch them). Many clients at once, each\n"
@@ -478,6 +480,7 @@ int rk_cmd_serve(int argc, char **argv)
 
 	/* First the file, then the flags over it: find --config (and --help) first. */
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "d:a:p:h", opts, NULL)) != -1) {
 		if (c == 'C')
 			config = optarg;
@@ -485,8 +488,7 @@ int rk_cmd_serve(int argc, char **argv)
 			usage(stdout);
 			return RK_EXIT_OK;
 		} else if (c == '?') {
-			usage(stderr);
-			return RK_EXIT_USAGE;
+			return cli_option_error("serve", synopsis, argv, "d:a:p:h", opts);
 		}
 	}
 	if (config && load_config(config, &o, &cf)) {
@@ -502,9 +504,12 @@ int rk_cmd_serve(int argc, char **argv)
 		}
 	}
 	if (!o.dir || optind != argc) {
-		fprintf(stderr, "rk serve: %s\n",
-			o.dir ? "unexpected argument" : "--dir is required (or dir in --config)");
-		usage(stderr);
+		if (o.dir)
+			cli_usage_error("serve", synopsis, "unexpected argument '%s'",
+					argv[optind]);
+		else
+			cli_usage_error("serve", synopsis,
+					"--dir is required (or dir in --config)");
 		sc_free(&cf);
 		return RK_EXIT_USAGE;
 	}

@@ -226,9 +226,12 @@ int cp_pull_run(const struct cp_pull_opts *o)
 	}
 	cli_device_opts(&d, o->dev, NULL, o->host);
 	if (rk_device_open(&d, &e, &srv.dev)) {
-		fprintf(stderr, "rk copy: %s\n", rk_error_str(&e));
+		char why[RK_ERROR_MSG_MAX + 64];
+		int code = cli_device_failed(&e, why, sizeof(why));
+
+		fprintf(stderr, "rk copy: %s\n", why);
 		close(srv.rootfd);
-		return RK_EXIT_LOST;
+		return code;
 	}
 	/*
 	 * The ring stays bounded; files, bytes and sizes are what we asked

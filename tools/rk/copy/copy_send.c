@@ -97,10 +97,8 @@ static int open_device(const struct cp_send_opts *o, struct rk_device **dev, cha
 	struct rk_error e;
 
 	cli_device_opts(&d, o->dev, NULL, o->host);
-	if (rk_device_open(&d, &e, dev)) {
-		snprintf(why, why_len, "%s", rk_error_str(&e));
-		return RK_EXIT_LOST;
-	}
+	if (rk_device_open(&d, &e, dev))
+		return cli_device_failed(&e, why, why_len);
 	return 0;
 }
 

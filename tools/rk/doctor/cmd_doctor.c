@@ -25,14 +25,17 @@
 
 _Static_assert(CP_TOKEN_LEN == DOC_TOKEN_LEN, "rk doctor's hello carries rk copy's token digest");
 
+static const char synopsis[] =
+    "usage: rk doctor [--json]                       this host\n"
+    "       rk doctor [--json] [--timeout MS] [--token-file F] HOST[:PORT]\n"
+    "                                             this host, HOST and the link\n"
+    "       rk doctor --listen [--addr A] [--port P] [--once] [--timeout MS]\n"
+    "                 [--token-file F]\n";
+
 static void usage(FILE *out)
 {
+	fputs(synopsis, out);
 	fprintf(out,
-		"usage: rk doctor [--json]                       this host\n"
-		"       rk doctor [--json] [--timeout MS] [--token-file F] HOST[:PORT]\n"
-		"                                             this host, HOST and the link\n"
-		"       rk doctor --listen [--addr A] [--port P] [--once] [--timeout MS]\n"
-		"                 [--token-file F]\n"
 		"\n"
 		"Check this host's RDMA set-up: device nodes, modules, providers, ports and\n"
 		"their netdevs, GIDs, MTU, the locked-memory limit and rdma_cm. One line per\n"
@@ -94,6 +97,7 @@ int rk_cmd_doctor(int argc, char **argv)
 	int c, json = 0, listen = 0, once = 0, port_set = 0;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
@@ -125,21 +129,22 @@ int rk_cmd_doctor(int argc, char **argv)
 			usage(stdout);
 			return RK_EXIT_OK;
 		default:
-			usage(stderr);
-			return RK_EXIT_USAGE;
+			return cli_option_error("doctor", synopsis, argv, "h", opts);
 		}
 	}
 	if (optind < argc)
 		target = argv[optind++];
-	if (optind < argc || (listen && (target || json)) ||
-	    (!listen && (addr || once || port_set))) {
-		usage(stderr);
-		return RK_EXIT_USAGE;
-	}
-	if (token_file && !listen && !target) {
-		usage(stderr);
-		return RK_EXIT_USAGE;
-	}
+	if (optind < argc)
+		return cli_usage_error("doctor", synopsis, "unexpected argument '%s'",
+				       argv[optind]);
+	if (listen && (target || json))
+		return cli_usage_error("doctor", synopsis,
+				       "--listen takes neither HOST nor --json");
+	if (!listen && (addr || once || port_set))
+		return cli_usage_error("doctor", synopsis,
+				       "--addr, --port and --once go with --listen");
+	if (token_file && !listen && !target)
+		return cli_usage_error("doctor", synopsis, "--token-file needs HOST or --listen");
 	if (token_file && cp_token_load(token_file, token, why, sizeof(why))) {
 		fprintf(stderr, "rk doctor: token: %s\n", why);
 		return RK_EXIT_USAGE;

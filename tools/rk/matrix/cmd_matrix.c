@@ -82,12 +82,14 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+static const char synopsis[] = "usage: srun [-N HOSTS --ntasks-per-node K] rk matrix [OPTIONS]\n"
+			       "       mpirun -np N [--host ...] rk matrix [OPTIONS]\n";
+
 static void usage(FILE *out)
 {
+	fputs(synopsis, out);
 	fprintf(
 	    out,
-	    "usage: srun [-N HOSTS --ntasks-per-node K] rk matrix [OPTIONS]\n"
-	    "       mpirun -np N [--host ...] rk matrix [OPTIONS]\n"
 	    "\n"
 	    "rk bench between every pair of ranks, in rounds of disjoint pairs (n - 1 rounds\n"
 	    "of n / 2 pairs), every rank started by the launcher with the same options.\n"
@@ -280,9 +282,7 @@ static int parse(int argc, char **argv, struct mx_opts *o)
 			return 1;
 		}
 		if (c == '?' || c == ':') {
-			fprintf(stderr, "rk matrix: unknown option or missing value: %s\n",
-				argv[optind - 1]);
-			usage(stderr);
+			cli_option_error("matrix", synopsis, argv, "h", long_opts);
 			return -1;
 		}
 		if (apply(c, optarg, o))

@@ -1,0 +1,52 @@
+#!/bin/sh
+# rk's messages for mistakes made on this host, no RDMA device needed: a bad
+# option gets the command, the option, its usage lines and where the help is
+# (not the whole help); a local device problem is told as one, once, with
+# exit 1 and a pointer to rk doctor; a name that does not resolve says so
+# without a second errno.
+set -eu
+rk=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+unset RK_DEV
+echo data >"$tmp/f"
+
+# run EXPECTED_EXIT CMD...: stdout+stderr in $tmp/out
+run() {
+	want=$1
+	shift
+	rc=0
+	"$rk" "$@" >"$tmp/out" 2>&1 || rc=$?
+	[ "$rc" -eq "$want" ] || fail "rk $*: exit $rc, want $want: $(cat "$tmp/out")"
+}
+
+for cmd in copy serve bench matrix doctor explain; do
+	run 2 "$cmd" --no-such-option
+	grep -q "^rk $cmd: unrecognized option '--no-such-option'" "$tmp/out" ||
+		fail "rk $cmd: bad option not named: $(cat "$tmp/out")"
+	grep -q "^usage: " "$tmp/out" || fail "rk $cmd: no usage line"
+	grep -q "try 'rk $cmd --help'" "$tmp/out" || fail "rk $cmd: no pointer to --help"
+	[ "$(wc -l <"$tmp/out")" -le 7 ] || fail "rk $cmd: $(wc -l <"$tmp/out") lines for a bad option"
+done
+run 2 copy --chunk
+grep -q "^rk copy: option '--chunk' needs a value" "$tmp/out" || fail "missing value: $(cat "$tmp/out")"
+run 2 bench -s
+grep -q "^rk bench: option '-s' needs a value" "$tmp/out" || fail "missing value: $(cat "$tmp/out")"
+run 2 serve
+grep -q "^rk serve: --dir is required" "$tmp/out" || fail "rk serve without --dir: $(cat "$tmp/out")"
+
+# A device this host does not have: a local problem, exit 1, one line, rk doctor named.
+run 1 copy --dev no_such_dev0 "$tmp/f" 127.0.0.1:x
+[ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "no device (push): $(cat "$tmp/out")"
+grep -q "^rk copy: this host's RDMA device: .*'rk doctor'" "$tmp/out" ||
+	fail "no device (push): $(cat "$tmp/out")"
+run 1 copy --dev no_such_dev0 127.0.0.1:x "$tmp/back"
+grep -q "^rk copy: this host's RDMA device: .*'rk doctor'" "$tmp/out" ||
+	fail "no device (pull): $(cat "$tmp/out")"
+
+# A name that does not resolve: the resolver's words, no errno after them.
+run 4 copy "$tmp/f" nohost.invalid:x
+grep -q "'nohost.invalid': Name or service not known" "$tmp/out" || fail "bad name: $(cat "$tmp/out")"
+grep -q "Invalid argument" "$tmp/out" && fail "bad name: a second errno: $(cat "$tmp/out")"
+echo "rk: messages for bad options, a missing device and a bad name are right"
