@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -34,6 +35,60 @@ static void suggest_iface(char *out, size_t len)
 			break;
 		}
 	freeifaddrs(ifa);
+}
+
+/*
+ * Whether modprobe can give this kernel module @name: 1 loaded or built in,
+ * or listed in its modules.dep; 0 not there, or no /lib/modules for this
+ * kernel at all (a container, a kernel booted without its modules: modprobe
+ * has nothing to load from); -1 cannot tell.
+ */
+static int kernel_has_module(const char *name)
+{
+	static const char *const lists[] = {"modules.dep", "modules.builtin"};
+	char path[256], want[64], line[512];
+	struct utsname u;
+
+	snprintf(path, sizeof(path), "/sys/module/%s", name);
+	if (access(path, F_OK) == 0)
+		return 1;
+	if (uname(&u))
+		return -1;
+	snprintf(want, sizeof(want), "/%s.ko", name);
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/lib/modules/%s/%s", u.release, lists[i]);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, want)) {
+				fclose(f);
+				return 1;
+			}
+		fclose(f);
+	}
+	return 0;
+}
+
+/*
+ * The fix for "no RDMA device" where this kernel has no rdma_rxe: modprobe
+ * cannot help, so say what can (a kernel that has it, or the project's
+ * sandbox, which boots one under QEMU).
+ */
+static void no_rxe_fix(char *fix, size_t len)
+{
+	struct utsname u;
+
+	if (uname(&u))
+		snprintf(u.release, sizeof(u.release), "?");
+	snprintf(fix, len,
+		 "load the NIC's RDMA driver (check dmesg); for Soft-RoCE, modprobe has no "
+		 "rdma_rxe for this kernel (%s) here: boot a kernel that has it (Debian's "
+		 "does), or run under rdmakit's 'scripts/softroce run -- CMD' (scripts/softroce "
+		 "status says which mode it would use)",
+		 u.release);
 }
 
 /* The netdev behind @dev's port @port: GID 0's, else rxe/siw's "parent". */
@@ -116,7 +171,7 @@ static void check_devices(struct doc_report *r)
 {
 	struct json_object *facts = json_object_new_array();
 	struct ibv_device **list;
-	char iface[IF_NAMESIZE], fix[256];
+	char iface[IF_NAMESIZE], fix[512];
 	struct dirent *d;
 	int n = 0, ndev = 0;
 	DIR *dir;
@@ -166,7 +221,11 @@ static void check_devices(struct doc_report *r)
 		closedir(dir);
 	if (list)
 		ibv_free_device_list(list);
-	if (ndev == 0) {
+	if (ndev == 0 && kernel_has_module("rdma_rxe") == 0) {
+		no_rxe_fix(fix, sizeof(fix));
+		doc_add(r, DOC_FAIL, "device", fix, "no RDMA device (%s is empty or missing)",
+			SYS_IB);
+	} else if (ndev == 0) {
 		suggest_iface(iface, sizeof(iface));
 		snprintf(fix, sizeof(fix),
 			 "load the NIC's RDMA driver (e.g. modprobe mlx5_ib; check dmesg), or for "
@@ -182,7 +241,7 @@ static void check_modules(struct doc_report *r)
 {
 	static const char *const mods[] = {"ib_core", "ib_uverbs", "rdma_cm", "rdma_ucm"};
 	struct json_object *facts = doc_fact(r, "modules");
-	char missing[128] = "", fix[192], path[128];
+	char missing[128] = "", fix[256], path[128];
 	size_t len = 0;
 
 	for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++) {
@@ -201,8 +260,13 @@ static void check_modules(struct doc_report *r)
 		doc_add(r, DOC_OK, "modules", NULL, "ib_core, ib_uverbs, rdma_cm, rdma_ucm loaded");
 		return;
 	}
-	snprintf(fix, sizeof(fix), "sudo modprobe -a%s (and add them to /etc/modules-load.d/)",
-		 missing);
+	if (kernel_has_module("ib_core") == 0)
+		snprintf(fix, sizeof(fix),
+			 "this kernel has no RDMA modules (no ib_core.ko): boot one built with "
+			 "CONFIG_INFINIBAND (Debian's is), or see the device line");
+	else
+		snprintf(fix, sizeof(fix),
+			 "sudo modprobe -a%s (and add them to /etc/modules-load.d/)", missing);
 	doc_add(r, DOC_FAIL, "modules", fix, "not loaded:%s", missing);
 }
 
