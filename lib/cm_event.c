@@ -155,8 +155,19 @@ static int rejected(struct rk_conn *c, const struct rdma_cm_event *ev, struct rk
 				   "rejected by peer: %s%s%s (reason %u)",
 				   rk_reject_reason_str(reason), text[0] ? ": " : "", text, reason);
 
-		if (err) /* the code, so that nobody has to match the text */
+		if (err) {
+			/* the code, so that nobody has to match the text */
 			err->reject_reason = reason ? reason : RK_REJECT_APP;
+			/*
+			 * Somebody listens and said no, for the reason given:
+			 * neither "Connection refused" nor errno's hint (nobody
+			 * listens) may follow it and contradict it.
+			 */
+			err->hint = NULL;
+			rk__err_msgf(err, "rdma_connect: rejected by peer: %s%s%s (reason %u)",
+				     rk_reject_reason_str(reason), text[0] ? ": " : "", text,
+				     reason);
+		}
 		return r;
 	}
 	return rk_err_set(err, ECONNREFUSED, "rdma_connect", "rejected (CM reason %d)", ev->status);

@@ -43,6 +43,8 @@ pull_rc() { # WANT ARGS... - rk copy ARGS, fail unless it exits WANT; stderr in 
 start_server $port "$S"
 pull_rc 3 -q "$RK_ADDR:$port:big.bin" "$L/"
 grep -q -- "--read" "$W/err" || fail "no word of --read: $(cat "$W/err")"
+# somebody listens and said why: no hint that nobody listens, no errno text after the reason
+grep -qi "nobody listens\|Connection refused" "$W/err" && fail "a hint contradicts the reason: $(cat "$W/err")"
 stop_server
 
 # 1b. With a token, a pull needs the same token: a wrong or missing one is refused.
