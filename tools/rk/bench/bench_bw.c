@@ -127,7 +127,9 @@ static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, 
 		}
 		if (last)
 			q->wrs[n - 1].flags = RK_WR_SIGNALED;
-		r = rk_post_list(q->conn, q->wrs, n, err);
+		/* One WR: rk_post, which has no chain to build. */
+		r = n == 1 ? (rk_post(q->conn, q->wrs, err) ?: 1)
+			   : rk_post_list(q->conn, q->wrs, n, err);
 		if (r != (int)n)
 			return r < 0 ? r : -EIO;
 		q->posted += n;
