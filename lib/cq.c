@@ -161,11 +161,17 @@ static inline int fix_wc(struct rk_cq *cq, struct ibv_wc *wc)
 	return 0;
 }
 
-int rk_cq_take(struct rk_cq *cq, struct ibv_wc *wc, int n)
+static __attribute__((noinline, cold)) int poll_failed(struct rk_error *err)
 {
-	int kept = 0;
+	return rk_err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
+}
 
-	for (int i = 0; i < n; i++) {
+/* rk_cq_take from completion @i on: any completion, kept or dropped. */
+static __attribute__((noinline)) int take_slow(struct rk_cq *cq, struct ibv_wc *wc, int i, int n)
+{
+	int kept = i;
+
+	for (; i < n; i++) {
 		if (fix_wc(cq, &wc[i]))
 			continue;
 		if (kept != i)
@@ -175,13 +181,49 @@ int rk_cq_take(struct rk_cq *cq, struct ibv_wc *wc, int n)
 	return kept;
 }
 
+/*
+ * The common case inline and call-free (no registers to save): a
+ * successful completion of the QP the previous one was for, with a
+ * sequence number in range. Anything else goes to take_slow() from there.
+ */
+static inline __attribute__((always_inline)) int take(struct rk_cq *cq, struct ibv_wc *wc, int n)
+{
+	struct rk_cq_member *m = cq->last;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t id = wc[i].wr_id, seq = id & ~RK_RECV_TAG;
+
+		if (__builtin_expect(
+			!m || wc[i].qp_num != m->qp_num || wc[i].status != IBV_WC_SUCCESS, 0))
+			return take_slow(cq, wc, i, n);
+		if (id & RK_RECV_TAG) {
+			if (__builtin_expect(seq < m->rq_tail || seq >= m->rq_head, 0))
+				return take_slow(cq, wc, i, n);
+			wc[i].wr_id = m->rq_ids[seq & m->rq_mask];
+			m->rq_tail = seq + 1;
+		} else {
+			if (__builtin_expect(seq < m->sq_tail || seq >= m->sq_head, 0))
+				return take_slow(cq, wc, i, n);
+			wc[i].wr_id = m->sq_ids[seq & m->sq_mask];
+			m->sq_tail = seq + 1;
+		}
+	}
+	return n;
+}
+
+int rk_cq_take(struct rk_cq *cq, struct ibv_wc *wc, int n)
+{
+	return take(cq, wc, n);
+}
+
+/* One call into the provider; the translation of what came is inline. */
 int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err)
 {
 	int r = ibv_poll_cq(cq->cq, n, wc);
 
 	if (r <= 0)
-		return r < 0 ? rk_err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)") : 0;
-	return rk_cq_take(cq, wc, r);
+		return r < 0 ? poll_failed(err) : 0;
+	return take(cq, wc, r);
 }
 
 /* Read every pending channel event; ack in batches. */

@@ -185,15 +185,13 @@ int rk_recv_set_take(struct rk_recv_set *rs, const struct ibv_wc *wc, struct rk_
 		return rk_err_set(err, EMSGSIZE, "rk_recv_set_take",
 				  "%u bytes in a %u-byte receive", wc->byte_len, rs->size);
 	rs->state[i] = B_CALLER;
-	memset(msg, 0, sizeof(*msg));
-	msg->data = rs->bufs ? rs->bufs[i].addr : NULL;
-	msg->len = wc->byte_len;
-	msg->index = (uint32_t)i;
-	msg->opcode = wc->opcode;
-	if (wc->wc_flags & IBV_WC_WITH_IMM) {
-		msg->has_imm = 1;
-		msg->imm = ntohl(wc->imm_data);
-	}
+	/* Every field stored once (no memset call first: this is every message's path). */
+	*msg = (struct rk_msg){.data = rs->bufs ? rs->bufs[i].addr : NULL,
+			       .len = wc->byte_len,
+			       .index = (uint32_t)i,
+			       .imm = wc->wc_flags & IBV_WC_WITH_IMM ? ntohl(wc->imm_data) : 0,
+			       .has_imm = (wc->wc_flags & IBV_WC_WITH_IMM) != 0,
+			       .opcode = wc->opcode};
 	return 1;
 }
 

@@ -175,11 +175,74 @@ int rk_post_list(struct rk_conn *c, const struct rk_wr *wrs, unsigned n, struct 
 	return n ? post_chain(c, wrs, n, err) : 0;
 }
 
-int rk_post(struct rk_conn *c, const struct rk_wr *wr, struct rk_error *err)
+/* Verbs opcodes by enum rk_op, and which of them carry immediate data. */
+static const enum ibv_wr_opcode op_code[] = {
+    [RK_OP_SEND] = IBV_WR_SEND,	       [RK_OP_SEND_IMM] = IBV_WR_SEND_WITH_IMM,
+    [RK_OP_WRITE] = IBV_WR_RDMA_WRITE, [RK_OP_WRITE_IMM] = IBV_WR_RDMA_WRITE_WITH_IMM,
+    [RK_OP_READ] = IBV_WR_RDMA_READ,
+};
+#define OP_HAS_IMM (1u << RK_OP_SEND_IMM | 1u << RK_OP_WRITE_IMM)
+
+/* rk_post when the fast path below declines: the chain body with its checks. */
+static __attribute__((noinline)) int post_one_slow(struct rk_conn *c, const struct rk_wr *w,
+						   struct rk_error *err)
 {
-	int r = post_chain(c, wr, 1, err);
+	int r = post_chain(c, w, 1, err);
 
 	return r == 1 ? 0 : r;
+}
+
+/*
+ * One WR, the latency path: what post_chain() does for n = 1, with a
+ * table for the opcode and no loop, so that it is a few dozen
+ * instructions around the provider's call. A refusal (not connected,
+ * queue full, unknown op) is left to post_one_slow(), which says why.
+ */
+int rk_post(struct rk_conn *c, const struct rk_wr *w, struct rk_error *err)
+{
+	struct ibv_send_wr *wr = c->wrs, *bad = NULL;
+	struct ibv_sge *sge = c->sges;
+	uint64_t head = c->slots.sq_head;
+	unsigned outstanding = (unsigned)(head - c->slots.sq_tail) + 1;
+	unsigned op = (unsigned)w->op, flags = 0;
+	uint32_t run = c->unsignaled_run;
+	int r;
+
+	if (__builtin_expect(
+		c->state != RK_CONN_CONNECTED || outstanding > c->sq_depth || op > RK_OP_READ, 0))
+		return post_one_slow(c, w, err);
+	wr->opcode = op_code[op];
+	sge->addr = (uintptr_t)w->addr;
+	sge->length = w->len;
+	sge->lkey = w->lkey;
+	wr->sg_list = sge;
+	wr->num_sge = w->len ? 1 : 0;
+	wr->next = NULL;
+	wr->wr_id = head;
+	if (op != RK_OP_READ && w->len && w->len <= c->max_inline && !(w->flags & RK_WR_NO_INLINE))
+		flags |= IBV_SEND_INLINE;
+	if (w->flags & RK_WR_FENCE)
+		flags |= IBV_SEND_FENCE;
+	if ((w->flags & RK_WR_SIGNALED) || run + 1 >= c->signal_every ||
+	    outstanding + c->signal_every > c->sq_depth) {
+		flags |= IBV_SEND_SIGNALED;
+		run = 0;
+	} else {
+		run++;
+	}
+	wr->send_flags = flags;
+	wr->imm_data = (OP_HAS_IMM >> op) & 1 ? htonl(w->imm) : 0;
+	wr->wr.rdma.remote_addr = w->remote_addr;
+	wr->wr.rdma.rkey = w->rkey;
+	c->slots.sq_ids[head & c->slots.sq_mask] = w->wr_id;
+	r = ibv_post_send(c->qp, wr, &bad);
+	if (__builtin_expect(r, 0)) {
+		r = post_failed(c, w, 1, r, bad, err);
+		return r == 1 ? 0 : r;
+	}
+	c->slots.sq_head = head + 1;
+	c->unsignaled_run = run;
+	return 0;
 }
 
 int rk_post_recv(struct rk_conn *c, void *addr, uint32_t len, uint32_t lkey, uint64_t wr_id,
@@ -205,4 +268,53 @@ int rk_post_recv(struct rk_conn *c, void *addr, uint32_t len, uint32_t lkey, uin
 	}
 	c->slots.rq_head++;
 	return 0;
+}
+
+/* Receives chained per ibv_post_recv: a stack array, no scratch in the connection. */
+#define RECV_CHAIN 32
+
+int rk_post_recv_list(struct rk_conn *c, const struct rk_recv *rs, unsigned n, struct rk_error *err)
+{
+	struct ibv_sge sge[RECV_CHAIN];
+	struct ibv_recv_wr wr[RECV_CHAIN], *bad;
+	unsigned done = 0;
+	int r;
+
+	if (c->state == RK_CONN_ERROR || c->state == RK_CONN_DISCONNECTED)
+		return not_connected(c, err);
+	if (n > rq_room(c))
+		return rk_err_set(err, ENOBUFS, "rk_post_recv_list",
+				  "%u receives, %u free receive slots of %u", n, rq_room(c),
+				  c->rq_depth);
+	while (done < n) {
+		unsigned k = n - done < RECV_CHAIN ? n - done : RECV_CHAIN;
+		uint64_t head = c->slots.rq_head;
+
+		for (unsigned i = 0; i < k; i++) {
+			const struct rk_recv *x = &rs[done + i];
+
+			sge[i].addr = (uintptr_t)x->addr;
+			sge[i].length = x->len;
+			sge[i].lkey = x->lkey;
+			wr[i].wr_id = RK_RECV_TAG | (head + i);
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = x->len ? 1 : 0;
+			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+			c->slots.rq_ids[(head + i) & c->slots.rq_mask] = x->wr_id;
+		}
+		bad = NULL;
+		r = ibv_post_recv(c->qp, wr, &bad);
+		if (r) {
+			unsigned posted = bad >= wr && bad < wr + k ? (unsigned)(bad - wr) : 0;
+
+			c->slots.rq_head += posted;
+			done += posted;
+			r = rk_err_ret(err, r, "ibv_post_recv", "receive %u of %u", done, n);
+			rk_err_set_qp(err, c->qp->qp_num);
+			return done ? (int)done : r;
+		}
+		c->slots.rq_head += k;
+		done += k;
+	}
+	return (int)n;
 }

@@ -193,6 +193,85 @@ static void full_array_sees_fds(struct rk_device *dev, enum rk_wait_mode mode)
 	       mode_name(mode), efd_at, 2 * N);
 }
 
+/*
+ * rk_post_recv_list: 40 receives in one call (two chains of the library's
+ * 32) land in order with their wr_ids; a list longer than the free slots
+ * is refused whole; a busy rk_cq_poll takes mixed send and receive
+ * completions with every wr_id translated back.
+ */
+static void recv_list(struct rk_device *dev)
+{
+	enum { N = 40, SZ = 64 };
+	struct bed t;
+	struct rk_recv rs[N];
+	struct ibv_wc wc[16];
+	struct rk_error e;
+	unsigned room;
+	int sends = 0, recvs = 0;
+	int64_t t0;
+
+	bed_open(&t, dev, RK_WAIT_BUSY, N * SZ, 1);
+	room = rk_rq_room(t.b);
+	for (int i = 0; i < N; i++)
+		rs[i] = (struct rk_recv){.addr = (char *)rk_mr_addr(t.rm) + i * SZ,
+					 .len = SZ,
+					 .lkey = rk_mr_lkey(t.rm),
+					 .wr_id = 5000 + (uint64_t)i};
+	if (rk_post_recv_list(t.b, rs, room + 1, &e) != -ENOBUFS || rk_rq_room(t.b) != room)
+		LT_FAIL("a list longer than the receive queue's room was not refused whole");
+	if (rk_post_recv_list(t.b, rs, 0, &e) != 0)
+		LT_FAIL("an empty list");
+	if (rk_post_recv_list(t.b, rs, N, &e) != N)
+		LT_FAIL("rk_post_recv_list: %s", rk_error_str(&e));
+	if (rk_rq_room(t.b) != room - N)
+		LT_FAIL("room %u after %d receives, was %u", rk_rq_room(t.b), N, room);
+	for (int i = 0; i < N; i++) {
+		char *src = (char *)rk_mr_addr(t.sm) + i * SZ;
+		struct rk_wr wr = {.op = RK_OP_SEND,
+				   .flags = RK_WR_SIGNALED,
+				   .wr_id = 7000 + (uint64_t)i,
+				   .addr = src,
+				   .len = SZ,
+				   .lkey = rk_mr_lkey(t.sm)};
+
+		memset(src, i + 1, SZ);
+		LT_CHECK(rk_post(t.a, &wr, &e), &e);
+	}
+	t0 = lt_now_ms();
+	while (sends < N || recvs < N) {
+		int n = rk_cq_poll(rk_conn_cq(t.b), wc, 16, &e);
+		int m = rk_cq_poll(rk_conn_cq(t.a), wc + (n > 0 ? n : 0), 16 - (n > 0 ? n : 0), &e);
+
+		LT_CHECK(n, &e);
+		LT_CHECK(m, &e);
+		for (int i = 0; i < n + m; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS)
+				LT_FAIL("completion failed: %s", ibv_wc_status_str(wc[i].status));
+			if (wc[i].opcode & IBV_WC_RECV) {
+				const unsigned char *d =
+				    (const unsigned char *)rk_mr_addr(t.rm) + recvs * SZ;
+
+				if (wc[i].wr_id != 5000 + (uint64_t)recvs || d[0] != recvs + 1 ||
+				    d[SZ - 1] != recvs + 1)
+					LT_FAIL("receive %d: wr_id %llu", recvs,
+						(unsigned long long)wc[i].wr_id);
+				recvs++;
+			} else {
+				if (wc[i].wr_id != 7000 + (uint64_t)sends)
+					LT_FAIL("send %d: wr_id %llu", sends,
+						(unsigned long long)wc[i].wr_id);
+				sends++;
+			}
+		}
+		if (lt_now_ms() - t0 > 20000)
+			LT_FAIL("%d sends and %d receives of %d completed", sends, recvs, N);
+	}
+	if (rk_rq_room(t.b) != room)
+		LT_FAIL("room %u after every receive completed, was %u", rk_rq_room(t.b), room);
+	bed_close(&t);
+	printf("rk_post_recv_list: %d receives in one call, in order, wr_ids kept: ok\n", N);
+}
+
 static void busy_cq_refused(struct rk_device *dev)
 {
 	struct rk_cq_opts co = {.mode = RK_WAIT_BUSY};
@@ -313,6 +392,7 @@ int main(int argc, char **argv)
 	full_array_sees_fds(dev, RK_WAIT_BUSY);
 	full_array_sees_fds(dev, RK_WAIT_EVENT);
 	busy_cq_refused(dev);
+	recv_list(dev);
 	rk_device_close(dev);
 	printf("lib_wait: ok\n");
 	return 0;

@@ -95,42 +95,54 @@ static uint64_t progress(const struct bw_state *s)
 	return s->posted_total + s->done_total + s->rx_total;
 }
 
-/* Post what fits on QP @q. Returns 0 or an error. */
+/*
+ * Post what fits on QP @q. Returns 0 or an error. What stays the same for
+ * the call is read once into locals, and the QP's count is kept in a
+ * register between posts: everything in memory would be read again after
+ * each rk_post (which could have changed it, for all the compiler knows).
+ */
 static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, int *final_done,
 		   struct bench_watch *w, struct rk_error *err)
 {
+	const uint32_t batch = c->p->batch, depth = c->p->tx_depth, sig = s->sig_every;
+	const uint64_t iters = s->iters, id_hi = (uint64_t)q->index << BENCH_SEQ_BITS;
+	struct rk_conn *conn = q->conn;
+	struct rk_wr *wrs = q->wrs;
+	uint64_t posted = q->posted;
+
 	for (;;) {
-		uint64_t left = s->iters ? s->iters - q->posted : c->p->batch;
-		uint32_t n = left < c->p->batch ? (uint32_t)left : c->p->batch;
+		uint64_t left = iters ? iters - posted : batch;
+		uint32_t n = left < batch ? (uint32_t)left : batch;
 		int last, r;
 
 		if (*final_done || n == 0)
 			return 0;
 		if (s->stopping) {
 			/* Nothing outstanding: nothing left to flush out. */
-			if (q->posted == q->done) {
+			if (posted == q->done) {
 				*final_done = 1;
 				return 0;
 			}
 			n = 1;
 		}
 		/* tx-depth in flight at most; the queue is deeper (bench_conn.c). */
-		if (q->posted + n - q->done > c->p->tx_depth || rk_sq_room(q->conn) < n)
+		if (posted + n - q->done > depth || rk_sq_room(conn) < n)
 			return 0;
-		last = s->stopping || (s->iters && q->posted + n == s->iters);
+		last = s->stopping || (iters && posted + n == iters);
 		for (uint32_t i = 0; i < n; i++) {
-			uint64_t seq = q->posted + i;
+			uint64_t seq = posted + i;
 
-			q->wrs[i].wr_id = (uint64_t)q->index << BENCH_SEQ_BITS | seq;
-			q->wrs[i].flags =
-			    s->sig_every && (seq + 1) % s->sig_every == 0 ? RK_WR_SIGNALED : 0;
+			wrs[i].wr_id = id_hi | seq;
+			wrs[i].flags = sig && (seq + 1) % sig == 0 ? RK_WR_SIGNALED : 0;
 		}
 		if (last)
-			q->wrs[n - 1].flags = RK_WR_SIGNALED;
-		r = rk_post_list(q->conn, q->wrs, n, err);
+			wrs[n - 1].flags = RK_WR_SIGNALED;
+		/* One WR: rk_post, which has no chain to build. */
+		r = n == 1 ? (rk_post(conn, wrs, err) ?: 1) : rk_post_list(conn, wrs, n, err);
 		if (r != (int)n)
 			return r < 0 ? r : -EIO;
-		q->posted += n;
+		posted += n;
+		q->posted = posted;
 		s->posted_total += n;
 		if (s->stopping)
 			*final_done = 1;

@@ -24,6 +24,8 @@
  * compare readings with deadlines converted once, when the run starts, and
  * convert to nanoseconds only every BENCH_CHECK_NS, for the watchdog.
  */
+#define REPOST_BATCH 16u
+
 struct lat_state {
 	uint32_t size;
 	uint64_t count;	      /* pings sent (client) or answered (server) */
@@ -33,8 +35,10 @@ struct lat_state {
 	uint64_t cpu_end;     /* bench_cpu_ns() then: the CPU share is of the same window */
 	uint64_t wait_from;   /* tick: the current wait began */
 	uint64_t yield_ticks; /* YIELD_AFTER_NS in ticks */
+	uint64_t repost_min;  /* consumed receives that make a batch to post */
 	struct rk_wr wr;
 	struct bench_watch w;
+	struct rk_recv rx[REPOST_BATCH]; /* what a repost posts */
 };
 
 static uint8_t marker(uint64_t i)
@@ -52,6 +56,14 @@ static void build_wr(struct bench_ctx *c, struct lat_state *s)
 {
 	struct bench_qp *q = &c->qps[0];
 	struct rk_wr *w = &s->wr;
+
+	for (unsigned i = 0; i < REPOST_BATCH; i++)
+		s->rx[i] = (struct rk_recv){.addr = q->rx,
+					    .len = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0,
+					    .lkey = c->lkey};
+	s->repost_min = c->p->rx_depth / 2 < REPOST_BATCH ? c->p->rx_depth / 2 : REPOST_BATCH;
+	if (!s->repost_min)
+		s->repost_min = 1;
 
 	memset(w, 0, sizeof(*w));
 	w->len = s->size;
@@ -93,19 +105,34 @@ static int reap(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 	return n;
 }
 
-static int repost(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+/*
+ * Post the consumed receives again once @min of them have gathered: a
+ * batch goes in one ibv_post_recv (rk_post_recv_list), a third cheaper per
+ * receive than posting each alone. At most REPOST_BATCH (or half the
+ * receive queue) wait, and in a ping-pong only one message is ever on its
+ * way to us, so receives stay posted. The end of a run flushes (@min 1).
+ */
+static __attribute__((noinline)) int repost_batch(struct bench_ctx *c, struct lat_state *s,
+						  uint64_t min, struct rk_error *err)
 {
 	struct bench_qp *q = &c->qps[0];
-	uint32_t rlen = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0;
 
-	for (; s->to_repost; s->to_repost--) {
-		int r = rk_post_recv(q->conn, q->rx, rlen, c->lkey, 0, err);
+	while (s->to_repost >= min && s->to_repost) {
+		unsigned n = s->to_repost < REPOST_BATCH ? (unsigned)s->to_repost : REPOST_BATCH;
+		int r = rk_post_recv_list(q->conn, s->rx, n, err);
 
-		if (r)
-			return r;
-		q->recvd++;
+		if (r != (int)n)
+			return r < 0 ? r : -EIO;
+		q->recvd += n;
+		s->to_repost -= n;
 	}
 	return 0;
+}
+
+static inline __attribute__((always_inline)) int repost(struct bench_ctx *c, struct lat_state *s,
+							uint64_t min, struct rk_error *err)
+{
+	return s->to_repost < min || !s->to_repost ? 0 : repost_batch(c, s, min, err);
 }
 
 /*
@@ -140,36 +167,39 @@ static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, stru
 	return 0;
 }
 
-static int post(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+/* Unsignaled WRs hold slots until a signaled one retires them: reap, post again. */
+static __attribute__((noinline)) int post_full(struct bench_ctx *c, struct lat_state *s,
+					       struct rk_error *err)
 {
 	struct rk_conn *conn = c->qps[0].conn;
 	int r;
 
-	/* Unsignaled WRs hold slots until a signaled one retires them. */
-	if (rk_sq_room(conn) == 0) {
-		s->wait_from = bench_ticks();
-		do {
-			r = reap(c, s, err);
-			if (r < 0)
-				return r;
-			r = tick(c, s, "waiting for send completions", err);
-			if (r)
-				return r < 0 ? r
-					     : bench_fail(err, EPROTO, "the peer stopped mid-run");
-		} while (rk_sq_room(conn) == 0);
-	}
-	s->wr.wr_id = s->count;
-	if (c->p->op == BENCH_OP_WRITE)
-		c->base[s->size - 1] = marker(s->count);
+	s->wait_from = bench_ticks();
+	do {
+		r = reap(c, s, err);
+		if (r < 0)
+			return r;
+		r = tick(c, s, "waiting for send completions", err);
+		if (r)
+			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
+	} while (rk_sq_room(conn) == 0);
 	return rk_post(conn, &s->wr, err);
 }
 
-/*
- * Wait for the peer's message: 0 arrived, 1 the run is over, or an error.
- * The clock and the control channel are looked at every 64th empty poll
- * only: the spin must notice the message as soon as it lands.
- */
-static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+static inline __attribute__((always_inline)) int post(struct bench_ctx *c, struct lat_state *s,
+						      struct rk_error *err)
+{
+	int r;
+
+	s->wr.wr_id = s->count;
+	if (c->p->op == BENCH_OP_WRITE)
+		c->base[s->size - 1] = marker(s->count);
+	r = rk_post(c->qps[0].conn, &s->wr, err);
+	return __builtin_expect(r != -ENOBUFS, 1) ? r : post_full(c, s, err);
+}
+
+/* WRITE: spin on the last byte of the buffer, which the peer's WRITE sets. */
+static int wait_write(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 {
 	const volatile uint8_t *flag = c->qps[0].rx + s->size - 1;
 	uint8_t want = marker(s->count);
@@ -177,25 +207,74 @@ static int wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_erro
 
 	s->wait_from = bench_ticks();
 	for (unsigned spins = 1;; spins++) {
-		if (c->p->op == BENCH_OP_WRITE) {
-			if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
-				return 0;
-			if (spins & 255)
+		if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
+			return 0;
+		if (spins & 255)
+			continue;
+		/* The send queue drains through completions we never wait for. */
+		r = rk_cq_poll(c->cq, c->wc, BENCH_WC_BATCH, err);
+		if (r < 0)
+			return r;
+		r = tick(c, s, c->is_client ? "waiting for the pong" : "waiting for a ping", err);
+		if (r)
+			return r;
+	}
+}
+
+/*
+ * Wait for the peer's message: 0 arrived, 1 the run is over, or an error.
+ * The clock and the control channel are looked at every 64th empty poll
+ * only: the spin must notice the message as soon as it lands. Busy, an
+ * empty pass is one call, into the provider (rk_cq_take only sees what
+ * came), and the clock is first read when the wait turns out to be long.
+ * Inline, as post() and repost(): the loops of run_client() and
+ * run_server() are then one function with calls only into the library.
+ */
+static inline __attribute__((always_inline)) int
+wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+{
+	int busy = c->l->poll == RK_WAIT_BUSY;
+	int r;
+
+	if (c->p->op == BENCH_OP_WRITE)
+		return wait_write(c, s, err);
+	s->wait_from = 0;
+	for (unsigned spins = 1;; spins++) {
+		if (s->pending_rx) {
+			s->pending_rx--;
+			s->to_repost++;
+			return 0;
+		}
+		if (busy) {
+			r = ibv_poll_cq(c->vcq, BENCH_WC_BATCH, c->wc);
+			if (r > 0) {
+				const struct ibv_wc *wc = c->wc;
+				uint64_t got = 0;
+
+				r = rk_cq_take(c->cq, c->wc, r);
+				for (int i = 0; i < r; i++) {
+					if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0))
+						return bench_wc_failed(&wc[i], err);
+					got += (wc[i].opcode & IBV_WC_RECV) != 0;
+				}
+				s->pending_rx += got;
 				continue;
-			/* The send queue drains through completions we never wait for. */
-			r = rk_cq_poll(c->cq, c->wc, BENCH_WC_BATCH, err);
-		} else {
-			if (s->pending_rx) {
-				s->pending_rx--;
-				s->to_repost++;
-				return 0;
 			}
+			if (r < 0)
+				return bench_poll_failed(err);
+			if (spins & 63)
+				continue;
+			if (!s->wait_from)
+				s->wait_from = bench_ticks();
+		} else {
+			if (!s->wait_from)
+				s->wait_from = bench_ticks();
 			r = reap(c, s, err);
 			if (r > 0 || (r == 0 && (spins & 63)))
 				continue;
+			if (r < 0)
+				return r;
 		}
-		if (r < 0)
-			return r;
 		r = tick(c, s, c->is_client ? "waiting for the pong" : "waiting for a ping", err);
 		if (r)
 			return r;
@@ -222,12 +301,98 @@ static int wait_read(struct bench_ctx *c, struct lat_state *s, struct rk_error *
 	}
 }
 
+/*
+ * run_client_busy - run_client() for send and write-imm with busy polling,
+ * the loop that latency figures are made of: the state it changes on every
+ * round trip (count, receives, samples) lives in locals, kept in registers
+ * across the library calls, and goes back to @s only around the rare
+ * calls that use it (a full send queue, a repost batch, the watchdog).
+ */
+static int run_client_busy(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
+			   struct bench_run *out, struct rk_error *err)
+{
+	struct rk_conn *conn = c->qps[0].conn;
+	struct rk_cq *cq = c->cq;
+	struct ibv_cq *vcq = c->vcq;
+	struct ibv_wc *wc = c->wc;
+	uint64_t *smp = out->hist ? out->samples : NULL;
+	const uint64_t repost_min = s->repost_min;
+	uint64_t count = s->count, t0, t1;
+	int r;
+
+	for (;;) {
+		t0 = bench_ticks();
+		if (iters ? count >= iters : t0 >= end)
+			break;
+		s->wr.wr_id = count;
+		r = rk_post(conn, &s->wr, err);
+		if (__builtin_expect(r, 0)) {
+			if (r != -ENOBUFS)
+				return r;
+			s->count = count;
+			r = post_full(c, s, err);
+			if (r)
+				return r;
+		}
+		/* The pong: a receive completion (a send completion may come with it). */
+		for (unsigned spins = 1; !s->pending_rx; spins++) {
+			int n = ibv_poll_cq(vcq, BENCH_WC_BATCH, wc);
+			uint64_t got = 0;
+
+			if (n > 0) {
+				n = rk_cq_take(cq, wc, n);
+				for (int i = 0; i < n; i++) {
+					if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0))
+						return bench_wc_failed(&wc[i], err);
+					got += (wc[i].opcode & IBV_WC_RECV) != 0;
+				}
+				s->pending_rx += got;
+				continue;
+			}
+			if (n < 0)
+				return bench_poll_failed(err);
+			if (spins & 63)
+				continue;
+			if (spins == 64)
+				s->wait_from = bench_ticks();
+			s->count = count;
+			r = tick(c, s, "waiting for the pong", err);
+			if (r)
+				return r < 0 ? r
+					     : bench_fail(err, EPROTO, "the peer stopped mid-run");
+		}
+		s->pending_rx--;
+		t1 = bench_ticks();
+		if (++s->to_repost >= repost_min) {
+			r = repost_batch(c, s, repost_min, err);
+			if (r)
+				return r;
+		}
+		if (smp)
+			bench_sample(out, t0, t1);
+		count++;
+		s->t_end = t1;
+		r = bench_watch_tick(c, &s->w, t1, count, "measuring latency", err);
+		if (r)
+			return r;
+	}
+	s->count = count;
+	return 0;
+}
+
 static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
 		      struct bench_run *out, struct rk_error *err)
 {
 	uint64_t t0, t1;
 	int r;
 
+	if (c->l->poll == RK_WAIT_BUSY &&
+	    (c->p->op == BENCH_OP_SEND || c->p->op == BENCH_OP_WRITE_IMM)) {
+		r = run_client_busy(c, s, iters, end, out, err);
+		if (r)
+			return r;
+		goto done;
+	}
 	for (;;) {
 		/* A sample costs two TSC reads (bench_clock.h). */
 		t0 = bench_ticks();
@@ -240,21 +405,21 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 		if (r)
 			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
 		t1 = bench_ticks();
-		r = repost(c, s, err);
+		r = repost(c, s, s->repost_min, err);
 		if (r)
 			return r;
 		if (out->hist)
-			bench_hist_add(out->hist, c->p->op == BENCH_OP_READ
-						      ? bench_ticks_ns(t0, t1)
-						      : bench_ticks_ns(t0, t1) / 2);
+			bench_sample(out, t0, t1);
 		s->count++;
 		s->t_end = t1;
 		r = bench_watch_tick(c, &s->w, t1, s->count, "measuring latency", err);
 		if (r)
 			return r;
 	}
+done:
 	s->cpu_end = bench_cpu_ns();
-	r = bench_send_done(c, s->count, err);
+	r = repost(c, s, 1, err);
+	r = r ?: bench_send_done(c, s->count, err);
 	if (r)
 		return r;
 	s->w.passive = 1;
@@ -290,7 +455,7 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 		if (r == 1)
 			break;
 		r = post(c, s, err);
-		r = r ?: repost(c, s, err);
+		r = r ?: repost(c, s, s->repost_min, err);
 		if (r)
 			return r;
 		s->count++;
@@ -298,7 +463,8 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 	/* The server's run lasts until the DONE: it spins up to then. */
 	s->t_end = bench_ticks();
 	s->cpu_end = bench_cpu_ns();
-	return bench_send_done(c, s->count, err);
+	r = repost(c, s, 1, err);
+	return r ?: bench_send_done(c, s->count, err);
 }
 
 int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
@@ -309,6 +475,7 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 	int r;
 
 	build_wr(c, &s);
+	out->sample_shift = c->p->op == BENCH_OP_READ ? 0 : 1;
 	c->qps[0].recvd = 0;
 	s.yield_ticks = bench_ticks_for(YIELD_AFTER_NS);
 	cpu0 = bench_cpu_ns();

@@ -408,7 +408,7 @@ static int run_lat(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t 
 			return bench_fail(err, EPROTO, "a %u-byte answer, expected %u", len,
 					  r->expect_len);
 		if (out->hist)
-			bench_hist_add(out->hist, bench_ticks_ns(t0, t1));
+			bench_sample(out, t0, t1);
 		count++;
 		t_end = t1;
 		rc = bench_watch_tick(c, &w, t1, count, "measuring latency", err);

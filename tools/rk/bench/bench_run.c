@@ -148,6 +148,13 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 	return 0;
 }
 
+void bench_samples_fold(struct bench_run *out)
+{
+	for (size_t i = 0; i < out->nsamples; i++)
+		bench_hist_add(out->hist, bench_ticks_ns(0, out->samples[i]) >> out->sample_shift);
+	out->nsamples = 0;
+}
+
 int bench_poll_wait(struct bench_ctx *c, struct rk_error *err)
 {
 	int n = rk_cq_wait(c->cq, c->wc, BENCH_WC_BATCH, 10, err);

@@ -40,7 +40,29 @@ struct bench_run {
 	uint64_t cpu_ns;	 /* user + system time of this process during the run */
 	double peak_bps;	 /* best rate over a window (bw mode) */
 	struct bench_hist *hist; /* lat mode: samples, when not NULL */
+	/*
+	 * With hist: raw samples (tick intervals) not yet in it. The timed
+	 * loop only stores one (bench_sample); converting and bucketing them
+	 * (bench_samples_fold) waits until the buffer is full or the run over.
+	 */
+	uint64_t *samples;
+	size_t nsamples, cap_samples;
+	unsigned sample_shift; /* 1: a sample is half the interval (ping-pong) */
 };
+
+/* At most this many samples wait in bench_run.samples (8 MiB). */
+#define BENCH_SAMPLES_MAX (1u << 20)
+
+/* bench_samples_fold - move the stored samples into out->hist. */
+void bench_samples_fold(struct bench_run *out);
+
+/* bench_sample - one latency sample, from tick @t0 to @t1: a store. */
+static inline void bench_sample(struct bench_run *out, uint64_t t0, uint64_t t1)
+{
+	out->samples[out->nsamples++] = t1 > t0 ? t1 - t0 : 0;
+	if (__builtin_expect(out->nsamples == out->cap_samples, 0))
+		bench_samples_fold(out);
+}
 
 /* bench_bw_run - a bandwidth run: @iters per QP, or for @dur_ns when iters is 0. */
 int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,

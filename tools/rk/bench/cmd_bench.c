@@ -85,7 +85,19 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 		return r;
 	memset(&run, 0, sizeof(run));
 	run.hist = hist;
+	if (p->mode == BENCH_MODE_LAT) {
+		run.cap_samples =
+		    p->iters && p->iters < BENCH_SAMPLES_MAX ? p->iters + 1 : BENCH_SAMPLES_MAX;
+		run.samples = malloc(run.cap_samples * sizeof(*run.samples));
+		if (!run.samples)
+			return bench_fail(err, ENOMEM, "out of memory for %zu latency samples",
+					  run.cap_samples);
+	}
 	r = run_once(c, size, p->iters, (uint64_t)p->duration_s * 1000000000ull, &run, err);
+	if (run.samples) {
+		bench_samples_fold(&run);
+		free(run.samples);
+	}
 	if (r)
 		return r;
 	res->size = size;
