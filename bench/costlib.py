@@ -385,7 +385,7 @@ def spread(values):
     if not vals:
         return None
     m = sum(vals) / len(vals)
-    return 100.0 * (max(vals) - min(vals)) / m if m else 0.0
+    return 100.0 * (max(vals) - min(vals)) / abs(m) if m else 0.0
 
 
 def per_op_functions(prof_lo, prof_hi, n_lo, n_hi, event="Ir", top=None):
