@@ -41,6 +41,9 @@ int main(int argc, char **argv)
 	st = XXH3_createState();
 	if (!src || !dst || !st || XXH3_128bits_reset(st) != XXH_OK) {
 		perror("cost_floor");
+		XXH3_freeState(st);
+		free(dst);
+		free(src);
 		return 1;
 	}
 	for (i = 0; i < (long)MIB; i++)

@@ -321,7 +321,7 @@ MIN_RESIDUAL = 0.5
 SECOND_TOLERANCE = 0.002
 
 
-def fit(points, k=1.0, key="ir"):
+def fit(points, k=1.0, key="ir", allow_fit=True):
     """Work per operation from runs [{n, ir, polls, calls}, ...].
 
     Fits  key = a + b*n + c*(polls - k*n) [+ d*X]  by least squares, where
@@ -333,7 +333,9 @@ def fit(points, k=1.0, key="ir"):
     smallest residual (at most half the one before). A regressor enters
     only when it varies apart from those already in by at least half a
     call (MIN_RESIDUAL) and the runs leave at least one degree of freedom
-    for it; with none, the plain slope. Returns a dict: per_op (b), raw
+    for it; a term whose price comes out negative is dropped again (the
+    runs cannot tell it apart); with none, or allow_fit False, the plain
+    slope. Returns a dict: per_op (b), raw
     (the plain slope), poll_cost (c or None), second (X's name and d, or
     None), method ("slope", "fit" or "fit2"), extra_polls_per_op (mean of
     (polls - k*n) / n).
@@ -344,7 +346,7 @@ def fit(points, k=1.0, key="ir"):
     y = [float(p[key]) for p in points]
     out = {"raw": raw, "per_op": raw, "poll_cost": None, "second": None, "method": "slope",
            "extra_polls_per_op": sum(ei / ni for ei, ni in zip(e, n)) / len(n)}
-    if len(set(n)) < 2:
+    if len(set(n)) < 2 or not allow_fit:
         return out
     cols, names = [[1.0] * len(n), n], ["a", "b"]
     if len(points) >= len(cols) + 2 and residual(cols, e) >= MIN_RESIDUAL:
@@ -366,9 +368,20 @@ def fit(points, k=1.0, key="ir"):
             names.append(best)
     if len(cols) == 2:
         return out
-    try:
-        coef = lstsq([list(r) for r in zip(*cols)], y)
-    except ZeroDivisionError:
+    # Waiting costs something: a negative price for a pass means the runs
+    # cannot tell it from the rest (too few passes, or too few operations
+    # for them): drop that term, the second first.
+    while len(cols) > 2:
+        try:
+            coef = lstsq([list(r) for r in zip(*cols)], y)
+        except ZeroDivisionError:
+            coef = None
+        if coef is not None and min(coef[2:]) >= 0:
+            break
+        cols.pop()
+        names.pop()
+    if len(cols) == 2:
+        out["method"] = "slope"
         return out
     out["per_op"] = coef[1]
     if "polls" in names:

@@ -123,6 +123,15 @@ class Fit(unittest.TestCase):
         self.assertEqual(r["method"], "slope")
         self.assertAlmostEqual(r["per_op"], 1400 + 80)
 
+    def test_negative_pass_price_is_rejected(self):
+        # few operations, many passes whose count says nothing of the cost
+        pts = synthetic(1e6, 8000, 0, 1, [32, 32, 96, 96], [2000, 6000, 4000, 4100])
+        for p, noise in zip(pts, [30000, -30000, 20000, -10000]):
+            p["ir"] += noise
+        r = costlib.fit(pts, k=1)
+        self.assertEqual(r["method"], "slope")
+        self.assertAlmostEqual(r["per_op"], r["raw"])
+
     def test_too_few_runs_is_the_slope(self):
         pts = synthetic(1e6, 950, 60, 1, [500, 1000], [40, 900])
         self.assertEqual(costlib.fit(pts)["method"], "slope")
