@@ -176,5 +176,59 @@ class Fit(unittest.TestCase):
         self.assertEqual(g, [("f [x]", 5, 25), ("h [x]", 0, 4)])
 
 
+class Guard(unittest.TestCase):
+    """bench/cost's comparison with the committed baseline (no runs)."""
+
+    def setUp(self):
+        import copy
+        import io
+        import importlib.machinery
+        import importlib.util
+        path = os.path.join(HERE, "..", "..", "bench", "cost")
+        loader = importlib.machinery.SourceFileLoader("cost", path)
+        spec = importlib.util.spec_from_loader("cost", loader)
+        self.cost = importlib.util.module_from_spec(spec)
+        loader.exec_module(self.cost)
+        self.file = os.path.join(HERE, "baseline.json")
+        import json
+        self.base = json.load(open(self.file))
+        self.res = {c: {"rk": copy.deepcopy(sides)} for c, sides in self.base["cells"].items()}
+        self.out = io.StringIO()
+
+    def run_guard(self, tc=None):
+        from contextlib import redirect_stdout
+        with redirect_stdout(self.out):
+            return self.cost.guard(self.res, self.file, tc or self.base["toolchain"])
+
+    def test_baseline_holds_the_guard_cells(self):
+        self.assertEqual(sorted(self.base["cells"]), sorted(self.cost.GUARD))
+        for sides in self.base["cells"].values():
+            for v in sides.values():
+                self.assertGreater(v["per_op"], 50)
+                self.assertTrue(v["functions"])
+
+    def test_equal_passes(self):
+        self.assertEqual(self.run_guard(), 0)
+
+    def test_growth_fails_naming_cell_and_functions(self):
+        r = self.res["send_lat_busy"]["rk"]["client"]
+        r["per_op"] *= 1.05
+        f = r["functions"].setdefault("rk_post [rk]", [0, 0])
+        r["functions"]["rk_post [rk]"] = [f[0] + 49, f[1] + 49]
+        self.assertEqual(self.run_guard(), 1)
+        text = self.out.getvalue()
+        self.assertRegex(text, r"send_lat_busy +client +baseline .* FAIL")
+        self.assertRegex(text, r"grew: rk_post \[rk\] +\d+\.\d -> +\d+\.\d")
+
+    def test_within_three_percent_passes(self):
+        self.res["rpc_rtt_busy"]["rk"]["server"]["per_op"] *= 1.025
+        self.assertEqual(self.run_guard(), 0)
+
+    def test_other_toolchain_is_skipped(self):
+        tc = dict(self.base["toolchain"], gcc="gcc (Debian 13.2.0) 13.2.0")
+        self.assertEqual(self.run_guard(tc), self.cost.SKIP)
+        self.assertIn("gcc differs", self.out.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main()
