@@ -1,0 +1,439 @@
+"""costlib - read callgrind profiles and turn runs into work per operation.
+
+bench/cost (the command) runs the programs; this module holds what can be
+tested without an RDMA device: the callgrind.out reader, the figures taken
+from one profile (instructions, system calls, doorbells, poll passes), and
+the fit that turns runs at two iteration counts into a cost per operation.
+
+The method (bench/README.md, "Instructions per operation"):
+
+  * A run at n operations costs I(n) = a + b*n + c*E: a is start-up and
+    tear-down, b the work per operation, c the cost of one extra pass of the
+    wait loop and E the number of such passes, which depends on timing (a
+    busy poller that finds its CQ empty goes round again). E = W - k*n,
+    where W is the number of calls of the provider's poll function and k
+    the poll passes a cell needs per operation (1 for a ping-pong: one
+    successful poll per message); b therefore keeps k passes per operation.
+  * Runs at n1 and n2 (two or more of each) give the least-squares fit of
+    a, b, c. When E does not vary apart from n (its residual after a line
+    in n is below half a pass, as in event mode, where every wait is one
+    event), c cannot be told from b and the plain slope is used: the mean
+    of I at n2 minus the mean at n1, over n2 - n1.
+  * Work that is not per operation but grows with n or with the guest's
+    speed is taken out of every profile before the fit, for every program
+    alike: the inclusive cost of qsort (perftest sorts its samples at the
+    end) and of every function that calls gettimeofday (perftest's CPU
+    clock calibration spins on it for a fixed time; under valgrind, which
+    hides the vDSO, glibc's gettimeofday is __gettimeofday_syscall).
+  * System calls come from callgrind's --collect-systime (the sysCount
+    event: one per system call, deterministic); doorbells are the calls of
+    write() made from inside the provider library (Soft-RoCE's post_send
+    rings the kernel with a write on the command fd; its post_recv makes no
+    system call). Kernel work itself is invisible to callgrind: that is why
+    system calls and doorbells are reported beside the instructions.
+"""
+
+import math
+import os
+import re
+
+# Names (in the callgrind file) of functions whose inclusive cost is not
+# per-operation work: taken out of every profile (see the module comment).
+EXCLUDE_CALLEES = ("qsort", "qsort_r")
+EXCLUDE_CALLERS_OF = ("__gettimeofday_syscall",)
+DOORBELL_CALLEES = ("write", "__write", "__libc_write")
+
+_POS_RE = re.compile(r"^[0-9+\-*]")
+_NAME_RE = re.compile(r"^\((\d+)\)(?:\s(.*))?$")
+
+
+class Profile:
+    """One callgrind.out file, reduced to per-function figures.
+
+    Functions are keyed (object basename, function name); stripped objects
+    give names like 0x0000000000003cc0 (the offset in the object), which is
+    stable from run to run of the same binary.
+
+      events          event names, in file order ("Ir", "sysCount", ...)
+      totals          event -> whole-program total
+      self_cost       fn -> [event values] spent in fn itself
+      edges           (caller, callee) -> [calls, event values...] inclusive
+                      cost of those calls
+    """
+
+    def __init__(self):
+        self.events = []
+        self.totals = {}
+        self.cmd = ""
+        self.self_cost = {}
+        self.edges = {}
+
+    # --- figures ---------------------------------------------------------
+    def ev(self, name):
+        return self.events.index(name) if name in self.events else None
+
+    def total(self, event="Ir"):
+        return self.totals.get(event, 0)
+
+    def inclusive(self, fn, event="Ir"):
+        """fn's own cost plus that of its calls to other functions (direct
+        recursion is counted once)."""
+        i = self.ev(event)
+        if i is None:
+            return 0
+        v = self.self_cost.get(fn, [0] * len(self.events))[i]
+        for (caller, callee), c in self.edges.items():
+            if caller == fn and callee != fn:
+                v += c[1 + i]
+        return v
+
+    def calls_to(self, pred_callee, pred_caller=lambda f: True):
+        """Number of calls into functions matching pred_callee from callers
+        matching pred_caller (calls from a matching function to itself are
+        not counted)."""
+        n = 0
+        for (caller, callee), c in self.edges.items():
+            if caller != callee and pred_callee(callee) and pred_caller(caller):
+                n += c[0]
+        return n
+
+    def functions(self):
+        return set(self.self_cost) | {e[0] for e in self.edges} | {e[1] for e in self.edges}
+
+    def excluded(self, event="Ir"):
+        """The cost of the non-per-operation work named in EXCLUDE_* (see
+        the module comment): qsort's inclusive cost at each call from
+        outside it, and the inclusive cost of every caller of gettimeofday."""
+        i = self.ev(event)
+        if i is None:
+            return 0
+        v = 0
+        callers = {caller for (caller, callee) in self.edges
+                   if callee[1] in EXCLUDE_CALLERS_OF and caller[1] not in EXCLUDE_CALLERS_OF}
+        for caller in callers:
+            v += self.inclusive(caller, event)
+        for (caller, callee), c in self.edges.items():
+            if callee[1] in EXCLUDE_CALLEES and caller[1] not in EXCLUDE_CALLEES \
+                    and caller not in callers:
+                v += c[1 + i]
+        return v
+
+    def inclusive_table(self, event="Ir"):
+        """fn -> inclusive cost, for every function (used to name the
+        functions that grew)."""
+        i = self.ev(event)
+        out = {}
+        for fn, c in self.self_cost.items():
+            out[fn] = out.get(fn, 0) + c[i]
+        for (caller, callee), c in self.edges.items():
+            if caller != callee:
+                out[caller] = out.get(caller, 0) + c[1 + i]
+        return out
+
+    def self_table(self, event="Ir"):
+        i = self.ev(event)
+        return {fn: c[i] for fn, c in self.self_cost.items()}
+
+
+def _base(obj):
+    return os.path.basename(obj) if obj else "???"
+
+
+def parse(path_or_lines):
+    """Read a callgrind.out file (a path, or an iterable of its lines)."""
+    if isinstance(path_or_lines, (str, bytes, os.PathLike)):
+        with open(path_or_lines, encoding="utf-8", errors="replace") as f:
+            return _parse(f)
+    return _parse(path_or_lines)
+
+
+def _parse(lines):
+    p = Profile()
+    names = {"ob": {}, "fl": {}, "fn": {}}
+    kind_of = {"ob": "ob", "cob": "ob", "fl": "fl", "fi": "fl", "fe": "fl", "cfi": "fl",
+               "cfl": "fl", "fn": "fn", "cfn": "fn"}
+    npos = 1
+    ob = fn = None
+    cob = cfn = None
+    pending_calls = None  # call count of a "calls=" line awaiting its cost line
+    summary = None
+    totals = None
+
+    def name(kind, value):
+        m = _NAME_RE.match(value)
+        if not m:
+            return value
+        ident, text = m.group(1), m.group(2)
+        table = names[kind_of[kind]]
+        if text is not None:
+            table[ident] = text
+            return text
+        return table.get(ident, "(%s)" % ident)
+
+    def values(tokens):
+        v = [0] * len(p.events)
+        for j, t in enumerate(tokens[:len(v)]):
+            v[j] = int(t, 0) if t.startswith("0x") else int(t)
+        return v
+
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if not line or line.startswith("#"):
+            continue
+        if _POS_RE.match(line):
+            tokens = line.split()
+            v = values(tokens[npos:])
+            if pending_calls is not None:
+                key = ((ob, fn), (cob if cob is not None else ob, cfn))
+                e = p.edges.setdefault(key, [0] + [0] * len(p.events))
+                e[0] += pending_calls
+                for j, x in enumerate(v):
+                    e[1 + j] += x
+                pending_calls = None
+                cob = None  # cfn stays: callgrind omits a repeated one
+            else:
+                s = p.self_cost.setdefault((ob, fn), [0] * len(p.events))
+                for j, x in enumerate(v):
+                    s[j] += x
+            continue
+        key, sep, val = line.partition("=")
+        if sep:
+            if key in ("ob", "fn", "cob", "cfn"):
+                n = name(key, val)
+                if key == "ob":
+                    ob = _base(n)
+                elif key == "fn":
+                    fn = n
+                    cob = None
+                elif key == "cob":
+                    cob = _base(n)
+                else:
+                    cfn = n
+            elif key in ("fl", "fi", "fe", "cfi", "cfl"):
+                name(key, val)
+            elif key == "calls":
+                pending_calls = int(val.split()[0])
+            continue
+        key, sep, val = line.partition(":")
+        if not sep:
+            continue
+        val = val.strip()
+        if key == "events":
+            p.events = val.split()
+        elif key == "positions":
+            npos = len(val.split())
+        elif key == "summary":
+            summary = val.split()
+        elif key == "totals":
+            totals = val.split()
+        elif key == "cmd":
+            p.cmd = val
+    t = totals or summary
+    if t is None:  # neither line: add up the self costs
+        t = [sum(c[j] for c in p.self_cost.values()) for j in range(len(p.events))]
+    p.totals = {e: int(t[j]) if j < len(t) else 0 for j, e in enumerate(p.events)}
+    return p
+
+
+# --- figures of one run ----------------------------------------------------
+
+def run_figures(prof, provider, poll_fns):
+    """The figures of one run that the fit needs.
+
+    provider   basename of the verbs provider library (librxe-rdmav34.so)
+    poll_fns   names (in that object) of its poll function(s)
+    Returns dict: ir (instructions without the excluded work), sys (system
+    calls without the excluded ones), doorbells, polls (W), excluded_ir.
+    """
+    exc_ir = prof.excluded("Ir")
+    exc_sys = prof.excluded("sysCount")
+    in_provider = lambda f: f[0] == provider  # noqa: E731
+    doorbells = prof.calls_to(lambda f: f[1] in DOORBELL_CALLEES, in_provider)
+    polls = prof.calls_to(lambda f: f[0] == provider and f[1] in poll_fns,
+                          lambda f: f[0] != provider)
+    calls = {}
+    for (caller, callee), c in prof.edges.items():
+        if caller != callee and not (callee[0] == provider and callee[1] in poll_fns):
+            name = "%s [%s]" % (callee[1], callee[0])
+            calls[name] = calls.get(name, 0) + c[0]
+    return {"ir": prof.total("Ir") - exc_ir, "sys": prof.total("sysCount") - exc_sys,
+            "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls}
+
+
+# --- the fit -----------------------------------------------------------------
+
+def _solve(m, y):
+    """Solve the small linear system m x = y (Gauss-Jordan, partial pivot)."""
+    n = len(y)
+    a = [list(map(float, row)) + [float(v)] for row, v in zip(m, y)]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[piv][col]) < 1e-12:
+            raise ZeroDivisionError("singular system")
+        a[col], a[piv] = a[piv], a[col]
+        for r in range(n):
+            if r != col:
+                f = a[r][col] / a[col][col]
+                for j in range(col, n + 1):
+                    a[r][j] -= f * a[col][j]
+    return [a[r][n] / a[r][r] for r in range(n)]
+
+
+def lstsq(xs, y):
+    """Least squares y ~ xs (rows of regressors) via the normal equations,
+    each column scaled to a largest value of 1 first (the columns here
+    differ by orders of magnitude: 1, n, pass counts)."""
+    k = len(xs[0])
+    scale = [max(abs(r[j]) for r in xs) or 1.0 for j in range(k)]
+    zs = [[r[j] / scale[j] for j in range(k)] for r in xs]
+    m = [[sum(r[i] * r[j] for r in zs) for j in range(k)] for i in range(k)]
+    v = [sum(r[i] * yy for r, yy in zip(zs, y)) for i in range(k)]
+    return [c / s for c, s in zip(_solve(m, v), scale)]
+
+
+def residual(cols, x):
+    """The largest |residual| of x after its least-squares fit on cols
+    (a list of columns); 0 when the system is singular."""
+    rows = [list(r) for r in zip(*cols)]
+    try:
+        coef = lstsq(rows, x)
+    except ZeroDivisionError:
+        return 0.0
+    return max(abs(xi - sum(c * ri for c, ri in zip(coef, r))) for xi, r in zip(x, rows))
+
+
+def slope(points, key):
+    """Plain slope of the key over n: (mean at the largest n - mean at the
+    smallest n) / (difference of the n)."""
+    ns = sorted({p["n"] for p in points})
+    if len(ns) < 2:
+        raise ValueError("runs at two iteration counts are needed")
+    lo = [p[key] for p in points if p["n"] == ns[0]]
+    hi = [p[key] for p in points if p["n"] == ns[-1]]
+    return (sum(hi) / len(hi) - sum(lo) / len(lo)) / (ns[-1] - ns[0])
+
+
+# A pass count enters the fit only when it varies apart from what is
+# already in it by at least this many calls.
+MIN_RESIDUAL = 0.5
+# A second pass count is looked for only when the fit leaves a residual
+# above this fraction of the whole work of the runs' difference in n.
+SECOND_TOLERANCE = 0.002
+
+
+def fit(points, k=1.0, key="ir", allow_fit=True):
+    """Work per operation from runs [{n, ir, polls, calls}, ...].
+
+    Fits  key = a + b*n + c*(polls - k*n) [+ d*X]  by least squares, where
+    polls are the calls of the provider's poll function and X the call
+    count of another function, taken only when the fit without it leaves a
+    residual above SECOND_TOLERANCE (0.2 %) of the work between the two n:
+    a second wait loop that polls no CQ (a server that spins before its
+    first connection). X is the function whose count, added, leaves the
+    smallest residual (at most half the one before). A regressor enters
+    only when it varies apart from those already in by at least half a
+    call (MIN_RESIDUAL) and the runs leave at least one degree of freedom
+    for it; a term whose price comes out negative is dropped again (the
+    runs cannot tell it apart); with none, or allow_fit False, the plain
+    slope. Returns a dict: per_op (b), raw
+    (the plain slope), poll_cost (c or None), second (X's name and d, or
+    None), method ("slope", "fit" or "fit2"), extra_polls_per_op (mean of
+    (polls - k*n) / n).
+    """
+    raw = slope(points, key)
+    n = [float(p["n"]) for p in points]
+    e = [p["polls"] - k * p["n"] for p in points]
+    y = [float(p[key]) for p in points]
+    out = {"raw": raw, "per_op": raw, "poll_cost": None, "second": None, "method": "slope",
+           "extra_polls_per_op": sum(ei / ni for ei, ni in zip(e, n)) / len(n)}
+    if len(set(n)) < 2 or not allow_fit:
+        return out
+    cols, names = [[1.0] * len(n), n], ["a", "b"]
+    if len(points) >= len(cols) + 2 and residual(cols, e) >= MIN_RESIDUAL:
+        cols.append(e)
+        names.append("polls")
+    calls = [p.get("calls") or {} for p in points]
+    tol = SECOND_TOLERANCE * abs(raw) * (max(n) - min(n))
+    if len(points) >= len(cols) + 2 and calls[0] and residual(cols, y) > tol:
+        best, best_r = None, residual(cols, y) / 2
+        for f in sorted(set().union(*calls)):
+            x = [float(c.get(f, 0)) for c in calls]
+            if residual(cols, x) < MIN_RESIDUAL:
+                continue
+            r = residual(cols + [x], y)
+            if r < best_r:
+                best, best_r = f, r
+        if best is not None:
+            cols.append([float(c.get(best, 0)) for c in calls])
+            names.append(best)
+    if len(cols) == 2:
+        return out
+    # Waiting costs something: a negative price for a pass means the runs
+    # cannot tell it from the rest (too few passes, or too few operations
+    # for them): drop that term, the second first.
+    while len(cols) > 2:
+        try:
+            coef = lstsq([list(r) for r in zip(*cols)], y)
+        except ZeroDivisionError:
+            coef = None
+        if coef is not None and min(coef[2:]) >= 0:
+            break
+        cols.pop()
+        names.pop()
+    if len(cols) == 2:
+        out["method"] = "slope"
+        return out
+    out["per_op"] = coef[1]
+    if "polls" in names:
+        out["poll_cost"] = coef[names.index("polls")]
+    if len(names) > 2 and names[-1] != "polls":
+        out["second"] = [names[-1], coef[-1]]
+    out["method"] = "fit" if len(names) == 3 else "fit2"
+    return out
+
+
+def spread(values):
+    """(max - min) / mean, in percent."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    m = sum(vals) / len(vals)
+    return 100.0 * (max(vals) - min(vals)) / abs(m) if m else 0.0
+
+
+def per_op_functions(prof_lo, prof_hi, n_lo, n_hi, event="Ir", top=None):
+    """Per function: (inclusive at n_hi - inclusive at n_lo) / (n_hi - n_lo)
+    and the same for the self cost; {name: [incl, self]} (names as
+    "fn [object]"), the largest first when top is given."""
+    il, ih = prof_lo.inclusive_table(event), prof_hi.inclusive_table(event)
+    sl, sh = prof_lo.self_table(event), prof_hi.self_table(event)
+    d = float(n_hi - n_lo)
+    out = {}
+    for fn in set(il) | set(ih):
+        inc = (ih.get(fn, 0) - il.get(fn, 0)) / d
+        slf = (sh.get(fn, 0) - sl.get(fn, 0)) / d
+        if abs(inc) >= 0.5 or abs(slf) >= 0.5:
+            out["%s [%s]" % (fn[1], fn[0])] = [round(inc, 1), round(slf, 1)]
+    if top:
+        keep = sorted(out, key=lambda f: -out[f][1])[:top]
+        out = {f: out[f] for f in keep}
+    return out
+
+
+def grown(base_fns, new_fns, top=5):
+    """The functions whose self cost per operation grew most from the
+    baseline to now: [(name, before, after)]."""
+    names = set(base_fns) | set(new_fns)
+    d = []
+    for f in names:
+        before = base_fns.get(f, [0, 0])[1]
+        after = new_fns.get(f, [0, 0])[1]
+        d.append((after - before, f, before, after))
+    d.sort(reverse=True)
+    return [(f, b, a) for g, f, b, a in d[:top] if g > 0]
+
+
+def fmt_num(v, digits=0):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return ("%%.%df" % digits) % v

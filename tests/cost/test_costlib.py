@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Unit tests of bench/costlib.py: the callgrind reader and the fit.
+
+The profiles in data/ are callgrind runs in the sandbox (rk bench --op send
+--mode lat and ib_send_lat, 64 B, busy poll), trimmed to the functions of
+the program and of the Soft-RoCE provider by trim_callgrind.py.
+"""
+import os
+import random
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+import costlib  # noqa: E402
+
+RXE = "librxe-rdmav34.so"
+POLL = ["0x0000000000002ca0"]  # rxe's poll_cq, as cost_probe names it
+
+
+def data(name):
+    return os.path.join(HERE, "data", name)
+
+
+class Parser(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.rk500 = costlib.parse(data("rk-send-lat-500.cg"))
+        cls.rk1000 = costlib.parse(data("rk-send-lat-1000.cg"))
+        cls.pf = costlib.parse(data("ib-send-lat-500.cg"))
+
+    def test_header(self):
+        self.assertEqual(self.rk500.events, ["Ir", "sysCount", "sysTime"])
+        # totals: wins over summary: (they differ by the exit call)
+        self.assertEqual(self.rk500.totals, {"Ir": 3167364, "sysCount": 1109, "sysTime": 969})
+        self.assertIn("--op send --mode lat", self.rk500.cmd)
+
+    def test_self_and_inclusive(self):
+        self.assertEqual(self.rk500.self_cost[("rk", "rk_post")][0], 51000)
+        self.assertEqual(self.rk1000.self_cost[("rk", "rk_post")][0], 102000)
+        self.assertEqual(self.rk500.inclusive(("rk", "rk_post")), 150500)
+        self.assertEqual(self.rk1000.inclusive(("rk", "rk_post")), 301000)
+
+    def test_compressed_names_resolve(self):
+        # rxe's post_send is named once with its text, then by number only
+        fns = self.rk1000.functions()
+        self.assertIn((RXE, "0x0000000000003cc0"), fns)
+        self.assertFalse([f for f in fns if costlib._NAME_RE.match(f[1])], "unresolved name")
+
+    def test_call_without_cfn_keeps_last_callee(self):
+        lines = ["events: Ir", "fn=(1) main", "0 5", "cfn=(2) f", "calls=2 0", "0 40",
+                 "calls=1 0", "0 20", "fn=(2)", "0 60"]
+        p = costlib.parse(lines)
+        self.assertEqual(p.edges[((None, "main"), (None, "f"))][:2], [3, 60])
+        self.assertEqual(p.inclusive((None, "main")), 65)
+        self.assertEqual(p.total(), 65)  # no summary: the self costs
+
+    def test_cob_defaults_to_callers_object(self):
+        lines = ["events: Ir sysCount", "ob=(1) /lib/a.so", "fn=(1) f",
+                 "cob=(2) /lib/libc.so.6", "cfn=(2) write", "calls=4 0", "0 28 4",
+                 "cfn=(3) g", "calls=1 0", "0 9", "ob=(2)", "fn=(2)", "0 28 4"]
+        p = costlib.parse(lines)
+        self.assertIn((("a.so", "f"), ("libc.so.6", "write")), p.edges)
+        self.assertIn((("a.so", "f"), ("a.so", "g")), p.edges)
+        self.assertEqual(p.inclusive(("a.so", "f"), "sysCount"), 4)
+
+    def test_figures(self):
+        a = costlib.run_figures(self.rk500, RXE, POLL)
+        b = costlib.run_figures(self.rk1000, RXE, POLL)
+        self.assertEqual((a["doorbells"], b["doorbells"]), (500, 1000))  # a write per post_send
+        self.assertEqual((a["polls"], b["polls"]), (505, 1080))
+        self.assertEqual((a["sys"], b["sys"]), (1109, 1622))
+        self.assertEqual(a["excluded_ir"], 0)  # rk sorts nothing, calibrates nothing
+
+    def test_perftest_exclusions(self):
+        f = costlib.run_figures(self.pf, RXE, POLL)
+        # the CPU-MHz calibration (52k gettimeofday system calls) and the sort
+        self.assertEqual(self.pf.calls_to(lambda g: g[1] == "__gettimeofday_syscall"), 51499)
+        self.assertEqual(f["excluded_ir"], 1330900)
+        self.assertEqual(f["sys"], 56805 - 51500)
+        self.assertEqual(f["doorbells"], 511)
+
+    def test_per_op_functions(self):
+        d = costlib.per_op_functions(self.rk500, self.rk1000, 500, 1000)
+        self.assertEqual(d["rk_post [rk]"], [301.0, 102.0])
+        self.assertEqual(d["0x0000000000003cc0 [%s]" % RXE][1], 175.0)
+
+
+def synthetic(a, b, c, k, ns, extra, d=0.0, second=None):
+    pts = []
+    for n, e in zip(ns, extra):
+        polls = k * n + e
+        x = second.pop(0) if second else 0
+        pts.append({"n": n, "ir": a + b * n + c * e + d * x, "polls": polls,
+                    "calls": {"loop": x, "fixed": 7, "per_op": 2 * n}})
+    return pts
+
+
+class Fit(unittest.TestCase):
+    def test_slope(self):
+        pts = [{"n": 100, "ir": 1000}, {"n": 100, "ir": 1010}, {"n": 300, "ir": 3010}]
+        self.assertAlmostEqual(costlib.slope(pts, "ir"), (3010 - 1005) / 200)
+
+    def test_fit_recovers_per_op_cost(self):
+        pts = synthetic(1e6, 950, 60, 1, [500, 500, 1000, 1000], [40, 300, 90, 900])
+        r = costlib.fit(pts, k=1)
+        self.assertEqual(r["method"], "fit")
+        self.assertAlmostEqual(r["per_op"], 950, places=6)
+        self.assertAlmostEqual(r["poll_cost"], 60, places=6)
+        self.assertNotAlmostEqual(r["raw"], 950, places=0)
+
+    def test_fit_k_keeps_k_passes_per_op(self):
+        pts = synthetic(1e6, 950, 60, 1, [512, 512, 1536, 1536], [3, 40, 17, 90])
+        for p in pts:  # the same runs seen with k = 1/16: polls unchanged
+            p["polls"] = p["polls"]
+        r16 = costlib.fit(pts, k=1 / 16)
+        self.assertAlmostEqual(r16["per_op"], 950 - 60 * (1 - 1 / 16), places=6)
+
+    def test_collinear_waiting_falls_back_to_slope(self):
+        # event mode: one wait pass per operation in every run
+        pts = synthetic(1e6, 1400, 80, 1, [500, 500, 1000, 1000], [500, 500, 1000, 1000])
+        r = costlib.fit(pts, k=1)
+        self.assertEqual(r["method"], "slope")
+        self.assertAlmostEqual(r["per_op"], 1400 + 80)
+
+    def test_negative_pass_price_is_rejected(self):
+        # few operations, many passes whose count says nothing of the cost
+        pts = synthetic(1e6, 8000, 0, 1, [32, 32, 96, 96], [2000, 6000, 4000, 4100])
+        for p, noise in zip(pts, [30000, -30000, 20000, -10000]):
+            p["ir"] += noise
+        r = costlib.fit(pts, k=1)
+        self.assertEqual(r["method"], "slope")
+        self.assertAlmostEqual(r["per_op"], r["raw"])
+
+    def test_too_few_runs_is_the_slope(self):
+        pts = synthetic(1e6, 950, 60, 1, [500, 1000], [40, 900])
+        self.assertEqual(costlib.fit(pts)["method"], "slope")
+
+    def test_second_wait_loop(self):
+        # a server that spins before its first connection: "loop" counts those passes
+        pts = synthetic(1e7, 1600, 100, 1, [512] * 3 + [1024] * 3,
+                        [5000, 6000, 4000, 7000, 5500, 6500], d=100,
+                        second=[4000, 1000, 3000, 2500, 500, 4200])
+        r = costlib.fit(pts, k=1)
+        self.assertEqual(r["method"], "fit2")
+        self.assertEqual(r["second"][0], "loop")
+        self.assertAlmostEqual(r["per_op"], 1600, places=4)
+
+    def test_noise_does_not_buy_a_second_regressor(self):
+        rnd = random.Random(3)
+        pts = synthetic(1e6, 950, 60, 1, [500] * 3 + [1000] * 3,
+                        [40, 300, 120, 90, 900, 400])
+        for p in pts:
+            p["ir"] += rnd.uniform(-50, 50)
+            p["calls"]["loop"] = rnd.randint(0, 1000)
+        r = costlib.fit(pts, k=1)
+        self.assertEqual(r["method"], "fit")
+        self.assertAlmostEqual(r["per_op"], 950, delta=1)
+
+    def test_recorded_rpc_runs(self):
+        import json
+        runs = json.load(open(data("rpc-rtt-busy-runs.json")))["runs"]
+        cli = costlib.fit(runs["client"], k=1)
+        self.assertEqual(cli["method"], "fit")
+        self.assertAlmostEqual(cli["per_op"], 1524.1, delta=0.1)
+        self.assertAlmostEqual(cli["raw"], 3080.1, delta=0.1)  # 11 extra polls per op
+        srv = costlib.fit(runs["server"], k=1)
+        self.assertEqual(srv["method"], "fit2")
+        self.assertEqual(srv["second"][0], "poll_cqs [rk]")
+        self.assertAlmostEqual(srv["per_op"], 1619.0, delta=0.1)
+
+    def test_spread_and_grown(self):
+        self.assertAlmostEqual(costlib.spread([99, 100, 101]), 2.0)
+        g = costlib.grown({"f [x]": [10, 5], "g [x]": [3, 3]},
+                          {"f [x]": [30, 25], "g [x]": [3, 2], "h [x]": [4, 4]})
+        self.assertEqual(g, [("f [x]", 5, 25), ("h [x]", 0, 4)])
+
+
+class Guard(unittest.TestCase):
+    """bench/cost's comparison with the committed baseline (no runs)."""
+
+    def setUp(self):
+        import copy
+        import io
+        import importlib.machinery
+        import importlib.util
+        path = os.path.join(HERE, "..", "..", "bench", "cost")
+        loader = importlib.machinery.SourceFileLoader("cost", path)
+        spec = importlib.util.spec_from_loader("cost", loader)
+        self.cost = importlib.util.module_from_spec(spec)
+        loader.exec_module(self.cost)
+        self.file = os.path.join(HERE, "baseline.json")
+        import json
+        self.base = json.load(open(self.file))
+        self.res = {c: {"rk": copy.deepcopy(sides)} for c, sides in self.base["cells"].items()}
+        self.out = io.StringIO()
+
+    def run_guard(self, tc=None):
+        from contextlib import redirect_stdout
+        with redirect_stdout(self.out):
+            return self.cost.guard(self.res, self.file, tc or self.base["toolchain"])
+
+    def test_baseline_holds_the_guard_cells(self):
+        self.assertEqual(sorted(self.base["cells"]), sorted(self.cost.GUARD))
+        for sides in self.base["cells"].values():
+            for v in sides.values():
+                self.assertGreater(v["per_op"], 50)
+                self.assertTrue(v["functions"])
+
+    def test_equal_passes(self):
+        self.assertEqual(self.run_guard(), 0)
+
+    def test_growth_fails_naming_cell_and_functions(self):
+        r = self.res["send_lat_busy"]["rk"]["client"]
+        r["per_op"] *= 1.05
+        f = r["functions"].setdefault("rk_post [rk]", [0, 0])
+        r["functions"]["rk_post [rk]"] = [f[0] + 49, f[1] + 49]
+        self.assertEqual(self.run_guard(), 1)
+        text = self.out.getvalue()
+        self.assertRegex(text, r"send_lat_busy +client +baseline .* FAIL")
+        self.assertRegex(text, r"grew: rk_post \[rk\] +\d+\.\d -> +\d+\.\d")
+
+    def test_within_three_percent_passes(self):
+        self.res["rpc_rtt_busy"]["rk"]["server"]["per_op"] *= 1.025
+        self.assertEqual(self.run_guard(), 0)
+
+    def test_other_toolchain_is_skipped(self):
+        tc = dict(self.base["toolchain"], gcc="gcc (Debian 13.2.0) 13.2.0")
+        self.assertEqual(self.run_guard(tc), self.cost.SKIP)
+        self.assertIn("gcc differs", self.out.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
