@@ -201,18 +201,166 @@ struct rk_rpc_pool_stats {
 void rk_rpc_pool_get_stats(struct rk_rpc_pool *pool, struct rk_rpc_pool_stats *st);
 
 /* Callbacks into Python (rdmakit/rpc.py). */
-extern "Python" void rkpy_handler(struct rk_rpc_req *req, void *arg);
+extern "Python" void rkpy_handler(struct rk_rpc_req *req, void *arg, uint16_t method,
+				  const char *data, uint32_t len);
 extern "Python" void rkpy_done(void *arg, int status, uint32_t resp_len, int32_t app_code,
 			       const struct rk_error *err);
+
+/* The per-call paths in C (below): one foreign call per RPC, no struct
+   filled field by field from Python. */
+#define RKPY_BAD_METHOD ...
+struct rkpy_call {
+	int done, status;
+	uint32_t len;
+	int32_t code;
+	void *py;
+	struct rk_error err;
+};
+int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
+	      char *resp, uint32_t cap, int timeout_ms, uint32_t *len, int32_t *code,
+	      struct rk_error *err);
+int rkpy_acall(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
+	       char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
+	       struct rk_error *err);
+int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method, const char *req,
+		   uint32_t req_len, char *resp, uint32_t cap, int timeout_ms, uint32_t *len,
+		   int32_t *code, struct rk_error *err);
+int rkpy_server_add(struct rk_rpc_server *srv, uint16_t method, void *arg);
+int rkpy_reply(struct rk_rpc_req *req, int32_t code, const char *data, uint32_t len);
 """
 
 SOURCE = r"""
 #include <string.h>
+#include <time.h>
 #include <rdmakit/rdmakit.h>
+
+#define RKPY_BAD_METHOD 1 /* > 0: no errno; Python raises ValueError naming "method" */
 
 static void rkpy_device_gid(const struct rk_device *dev, unsigned char out[16])
 {
 	memcpy(out, rk_device_get_info(dev)->gid.raw, 16);
+}
+
+/* cffi defines these Python callbacks further down. */
+static void rkpy_handler(struct rk_rpc_req *req, void *arg, uint16_t method, const char *data,
+			 uint32_t len);
+static void rkpy_done(void *arg, int status, uint32_t resp_len, int32_t app_code,
+		      const struct rk_error *err);
+
+/* A handler's request, its method and data handed to Python in one callback. */
+static void rkpy_tramp(struct rk_rpc_req *req, void *arg)
+{
+	uint32_t n = 0;
+	const void *d = rk_rpc_req_data(req, &n);
+
+	rkpy_handler(req, arg, rk_rpc_req_method(req), (const char *)d, n);
+}
+
+static int rkpy_server_add(struct rk_rpc_server *srv, uint16_t method, void *arg)
+{
+	return rk_rpc_server_add(srv, method, rkpy_tramp, arg);
+}
+
+static int rkpy_reply(struct rk_rpc_req *req, int32_t code, const char *data, uint32_t len)
+{
+	return rk_rpc_reply(req, code, data, len);
+}
+
+static int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
+		     char *resp, uint32_t cap, int timeout_ms, uint32_t *len, int32_t *code,
+		     struct rk_error *err)
+{
+	struct rk_rpc_call_args a = {.req = req, .req_len = req_len, .resp = resp,
+				     .resp_cap = cap, .timeout_ms = timeout_ms};
+
+	if (method < 0 || method > 0xffff)
+		return RKPY_BAD_METHOD;
+	a.method = (uint16_t)method;
+	*len = 0;
+	return rk_rpc_call(cl, &a, len, code, err);
+}
+
+static int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method,
+			  const char *req, uint32_t req_len, char *resp, uint32_t cap,
+			  int timeout_ms, uint32_t *len, int32_t *code, struct rk_error *err)
+{
+	struct rk_rpc_call_args a = {.req = req, .req_len = req_len, .resp = resp,
+				     .resp_cap = cap, .timeout_ms = timeout_ms};
+
+	if (method < 0 || method > 0xffff)
+		return RKPY_BAD_METHOD;
+	a.method = (uint16_t)method;
+	*len = 0;
+	return rk_rpc_pool_call(pool, peer, &a, len, code, err);
+}
+
+/*
+ * An asynchronous call's outcome. While Python spins for it (py NULL) it
+ * is only recorded; once Python waits for it on the event loop (py set,
+ * under the client's lock, so no completion runs in between) it is also
+ * handed to rkpy_done.
+ */
+struct rkpy_call {
+	int done, status;
+	uint32_t len;
+	int32_t code;
+	void *py;
+	struct rk_error err;
+};
+
+static void rkpy_call_done(void *arg, int status, uint32_t len, int32_t code,
+			   const struct rk_error *err)
+{
+	struct rkpy_call *c = arg;
+
+	c->done = 1;
+	c->status = status;
+	c->len = len;
+	c->code = code;
+	if (status)
+		c->err = *err;
+	if (c->py)
+		rkpy_done(c->py, status, len, code, err);
+}
+
+static long long rkpy_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * Start a call and look for its answer for up to @spin_us (0: not at
+ * all): 1 when it completed (in *@c), 0 when still in flight, or a
+ * negative errno (-EAGAIN: the window is full). The clock is read every
+ * 16 looks.
+ */
+static int rkpy_acall(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
+		      char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
+		      struct rk_error *err)
+{
+	struct rk_rpc_call_args a = {.req = req, .req_len = req_len, .resp = resp,
+				     .resp_cap = cap, .timeout_ms = timeout_ms};
+	long long until = 0;
+	int r;
+
+	if (method < 0 || method > 0xffff)
+		return RKPY_BAD_METHOD;
+	a.method = (uint16_t)method;
+	r = rk_rpc_call_async(cl, &a, rkpy_call_done, c, err);
+	if (r)
+		return r;
+	if (spin_us > 0)
+		until = rkpy_now_us() + spin_us;
+	for (unsigned i = 1; spin_us > 0 && !c->done; i++) {
+		if (rk_rpc_client_progress(cl, 0, NULL) < 0)
+			break;
+		if (i % 16 == 0 && rkpy_now_us() >= until)
+			break;
+	}
+	return c->done;
 }
 """
 

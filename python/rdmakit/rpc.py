@@ -84,13 +84,15 @@ class Request:
     connection's slot and its data.
     """
 
-    __slots__ = ("_srv", "_req", "_data", "method", "deferred")
+    __slots__ = ("_srv", "_req", "_p", "_n", "_data", "method", "deferred")
 
-    def __init__(self, srv: "RpcServer", req) -> None:
+    def __init__(self, srv: "RpcServer", req, method: int, p, n: int) -> None:
         self._srv = srv
         self._req = req
+        self._p = p
+        self._n = n
         self._data = None
-        self.method: int = lib.rk_rpc_req_method(req)
+        self.method: int = method
         """The method called."""
         self.deferred: bool = False
         """True once defer() was called."""
@@ -102,13 +104,14 @@ class Request:
         before."""
         if self._data is None:
             with self._srv._lock:
-                req = self._req
-                if req is None:
+                if self._req is None:
                     raise ValueError("data: the request was answered before its data was read")
-                n = ffi.new("uint32_t *")
-                p = lib.rk_rpc_req_data(req, n)
-                self._data = bytes(ffi.buffer(p, n[0])) if n[0] else b""
+                self._data = ffi.unpack(self._p, self._n) if self._n else b""
         return self._data
+
+    def __len__(self) -> int:
+        """The request body's length in bytes."""
+        return self._n
 
     def _info(self, what):
         with self._srv._lock:
@@ -158,7 +161,7 @@ class Request:
                 raise ValueError("reply: the request was answered already")
             self._req = None
             srv._deferred.discard(self)
-            lib.rk_rpc_reply(req, code, p, n)
+            lib.rkpy_reply(req, code, p, n)
 
     def __repr__(self) -> str:
         return "<rdmakit.Request method %d%s>" % (self.method,
@@ -169,9 +172,8 @@ Handler = Callable[[Request], Optional[Buffer]]
 
 
 @ffi.def_extern()
-def rkpy_handler(req, arg):
-    srv = ffi.from_handle(arg)
-    srv._dispatch(req)
+def rkpy_handler(req, arg, method, p, n):
+    ffi.from_handle(arg)._dispatch(req, method, p, n)
 
 
 def _exc_code(e):
@@ -256,7 +258,7 @@ class RpcServer:
         if running and threading.get_ident() != self._progress_ident:
             raise RuntimeError("add: handlers are added before start() or from a handler")
         with self._guard:
-            r = lib.rk_rpc_server_add(self._srv, method, lib.rkpy_handler, self._handle)
+            r = lib.rkpy_server_add(self._srv, method, self._handle)
         if r < 0:
             raise OSError(-r, "rk_rpc_server_add: method %d" % method)
         self._handlers[method] = handler
@@ -268,28 +270,31 @@ class RpcServer:
             return fn
         return deco
 
-    def _dispatch(self, req):
-        r = Request(self, req)
-        fn = self._handlers.get(r.method)
+    def _dispatch(self, req, method, p, n):
+        r = Request(self, req, method, p, n)
         try:
-            if fn is None:  # added in C but not here: cannot happen
-                raise LookupError("no handler for method %d" % r.method)
-            out = fn(r)
-            if r._req is None or r.deferred:
+            out = self._handlers[method](r)
+            if r.deferred or r._req is None:
                 if r.deferred and r._req is not None:
                     with self._lock:
                         if r._req is not None:
                             self._deferred.add(r)
                 return
+            # Answered on the progress thread: close() waits for it to stop.
             if out is None:
-                r._answer(0, ffi.NULL, 0)
+                out, n = ffi.NULL, 0
+            elif type(out) is bytes:
+                n = len(out)
             else:
-                p, n = in_buffer(out, "the handler's answer")
-                r._answer(0, p, n)
+                out, n = in_buffer(out, "the handler's answer")
+            with self._lock:
+                req, r._req = r._req, None
+            if req is not None:
+                lib.rkpy_reply(req, 0, out, n)
         except HandlerError as e:
             self._answer_error(r, e.code, e.data)
         except BaseException as e:  # noqa: B902 - a handler must never take the server down
-            log.error("rdmakit: the handler of method %d raised %s: %s", r.method,
+            log.error("rdmakit: the handler of method %d raised %s: %s", method,
                       type(e).__name__, e, exc_info=True)
             self._answer_error(r, _exc_code(e), b"")
 
@@ -438,7 +443,7 @@ class _Async:
     """An asynchronous call in flight: its future and what the library may
     still touch (the request and answer buffers), kept until it completes."""
 
-    __slots__ = ("fut", "resp", "out", "keep", "handle", "timer", "loop")
+    __slots__ = ("fut", "resp", "out", "keep", "handle", "timer", "loop", "c", "req")
 
 
 @ffi.def_extern()
@@ -461,7 +466,7 @@ def rkpy_done(arg, status, resp_len, app_code, err):
             raise_error(status, err, code=app_code, data=data)
         except Exception as e:
             exc = e
-    st.resp = st.keep = None
+    st.resp = st.keep = st.req = None
     try:
         if threading.get_ident() == cl._loop_ident:
             _settle(fut, res, exc)
@@ -490,7 +495,9 @@ class RpcClient:
     call() waits: the shortest round trip, a core busy meanwhile.
 
     Arguments: window (calls in flight; the server may grant fewer; 64),
-    connect_timeout (seconds per connection step; 5), mode, token.
+    connect_timeout (seconds per connection step; 5), mode, token,
+    spin_us (mode "adaptive": how long acall looks for the answer before
+    it waits on the loop; 50).
 
     One thread (or one event loop) at a time: calls from other threads
     wait for the one under way. A context manager; closed on garbage
@@ -500,8 +507,9 @@ class RpcClient:
 
     def __init__(self, device: Device, host: str, port: Union[int, str], *, window: int = 0,
                  connect_timeout: Optional[float] = None, mode: str = "busy",
-                 token: Optional[bytes] = None, _leased=None) -> None:
+                 token: Optional[bytes] = None, spin_us: int = 50, _leased=None) -> None:
         self._cl = ffi.NULL
+        self._spin_us = 0
         self._closed = False
         # One lock: held by every use of the handle (a blocking call too) and
         # by close(), so the handle never goes under a call.
@@ -514,7 +522,6 @@ class RpcClient:
         self._lib = lib
         self._pool = None
         self._err = ffi.new("struct rk_error *")
-        self._args = ffi.new("struct rk_rpc_call_args *")
         self._len = ffi.new("uint32_t *")
         self._code = ffi.new("int32_t *")
         self._scratch = ffi.new("char[]", DEFAULT_MAX_SIZE)
@@ -536,6 +543,8 @@ class RpcClient:
             raise ValueError("connect_timeout: must be finite")
         self._mode = mode
         opts.mode = wait_mode(mode)
+        spin_us = check_int(spin_us, "spin_us", 0, 1000000)
+        self._spin_us = spin_us if mode == "adaptive" else 0
         _token(token, opts, keep)
         out = ffi.new("struct rk_rpc_client **")
         r = lib.rk_rpc_client_connect(device._use(), opts, self._err, out)
@@ -580,23 +589,23 @@ class RpcClient:
     # -- calls
 
     @staticmethod
-    def _prepare(a, method, data, timeout, out, max_size):
-        """Fill the call's arguments; returns (answer cdata, keep-alive)."""
-        a.method = _method(method)
-        req, a.req_len = in_buffer(data, "data")
-        a.req = req
-        a.timeout_ms = seconds_to_ms(timeout, "timeout")
+    def _prepare(method, data, timeout, out, max_size):
+        """The call's arguments, checked: (method, request, its length,
+        answer buffer, its capacity, timeout_ms)."""
+        method = _method(method)
+        req, n = (data, len(data)) if type(data) is bytes else in_buffer(data, "data")
+        if n > U32_MAX:
+            raise ValueError("data: %d bytes, at most %d" % (n, U32_MAX))
+        ms = seconds_to_ms(timeout, "timeout")
         if out is not None:
             if max_size is not None:
                 raise ValueError("max_size: not with out (the buffer's size is the limit)")
-            resp, a.resp_cap = out_buffer(out, "out")
+            resp, cap = out_buffer(out, "out")
         else:
             cap = DEFAULT_MAX_SIZE if max_size is None else check_int(max_size, "max_size",
                                                                       0, U32_MAX)
             resp = ffi.new("char[]", cap) if cap else ffi.NULL
-            a.resp_cap = cap
-        a.resp = resp
-        return resp, req
+        return method, req, n, resp, cap, ms
 
     def call(self, method: int, data: Buffer = b"", *, timeout: Optional[float] = None,
              out: Optional[Buffer] = None, max_size: Optional[int] = None) -> Union[bytes, int]:
@@ -610,27 +619,40 @@ class RpcClient:
         NoMethodError, MessageTooBigError, DeadlineError, PeerGoneError
         ("peer gone": the connection died) or another Error.
         """
-        a = self._args
+        if (type(data) is bytes and timeout is None and out is None and max_size is None
+                and type(method) is int):  # the common small call: nothing to allocate
+            with self._lock:
+                if self._closed:
+                    raise closed("RpcClient")
+                resp = self._scratch
+                try:
+                    r = lib.rkpy_call(self._cl, method, data, len(data), resp, DEFAULT_MAX_SIZE,
+                                      0, self._len, self._code, self._err)
+                except OverflowError:  # a method or a length beyond C's ints
+                    self._prepare(method, data, timeout, out, max_size)
+                    raise
+                if r == 0:
+                    return ffi.unpack(resp, self._len[0])
+                return self._failed(r, method, None, resp)
+        method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
         with self._lock:
-            if out is None and max_size is None:  # the common small call: no allocation
-                a.method = _method(method)
-                req, a.req_len = in_buffer(data, "data")
-                a.req = req
-                a.timeout_ms = seconds_to_ms(timeout, "timeout")
-                resp = a.resp = self._scratch
-                a.resp_cap = DEFAULT_MAX_SIZE
-            else:
-                resp, req = self._prepare(a, method, data, timeout, out, max_size)
             if self._closed:
                 raise closed("RpcClient")
-            r = lib.rk_rpc_call(self._cl, a, self._len, self._code, self._err)
-            n = self._len[0]
+            r = lib.rkpy_call(self._cl, method, req, n, resp, cap, ms, self._len, self._code,
+                              self._err)
             if r == 0:
-                return n if out is not None else bytes(ffi.buffer(resp, n))
-            data_back = b""
-            if r == -errno.EREMOTEIO:
-                data_back = n if out is not None else bytes(ffi.buffer(resp, n))
-            raise_error(r, self._err, code=self._code[0], data=data_back)
+                return self._len[0] if out is not None else ffi.unpack(resp, self._len[0])
+            return self._failed(r, method, out, resp)
+
+    def _failed(self, r, method, out, resp):
+        """Raise for call status @r (the lock held)."""
+        if r == lib.RKPY_BAD_METHOD:
+            _method(method)
+        n = self._len[0]
+        back = b""
+        if r == -errno.EREMOTEIO:
+            back = n if out is not None else ffi.unpack(resp, n)
+        raise_error(r, self._err, code=self._code[0], data=back)
 
     async def acall(self, method: int, data: Buffer = b"", *, timeout: Optional[float] = None,
                     out: Optional[Buffer] = None,
@@ -638,43 +660,61 @@ class RpcClient:
         """call() for asyncio: ``await client.acall(method, data)``.
 
         Many may be in flight at once (up to ``window``; more wait for
-        room). The client must have been made with mode "event" (or
-        "adaptive") and is then tied to the running loop. ``data`` and
-        ``out`` must not change until the call completes; a cancelled
-        acall's call still runs to its end in the library (its buffers are
-        kept until then).
+        room). The client must have been made with mode "event" or
+        "adaptive" and is then tied to the running loop. In "adaptive" mode
+        acall first looks for the answer for up to ``spin_us``
+        microseconds (the loop waits meanwhile; the GIL is released) and
+        only then waits on the loop: the round trip of a call the server
+        answers at once is then close to call()'s. ``data`` and ``out``
+        must not change until the call completes; a cancelled acall's call
+        still runs to its end in the library (its buffers are kept until
+        then).
         """
         loop = asyncio.get_running_loop()
-        self._attach(loop)
-        st = _Async()
-        st.fut = loop.create_future()
-        st.out = out
-        st.loop = loop
-        st.timer = None
-        st.handle = ffi.new_handle(st)
-        a = ffi.new("struct rk_rpc_call_args *")
-        st.resp, req = self._prepare(a, method, data, timeout, out, max_size)
-        keep_data = (data, req)
+        if self._loop is not loop:
+            self._attach(loop)
+        if type(data) is bytes and out is None and max_size is None and type(method) is int:
+            req, n, resp, cap, ms = data, len(data), ffi.new("char[]", DEFAULT_MAX_SIZE), \
+                DEFAULT_MAX_SIZE, seconds_to_ms(timeout, "timeout")
+        else:
+            method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
+        c = ffi.new("struct rkpy_call *")
         while True:
             with self._lock:
                 cl = self._use()
-                st.keep = self
-                r = lib.rk_rpc_call_async(cl, a, lib.rkpy_done, st.handle, self._err)
-                if r == 0:
+                try:
+                    r = lib.rkpy_acall(cl, method, req, n, resp, cap, ms, c, self._spin_us,
+                                       self._err)
+                except OverflowError:  # a method or a length beyond C's ints
+                    self._prepare(method, data, timeout, out, max_size)
+                    raise
+                if r == 1:
+                    break
+                if r == 0:  # in flight: wait for it on the loop
+                    st = _Async()
+                    st.fut = loop.create_future()
+                    st.out, st.resp, st.c, st.req, st.loop = out, resp, c, req, loop
+                    st.keep = self
+                    st.handle = c.py = ffi.new_handle(st)
                     self._pending.add(st)
                     break
-                st.keep = None
+                if r == lib.RKPY_BAD_METHOD:
+                    _method(method)
                 if r != _EAGAIN:
                     raise_error(r, self._err)
                 self._poll_locked()  # the window is full: completions make room
             await self._wait_room(loop)
-        ms = a.timeout_ms if a.timeout_ms else 5000
-        if ms > 0:
-            st.timer = loop.call_later(ms / 1000.0 + 0.004, self._deadline, st)
-        try:
-            return await asyncio.shield(st.fut)
-        finally:
-            del keep_data
+        if r == 1:
+            if c.status == 0:
+                return c.len if out is not None else ffi.unpack(resp, c.len)
+            back = b""
+            if c.status == -errno.EREMOTEIO:
+                back = c.len if out is not None else ffi.unpack(resp, c.len)
+            raise_error(c.status, ffi.addressof(c, "err"), code=c.code, data=back)
+        st.timer = None
+        if ms >= 0:
+            st.timer = loop.call_later((ms or 5000) / 1000.0 + 0.004, self._deadline, st)
+        return await st.fut
 
     # -- asyncio plumbing
 
@@ -840,18 +880,18 @@ class RpcPool:
         tls = self._tls
         c = getattr(tls, "c", None)
         if c is None:
-            c = tls.c = (ffi.new("struct rk_rpc_call_args *"), ffi.new("uint32_t *"),
-                         ffi.new("int32_t *"), ffi.new("struct rk_error *"))
-        a, n, code, err = c
+            c = tls.c = (ffi.new("uint32_t *"), ffi.new("int32_t *"),
+                         ffi.new("struct rk_error *"))
+        n, code, err = c
         p = self._peer(peer)
-        resp, req = RpcClient._prepare(a, method, data, timeout, out, max_size)
+        method, req, rn, resp, cap, ms = RpcClient._prepare(method, data, timeout, out, max_size)
         with self._guard:
-            r = lib.rk_rpc_pool_call(self._pool, p, a, n, code, err)
+            r = lib.rkpy_pool_call(self._pool, p, method, req, rn, resp, cap, ms, n, code, err)
         if r == 0:
-            return n[0] if out is not None else bytes(ffi.buffer(resp, n[0]))
+            return n[0] if out is not None else ffi.unpack(resp, n[0])
         back = b""
         if r == -errno.EREMOTEIO:
-            back = n[0] if out is not None else bytes(ffi.buffer(resp, n[0]))
+            back = n[0] if out is not None else ffi.unpack(resp, n[0])
         raise_error(r, err, code=code[0], data=back)
 
     def lease(self, peer: str, timeout: Optional[float] = None) -> RpcClient:
