@@ -349,6 +349,8 @@ static int rkpy_acall(struct rk_rpc_client *cl, int method, const char *req, uin
 	if (method < 0 || method > 0xffff)
 		return RKPY_BAD_METHOD;
 	a.method = (uint16_t)method;
+	c->done = 0; /* a struct the caller reuses */
+	c->py = NULL;
 	r = rk_rpc_call_async(cl, &a, rkpy_call_done, c, err);
 	if (r)
 		return r;

@@ -11,7 +11,7 @@ import threading
 import weakref
 
 from ._rk import ffi, lib
-from .errors import ClosedError, Error, RemoteError, error_class
+from .errors import ClosedError, RemoteError, error_class
 
 U32_MAX = 0xFFFFFFFF
 INT32_MAX = 0x7FFFFFFF

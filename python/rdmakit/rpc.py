@@ -25,7 +25,7 @@ from ._rk import ffi, lib
 from ._util import (INT32_MAX, U32_MAX, Guard, check_int, closed, in_buffer, out_buffer,
                     raise_error, seconds_to_ms, track, wait_mode)
 from .device import Device
-from .errors import HandlerError, RemoteError
+from .errors import HandlerError
 
 __all__ = ["RpcServer", "Request", "RpcClient", "RpcPool", "DEFAULT_MAX_SIZE"]
 
@@ -525,6 +525,7 @@ class RpcClient:
         self._len = ffi.new("uint32_t *")
         self._code = ffi.new("int32_t *")
         self._scratch = ffi.new("char[]", DEFAULT_MAX_SIZE)
+        self._free = []  # acall's outcome structs and answer buffers, for reuse
         if _leased is not None:  # a client of an RpcPool (RpcPool.lease)
             self._pool, self._cl, self._mode = _leased
             self._device = None
@@ -673,12 +674,15 @@ class RpcClient:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._attach(loop)
+        free = self._free
         if type(data) is bytes and out is None and max_size is None and type(method) is int:
-            req, n, resp, cap, ms = data, len(data), ffi.new("char[]", DEFAULT_MAX_SIZE), \
-                DEFAULT_MAX_SIZE, seconds_to_ms(timeout, "timeout")
+            # The common small call: an outcome struct and answer buffer used before.
+            c, resp = free.pop() if free else (ffi.new("struct rkpy_call *"),
+                                               ffi.new("char[]", DEFAULT_MAX_SIZE))
+            req, n, cap, ms = data, len(data), DEFAULT_MAX_SIZE, seconds_to_ms(timeout, "timeout")
         else:
             method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
-        c = ffi.new("struct rkpy_call *")
+            c = ffi.new("struct rkpy_call *")
         while True:
             with self._lock:
                 cl = self._use()
@@ -706,7 +710,12 @@ class RpcClient:
             await self._wait_room(loop)
         if r == 1:
             if c.status == 0:
-                return c.len if out is not None else ffi.unpack(resp, c.len)
+                if out is not None:
+                    return c.len
+                answer = ffi.unpack(resp, c.len)
+                if cap == DEFAULT_MAX_SIZE and len(free) < 16:
+                    free.append((c, resp))
+                return answer
             back = b""
             if c.status == -errno.EREMOTEIO:
                 back = c.len if out is not None else ffi.unpack(resp, c.len)

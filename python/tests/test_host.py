@@ -6,7 +6,6 @@ import errno
 import inspect
 import math
 import mmap
-import os
 import pickle
 import subprocess
 import sys

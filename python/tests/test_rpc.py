@@ -13,13 +13,10 @@ deadline); and interpreter exit and garbage collection with live objects
 """
 import asyncio
 import errno
-import gc
 import logging
-import math
 import os
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -360,3 +357,15 @@ def test_server_stats_and_closed_request(dev):
         assert got[0].answered
         with pytest.raises(rdmakit.PeerGoneError):
             c.call(1, b"again", timeout=10)
+
+
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+def test_echo_example(mode):
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python", "echo.py")
+    port = 7710 + (mode == "asyncio")
+    args = [sys.executable, example, "both", ADDR, "--port", str(port), "--count", "200"]
+    if mode == "asyncio":
+        args.append("--asyncio")
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("every answer matched" if mode == "asyncio" else "round trip median") in r.stdout
