@@ -721,6 +721,13 @@ int rk_rpc_client_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_e
 	return (int)(cl->completed - before);
 }
 
+int rk_rpc_client_fd(const struct rk_rpc_client *cl)
+{
+	if (rk_cq_mode(rk_conn_cq(cl->conn)) == RK_WAIT_BUSY)
+		return -EOPNOTSUPP;
+	return rk_wait_fd(cl->ws);
+}
+
 uint32_t rk_rpc_client_inflight(const struct rk_rpc_client *cl)
 {
 	return cl->inflight;

@@ -260,6 +260,11 @@ int rk_wait_remove(struct rk_wait *ws, int id)
 	return 0;
 }
 
+int rk_wait_fd(const struct rk_wait *ws)
+{
+	return ws->epfd;
+}
+
 int rk_wait_wake(struct rk_wait *ws)
 {
 	uint64_t one = 1;

@@ -315,6 +315,21 @@ RK_API int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_
  */
 RK_API int rk_rpc_client_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err);
 
+/*
+ * rk_rpc_client_fd - a file descriptor for an event loop of the caller's
+ * (asyncio's add_reader, libuv, epoll): readable when
+ * rk_rpc_client_progress(cl, 0) has something to do (completions, the
+ * connection's CM events). The client must wait in a sleeping mode
+ * (opts.mode RK_WAIT_EVENT or RK_WAIT_ADAPTIVE); a busy client returns
+ * -EOPNOTSUPP. The contract: call rk_rpc_client_progress(cl, 0) once before
+ * the first wait on the fd (it arms the completion queue), and whenever the
+ * fd is readable call it again until it returns 0; call it also when the
+ * earliest deadline of a call in flight has passed (a deadline does not
+ * make the fd readable). Owned by the client (do not close it); level-
+ * triggered. Costs nothing.
+ */
+RK_API int rk_rpc_client_fd(const struct rk_rpc_client *cl);
+
 /* rk_rpc_client_inflight - calls started and not completed. */
 RK_API uint32_t rk_rpc_client_inflight(const struct rk_rpc_client *cl);
 

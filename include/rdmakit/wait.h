@@ -160,6 +160,19 @@ RK_API int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int tim
 		   struct rk_error *err);
 
 /*
+ * rk_wait_fd - the set's epoll file descriptor, for an event loop of the
+ * caller's (asyncio's add_reader, libuv, another epoll): readable when a
+ * source of the set may have fired; then call rk_wait(..., 0). Sleeping
+ * modes only: a busy set's CQs have no channel, so their completions never
+ * make it readable. A CQ raises an event only once rk_wait has armed it:
+ * call rk_wait(..., 0) once before the first wait on the fd, and again
+ * while it returns events (a completion that was already in a CQ when it
+ * was armed raises none). Owned by the set (do not close it); level-
+ * triggered. Costs nothing.
+ */
+RK_API int rk_wait_fd(const struct rk_wait *ws);
+
+/*
  * rk_wait_wake - make the current or next rk_wait() return an RK_SRC_WAKE
  * event. Safe from any thread and from signal handlers (one write(2) on an
  * eventfd). Returns 0 or a negative errno.
