@@ -10,6 +10,9 @@
  *
  *   0 base     error.c explain*.c log.c time.c tcp.c oob.c hello.c version.c:
  *              errors, logging, clocks, wire codecs; no verbs objects.
+ *              xfer_desc.c xfer_plan.c xfer_cache.c: the one-sided layer's
+ *              pure parts (descriptor codec, batch planner, registration
+ *              cache with its verbs calls injected).
  *   1 device   device.c async.c pd.c mr.c slab.c pool.c: the device, its
  *              PDs and registered memory. async.c reports a fatal QP event
  *              upward through dev->on_qp_fatal (set by layer 3).
@@ -21,7 +24,8 @@
  *   4 cm       cm_event.c cm_client.c cm_listener.c: rdma_cm connections
  *              made and accepted; CM events turned into connection states.
  *   5 messaging  wait.c (one wait over CQs, CM channels and fds), msgbuf.c
- *              (receive and send buffer sets), ring*.c (credit ring): on top
+ *              (receive and send buffer sets), ring*.c (credit ring),
+ *              xfer.c xfer_batch.c (one-sided transfers, xfer.h): on top
  *              of connections and CQs; nothing below calls into them.
  *   6 rpc      rpc_wire.c (headers, no verbs), rpc_client.c, rpc_server*.c
  *              (calls on the messaging layer), rpc_pool_book.c and
