@@ -204,6 +204,13 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 int rk_conn_build_qp(struct rk_conn *conn, struct rk_error *err);
 void rk_conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
 
+/*
+ * post.c: post one verbs WR that struct rk_wr cannot express (a memory
+ * window bind, a local invalidate), signaled, its completion carrying
+ * @wr_id; slots counted as rk_post's. 0, -ENOBUFS, -ENOTCONN or the error.
+ */
+int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
+
 /* cq.c: @m reports its completions through @cq until detached. */
 int rk_cq_attach(struct rk_cq *cq, struct rk_cq_member *m);
 void rk_cq_detach(struct rk_cq *cq, struct rk_cq_member *m);

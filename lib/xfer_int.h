@@ -86,9 +86,10 @@ struct rk__xwr {
 	uint16_t lane;	  /* op % lanes */
 	uint8_t signaled; /* last WR of its chain */
 	uint8_t first;	  /* first WR of its chain (a doorbell) */
+	uint8_t done;	  /* signaled and its completion came (zeroed by the plan) */
 };
 
-#define RK_XPLAN_MAX_WRS 65535u
+#define RK_XPLAN_MAX_WRS 65534u /* the notification takes index 65535 */
 
 /*
  * The number of WRs @nops ops of @lens split at @split make, or -E2BIG over
@@ -104,5 +105,116 @@ long rk__xplan_count(const uint64_t *lens, unsigned nops, uint32_t split, unsign
  */
 long rk__xplan(const uint64_t *lens, unsigned nops, unsigned lanes, unsigned chain, uint32_t split,
 	       struct rk__xwr *out, unsigned *doorbells);
+
+/* ---- the layer's objects (xfer.c, xfer_batch.c, layer 5) ---- */
+
+struct ibv_mw;
+struct ibv_mr;
+struct ibv_pd;
+struct rk__xexport;
+
+struct rk_xfer {
+	struct rk_device *dev;
+	struct ibv_pd *pd;
+	enum rk_xfer_mode mode;
+	struct rk_xfer_opts opts; /* defaults resolved */
+	struct rk__xcache cache;
+	struct rk_xfer_stats st;
+	uint32_t next_seg_id;
+	struct rk_xfer_seg *segs;
+	struct rk_xfer_peer **peers; /* by index (a notification receive's wr_id names it) */
+	unsigned npeers;
+	struct rk_xfer_batch **slots; /* max_batches; NULL = free */
+	uint64_t ctl_seq;	      /* ids of binds and invalidations */
+	uint32_t batch_serial;
+	uint64_t ctl_base; /* completions below it are of an earlier wait */
+	unsigned ctl_pending;
+	int ctl_status; /* the first failed one's ibv_wc_status since ctl_base, or 0 */
+};
+
+struct rk_xfer_seg {
+	struct rk_xfer *x;
+	void *addr;
+	size_t len;
+	unsigned access;
+	uint32_t id;
+	struct rk__xregion *region;
+	struct rk__xexport *exports;
+	struct rk_xfer_seg *next;
+};
+
+/* One segment exported to one peer. */
+struct rk__xexport {
+	struct rk_xfer_peer *peer;
+	unsigned access;
+	uint32_t gen;
+	int live;
+	struct ibv_mw *mw[RK_XFER_LANES_MAX]; /* MW mode, one per lane */
+	uint32_t rkey[RK_XFER_LANES_MAX];
+	struct ibv_mr *mr; /* MR mode */
+	struct rk__xexport *next;
+};
+
+struct rk__xgen {
+	uint32_t seg_id, gen;
+};
+
+struct rk_xfer_peer {
+	struct rk_xfer *x;
+	unsigned idx;
+	unsigned nlanes;
+	struct rk_conn *lanes[RK_XFER_LANES_MAX];
+	/* notifications that arrived, oldest first */
+	uint32_t *nq;
+	unsigned nq_cap, nq_head, nq_count;
+	unsigned held[RK_XFER_LANES_MAX]; /* receives not reposted for want of room */
+	/* the newest generation imported per segment id */
+	struct rk__xgen *gens;
+	unsigned ngens, gens_cap;
+	/* batches with chains not posted yet, in order */
+	struct rk_xfer_batch *pend_head, *pend_tail;
+};
+
+struct rk_xfer_remote {
+	struct rk_xfer_peer *peer;
+	struct rk__xdesc d;
+};
+
+/* An op resolved at post: where its pieces go. */
+struct rk__xop {
+	uint64_t laddr, raddr;
+	uint32_t lkey, rkey;
+	uint8_t write;
+};
+
+struct rk_xfer_batch {
+	struct rk_xfer *x;
+	struct rk_xfer_peer *peer;
+	uint16_t slot, serial;
+	int ended;   /* the outcome is fixed: 1 well, or result < 0 */
+	int result;  /* 1 or a negative errno */
+	int freed;   /* the caller released it: the slot goes once drained */
+	int pending; /* in the peer's FIFO */
+	struct rk_error why;
+	int64_t deadline;
+	unsigned nops, nwr;
+	struct rk__xop *ops;
+	int *op_err;
+	uint8_t *op_wc;
+	struct rk__xwr *wrs;
+	unsigned next[RK_XFER_LANES_MAX], end[RK_XFER_LANES_MAX]; /* per lane, into wrs */
+	unsigned out;	     /* signaled WRs posted, not completed */
+	unsigned lanes_used; /* bit mask */
+	int has_reads;
+	int notify, notif_posted;
+	uint32_t notif;
+	struct rk_xfer_batch *pend_next;
+};
+
+/* xfer_batch.c, for xfer.c: */
+/* Poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing completions over. */
+int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms);
+/* Fail and release every batch of @peer (peer destroy). */
+void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *peer);
 
 #endif

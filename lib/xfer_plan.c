@@ -45,6 +45,7 @@ long rk__xplan(const uint64_t *lens, unsigned nops, unsigned lanes, unsigned cha
 				w->lane = (uint16_t)lane;
 				w->first = in_chain == 0;
 				w->signaled = 0;
+				w->done = 0;
 				if (++in_chain == chain) {
 					w->signaled = 1;
 					in_chain = 0;

@@ -171,7 +171,7 @@ struct rk_xfer_opts {
 	enum rk_xfer_mode mode;
 	uint32_t chain;	      /* WRs per doorbell; 0 = 16 (= RK_XFER_CHAIN_MAX, the most) */
 	uint32_t max_batches; /* in flight at once; 0 = 64 */
-	uint32_t max_ops;     /* per batch; 0 = 4096 (at most 65535 WRs after splitting) */
+	uint32_t max_ops;     /* per batch; 0 = 4096 (at most 65534 WRs after splitting) */
 	uint32_t notif_recvs; /* 0-byte receives per lane; 0 = 16 */
 	int ctl_timeout_ms;   /* rk_xfer_peer_destroy's wait for invalidations; 0 = 5000 */
 	rk_xfer_foreign_fn on_foreign; /* completions the blocking calls poll, not ours */
@@ -328,7 +328,7 @@ struct rk_xfer_batch_opts {
  * access, generation; nothing is posted if one fails: -ERANGE, -EACCES,
  * -ESTALE, -EINVAL), plan the batch and post what fits now (see above).
  * Returns 0 with the batch handle, -EBUSY if max_batches are in flight,
- * -ENOTCONN if a lane is down, -E2BIG over max_ops or 65535 WRs. @opts may
+ * -ENOTCONN if a lane is down, -E2BIG over max_ops or 65534 WRs. @opts may
  * be NULL. Cost: one malloc, one ibv_post_send per chain. The local
  * memory is the batch's until it ends.
  */
