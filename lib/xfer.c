@@ -90,7 +90,7 @@ int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return rk_err_set(err, ENOMEM, "rk_xfer_create", NULL);
-	x->slots = calloc(o.max_batches, sizeof(*x->slots));
+	x->slots = calloc(o.max_batches, sizeof(struct rk_xfer_batch *));
 	if (!x->slots) {
 		free(x);
 		return rk_err_set(err, ENOMEM, "rk_xfer_create", NULL);
@@ -109,8 +109,10 @@ void rk_xfer_destroy(struct rk_xfer *x)
 {
 	if (!x)
 		return;
-	while (x->segs)
-		rk_xfer_seg_dereg(x->segs);
+	for (struct rk_xfer_seg *s = x->segs, *next; s; s = next) {
+		next = s->next;
+		rk_xfer_seg_dereg(s);
+	}
 	for (unsigned i = 0; i < x->npeers; i++)
 		if (x->peers[i])
 			rk_warn("rk_xfer_destroy: peer %u not destroyed", i);
@@ -358,7 +360,7 @@ int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigne
 
 		if (x->npeers >= 65535)
 			return rk_err_set(err, ENOSPC, "rk_xfer_peer_create", "65535 peers");
-		np = realloc(x->peers, (x->npeers + 1) * sizeof(*np));
+		np = realloc(x->peers, (x->npeers + 1) * sizeof(struct rk_xfer_peer *));
 		if (!np)
 			return rk_err_set(err, ENOMEM, "rk_xfer_peer_create", NULL);
 		x->peers = np;
@@ -376,7 +378,7 @@ int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigne
 	p->x = x;
 	p->idx = idx;
 	p->nlanes = nlanes;
-	memcpy(p->lanes, lanes, nlanes * sizeof(*lanes));
+	memcpy(p->lanes, lanes, nlanes * sizeof(struct rk_conn *));
 	x->peers[idx] = p;
 	for (unsigned i = 0; i < nlanes; i++)
 		for (unsigned k = 0; k < x->opts.notif_recvs; k++) {
@@ -432,7 +434,7 @@ static int bind_windows(struct rk_xfer *x, struct rk_xfer_seg *seg, struct rk__x
 			int timeout_ms, struct rk_error *err)
 {
 	struct rk_xfer_peer *p = e->peer;
-	uint32_t keys[RK_XFER_LANES_MAX];
+	uint32_t keys[RK_XFER_LANES_MAX] = {0};
 	int r;
 
 	for (unsigned i = 0; i < p->nlanes; i++)
@@ -466,7 +468,8 @@ static int bind_windows(struct rk_xfer *x, struct rk_xfer_seg *seg, struct rk__x
 		return r;
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		e->rkey[i] = keys[i];
-		e->mw[i]->rkey = keys[i];
+		if (e->mw[i])
+			e->mw[i]->rkey = keys[i];
 	}
 	return 0;
 }

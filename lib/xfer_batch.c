@@ -458,6 +458,8 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 		bo = *opts;
 	if (!bo.timeout_ms)
 		bo.timeout_ms = DEF_TIMEOUT_MS;
+	if (!p->nlanes)
+		return rk_err_set(err, EINVAL, "rk_xfer_post", "a peer without lanes");
 	if (!nops || nops > x->opts.max_ops)
 		return rk_err_set(err, nops ? E2BIG : EINVAL, "rk_xfer_post", "%u ops (1..%u)",
 				  nops, x->opts.max_ops);

@@ -560,7 +560,7 @@ static void killed(const char *addr)
 #define X_LEN	 (1 * MiB)
 #define X_OPS	 64
 #define X_BLK	 (X_LEN / X_OPS)
-#define X_ROUNDS 12
+#define X_ROUNDS 12u
 
 static void tcp_lanes(struct rk_device *dev, int fd, struct rk_conn **lanes, unsigned n)
 {
