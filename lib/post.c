@@ -318,3 +318,25 @@ int rk_post_recv_list(struct rk_conn *c, const struct rk_recv *rs, unsigned n, s
 	}
 	return (int)n;
 }
+
+int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err)
+{
+	struct ibv_send_wr *bad = NULL;
+	int r;
+
+	if (c->state != RK_CONN_CONNECTED || !sq_room(c))
+		return post_refused(c, 1, err);
+	wr->wr_id = c->slots.sq_head;
+	wr->next = NULL;
+	wr->send_flags |= IBV_SEND_SIGNALED;
+	c->slots.sq_ids[c->slots.sq_head & c->slots.sq_mask] = wr_id;
+	r = ibv_post_send(c->qp, wr, &bad);
+	if (r) {
+		r = rk_err_ret(err, r, "ibv_post_send", "opcode %d", (int)wr->opcode);
+		rk_err_set_qp(err, c->qp->qp_num);
+		return r;
+	}
+	c->slots.sq_head++;
+	c->unsignaled_run = 0;
+	return 0;
+}

@@ -10,6 +10,9 @@
  *
  *   0 base     error.c explain*.c log.c time.c tcp.c oob.c hello.c version.c:
  *              errors, logging, clocks, wire codecs; no verbs objects.
+ *              xfer_desc.c xfer_plan.c xfer_cache.c: the one-sided layer's
+ *              pure parts (descriptor codec, batch planner, registration
+ *              cache with its verbs calls injected).
  *   1 device   device.c async.c pd.c mr.c slab.c pool.c: the device, its
  *              PDs and registered memory. async.c reports a fatal QP event
  *              upward through dev->on_qp_fatal (set by layer 3).
@@ -21,7 +24,8 @@
  *   4 cm       cm_event.c cm_client.c cm_listener.c: rdma_cm connections
  *              made and accepted; CM events turned into connection states.
  *   5 messaging  wait.c (one wait over CQs, CM channels and fds), msgbuf.c
- *              (receive and send buffer sets), ring*.c (credit ring): on top
+ *              (receive and send buffer sets), ring*.c (credit ring),
+ *              xfer.c xfer_batch.c (one-sided transfers, xfer.h): on top
  *              of connections and CQs; nothing below calls into them.
  *   6 rpc      rpc_wire.c (headers, no verbs), rpc_client.c, rpc_server*.c
  *              (calls on the messaging layer), rpc_pool_book.c and
@@ -208,6 +212,13 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 		  struct rk_conn **out);
 int rk_conn_build_qp(struct rk_conn *conn, struct rk_error *err);
 void rk_conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
+
+/*
+ * post.c: post one verbs WR that struct rk_wr cannot express (a memory
+ * window bind, a local invalidate), signaled, its completion carrying
+ * @wr_id; slots counted as rk_post's. 0, -ENOBUFS, -ENOTCONN or the error.
+ */
+int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
 
 /* cq.c: @m reports its completions through @cq until detached. */
 int rk_cq_attach(struct rk_cq *cq, struct rk_cq_member *m);

@@ -21,6 +21,7 @@
 #include <rdmakit/wait.h>
 #include <rdmakit/msgbuf.h>
 #include <rdmakit/ring.h>
+#include <rdmakit/xfer.h>
 #include <rdmakit/rpc.h>
 #include <rdmakit/rpc_pool.h>
 #include <rdmakit/wire.h>

@@ -63,7 +63,7 @@ healthy() {
 	if grep -E '^(✗|!|-) ' "$tmp/$1"; then fail "$1: not all ✓"; fi
 	grep -q "^✓ device .*$dev" "$tmp/$1" || fail "$1: no ✓ for $dev"
 	grep -q '^✓ device .*Soft-RoCE' "$tmp/$1" || fail "$1: Soft-RoCE not named"
-	for c in devnode modules port netdev mtu gid memlock rdma_cm; do
+	for c in devnode modules port netdev mtu gid memlock rdma_cm mw; do
 		grep -q "^✓ $c " "$tmp/$1" || fail "$1: no ✓ $c line"
 	done
 }

@@ -8,6 +8,7 @@
  *   doctor_gid.c      GID table, the GID rdma_cm uses for each address
  *   doctor_memlock.c  RLIMIT_MEMLOCK against what the tools need; container, systemd
  *   doctor_cm.c       rdma_cm can bind each RDMA address
+ *   doctor_caps.c     device capabilities the library uses (memory windows)
  *
  * rk doctor HOST and rk doctor --listen, across two hosts, build on this
  * report: see doctor_peer.h.
@@ -72,6 +73,7 @@ void doc_check_ports(struct doc_report *r);
 void doc_check_gids(struct doc_report *r);
 void doc_check_memlock(struct doc_report *r);
 void doc_check_cm(struct doc_report *r);
+void doc_check_caps(struct doc_report *r);
 
 /*
  * doc_explain - attach to the last line the explain table's entry @e (NULL:

@@ -129,6 +129,7 @@ void doc_run_local(struct doc_report *r)
 	doc_check_gids(r);
 	doc_check_memlock(r);
 	doc_check_cm(r);
+	doc_check_caps(r);
 }
 
 void doc_report_free(struct doc_report *r)

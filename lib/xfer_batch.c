@@ -1,0 +1,691 @@
+/*
+ * xfer_batch.c - batches of one-sided READs and WRITEs (xfer.h): posting
+ * the planned chains (xfer_plan.c) as send-queue room allows, claiming
+ * completions by wr_id, per-op status, deadlines, and notifications.
+ *
+ * wr_ids: RK_XFER_WRID_OP | batch slot (16 bits) | the slot's serial (16) |
+ * WR index in the plan (16; NOTIF_IDX for the notification). A completion
+ * whose slot holds another serial is of a batch already released: claimed
+ * and ignored. A batch is done when every chain is posted and every
+ * signaled WR (each chain's last, the notification) has completed; a
+ * failed completion fixes the batch's result, and the rest of its
+ * completions still come (the QP flushes what it held).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rk_internal.h"
+#include "xfer_int.h"
+
+#define NOTIF_IDX      0xffffu
+#define DEF_TIMEOUT_MS 10000
+
+static void foreign(struct rk_xfer *x, const struct ibv_wc *wc)
+{
+	if (x->opts.on_foreign)
+		x->opts.on_foreign(x->opts.foreign_arg, wc);
+	else
+		x->st.foreign++;
+}
+
+int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms)
+{
+	struct rk_cq *cqs[RK_XFER_LANES_MAX];
+	struct ibv_wc wc[16];
+	unsigned ncq = 0;
+	int got = 0, r;
+
+	for (unsigned i = 0; i < nlanes; i++) {
+		struct rk_cq *cq = rk_conn_cq(lanes[i]);
+		unsigned k;
+
+		for (k = 0; k < ncq && cqs[k] != cq; k++)
+			;
+		if (k == ncq)
+			cqs[ncq++] = cq;
+	}
+	for (unsigned k = 0; k < ncq; k++) {
+		r = rk_cq_poll(cqs[k], wc, 16, NULL);
+		for (int i = 0; i < r; i++)
+			if (!rk_xfer_handle(x, &wc[i]))
+				foreign(x, &wc[i]);
+		got += r > 0 ? r : 0;
+	}
+	if (got || wait_ms == 0)
+		return got;
+	if (ncq == 1) {
+		r = rk_cq_wait(cqs[0], wc, 16, wait_ms, NULL);
+		for (int i = 0; i < r; i++)
+			if (!rk_xfer_handle(x, &wc[i]))
+				foreign(x, &wc[i]);
+		return r > 0 ? r : 0;
+	}
+	usleep(200);
+	return 0;
+}
+
+static int status_errno(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EREMOTEIO;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -ECONNRESET;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECANCELED;
+	default:
+		return -EIO;
+	}
+}
+
+static void pend_remove(struct rk_xfer_peer *p, struct rk_xfer_batch *b)
+{
+	struct rk_xfer_batch **pp;
+
+	if (!b->pending)
+		return;
+	for (pp = &p->pend_head; *pp && *pp != b; pp = &(*pp)->pend_next)
+		;
+	if (*pp)
+		*pp = b->pend_next;
+	p->pend_tail = NULL;
+	for (struct rk_xfer_batch *q = p->pend_head; q; q = q->pend_next)
+		p->pend_tail = q;
+	b->pending = 0;
+	b->pend_next = NULL;
+}
+
+/* Record the batch's first failure (the outcome is fixed when it ends). */
+static void fail(struct rk_xfer_batch *b, int e, enum ibv_wc_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void fail(struct rk_xfer_batch *b, int e, enum ibv_wc_status s, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	if (b->result < 0 || b->ended)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	rk_err_set(&b->why, -e, "rk_xfer_batch", "%s", msg);
+	if (s != IBV_WC_SUCCESS) {
+		b->why.wc_status = (int)s;
+		b->why.wc_status_str = ibv_wc_status_str(s);
+	}
+	b->result = e;
+	/* Chains not posted yet never will be. */
+	pend_remove(b->peer, b);
+	for (unsigned l = 0; l < RK_XFER_LANES_MAX; l++)
+		for (; b->next[l] < b->end[l]; b->next[l]++)
+			if (!b->op_err[b->wrs[b->next[l]].op])
+				b->op_err[b->wrs[b->next[l]].op] = -ECANCELED;
+}
+
+/* The outcome is fixed: ops whose chain never reported success are "canceled". */
+static void end(struct rk_xfer_batch *b)
+{
+	if (b->ended)
+		return;
+	b->ended = 1;
+	if (b->result >= 0) {
+		b->result = 1;
+		return;
+	}
+	for (unsigned w = b->nwr; w-- > 0;) {
+		unsigned chain_ok = 0;
+
+		for (unsigned k = w; k < b->nwr && b->wrs[k].lane == b->wrs[w].lane; k++)
+			if (b->wrs[k].signaled) {
+				chain_ok = b->wrs[k].done;
+				break;
+			}
+		if (!chain_ok && !b->op_err[b->wrs[w].op])
+			b->op_err[b->wrs[w].op] = -ECANCELED;
+	}
+}
+
+static void release(struct rk_xfer_batch *b)
+{
+	if (b->x->slots[b->slot] == b)
+		b->x->slots[b->slot] = NULL;
+	free(b->wrs);
+	free(b);
+}
+
+/* Disconnect the lanes @b used: their QPs go to error, nothing lands later. */
+static void cut_lanes(struct rk_xfer_batch *b)
+{
+	for (unsigned l = 0; l < b->peer->nlanes; l++)
+		if (b->lanes_used & (1u << l))
+			rk_conn_disconnect(b->peer->lanes[l], 0, NULL);
+}
+
+static int post_notif(struct rk_xfer_batch *b, struct rk_wr *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->op = RK_OP_WRITE_IMM;
+	w->flags = RK_WR_SIGNALED;
+	w->imm = b->notif;
+	w->wr_id = (uint64_t)RK_XFER_WRID_OP << 48 | (uint64_t)b->slot << 32 |
+		   (uint64_t)b->serial << 16 | NOTIF_IDX;
+	return 0;
+}
+
+/* Post what can go of @b on lane @l. 1: all of it, 0: blocked by room, <0: failed. */
+static int post_lane(struct rk_xfer_batch *b, unsigned l)
+{
+	struct rk_xfer_peer *p = b->peer;
+	struct rk_xfer *x = b->x;
+	struct rk_conn *c = p->lanes[l];
+	struct rk_wr wrs[RK_XFER_CHAIN_MAX + 1];
+	int immediate = b->notify && b->lanes_used == 1 && !b->has_reads && l == 0;
+
+	while (b->next[l] < b->end[l]) {
+		unsigned first = b->next[l], n = 0, extra;
+		struct rk_error e;
+		int r;
+
+		while (first + n < b->end[l] && !b->wrs[first + n++].signaled)
+			;
+		extra = immediate && first + n == b->end[l];
+		if (rk_sq_room(c) < n + extra)
+			return 0;
+		for (unsigned i = 0; i < n; i++) {
+			const struct rk__xwr *pw = &b->wrs[first + i];
+			const struct rk__xop *op = &b->ops[pw->op];
+			struct rk_wr *w = &wrs[i];
+
+			w->op = op->write ? RK_OP_WRITE : RK_OP_READ;
+			w->flags = pw->signaled ? RK_WR_SIGNALED : 0;
+			w->wr_id = (uint64_t)RK_XFER_WRID_OP << 48 | (uint64_t)b->slot << 32 |
+				   (uint64_t)b->serial << 16 | (first + i);
+			w->addr = (void *)(uintptr_t)(op->laddr + pw->off);
+			w->len = pw->len;
+			w->lkey = op->lkey;
+			w->remote_addr = op->raddr + pw->off;
+			w->rkey = op->rkey;
+			w->imm = 0;
+		}
+		if (extra)
+			post_notif(b, &wrs[n]);
+		r = rk_post_list(c, wrs, n + extra, &e);
+		x->st.doorbells++;
+		if (r != (int)(n + extra)) {
+			/* Some may be on the queue unsignaled: end the lane so they flush. */
+			rk_conn_disconnect(c, 0, NULL);
+			fail(b, r < 0 ? r : -EIO, IBV_WC_SUCCESS, "lane %u: %s", l, e.msg);
+			return -1;
+		}
+		x->st.wrs += n + extra;
+		b->out += 1 + extra; /* the chain's last WR, and the notification */
+		b->next[l] = first + n;
+		if (extra) {
+			b->notif_posted = 1;
+			x->st.notifs_sent++;
+		}
+	}
+	return 1;
+}
+
+/* Post waiting chains in order: a batch never passes an earlier one on a lane. */
+static void pump(struct rk_xfer_peer *p)
+{
+	unsigned blocked = 0;
+	struct rk_xfer_batch *b = p->pend_head, *nb;
+
+	for (; b; b = nb) {
+		int all = 1;
+
+		nb = b->pend_next;
+		for (unsigned l = 0; l < p->nlanes; l++) {
+			int r;
+
+			if (b->next[l] == b->end[l])
+				continue;
+			if (blocked & (1u << l)) {
+				all = 0;
+				continue;
+			}
+			r = post_lane(b, l);
+			if (r < 0)
+				break; /* fail() took it out of the queue */
+			if (r == 0) {
+				blocked |= 1u << l;
+				all = 0;
+			}
+		}
+		if (all && b->pending)
+			pend_remove(p, b);
+	}
+}
+
+/* After a completion of @b: post the notification, end it, or release it. */
+static void settle(struct rk_xfer_batch *b)
+{
+	if (!b->ended && !b->pending && !b->out) {
+		if (b->result == 0 && b->notify && !b->notif_posted) {
+			struct rk_conn *c = b->peer->lanes[0];
+			struct rk_wr w;
+			struct rk_error e;
+
+			post_notif(b, &w);
+			if (rk_post(c, &w, &e) == 0) {
+				b->notif_posted = 1;
+				b->out++;
+				b->x->st.doorbells++;
+				b->x->st.wrs++;
+				b->x->st.notifs_sent++;
+				return;
+			}
+			fail(b, -ECONNRESET, IBV_WC_SUCCESS, "notification not posted: %s", e.msg);
+		}
+		end(b);
+	}
+	if (b->freed && !b->out && !b->pending)
+		release(b);
+}
+
+static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc)
+{
+	struct rk_xfer_peer *p = b->peer;
+	int signaled = w == NOTIF_IDX || (w < b->nwr && b->wrs[w].signaled);
+
+	if (w != NOTIF_IDX && w >= b->nwr)
+		return;
+	if (wc->status != IBV_WC_SUCCESS) {
+		int e = status_errno(wc->status);
+
+		if (w < b->nwr && !b->op_err[b->wrs[w].op]) {
+			b->op_err[b->wrs[w].op] = e;
+			b->op_wc[b->wrs[w].op] = (uint8_t)wc->status;
+		}
+		if (wc->status == IBV_WC_REM_ACCESS_ERR)
+			fail(b, e, wc->status,
+			     "remote access error: the owner refused op %u (revoked, out of "
+			     "bounds or a forged key)",
+			     w < b->nwr ? b->wrs[w].op : 0);
+		else if (e == -ECONNRESET || e == -ECANCELED)
+			fail(b, -ECONNRESET, wc->status, "peer gone: %s",
+			     ibv_wc_status_str(wc->status));
+		else
+			fail(b, e, wc->status, "%s", ibv_wc_status_str(wc->status));
+	} else if (w < b->nwr && signaled) {
+		b->wrs[w].done = 1;
+	}
+	if (signaled && b->out)
+		b->out--;
+	settle(b);
+	if (p->pend_head)
+		pump(p);
+}
+
+static void notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc *wc)
+{
+	unsigned idx = (unsigned)(wr_id >> 32) & 0xffff, lane = (unsigned)wr_id & 0xffff;
+	struct rk_xfer_peer *p = idx < x->npeers ? x->peers[idx] : NULL;
+
+	if (!p || lane >= p->nlanes || rk_conn_qp_num(p->lanes[lane]) != wc->qp_num)
+		return;
+	if (wc->status != IBV_WC_SUCCESS)
+		return; /* flushed: the lane is down, nothing to repost */
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IBV_WC_WITH_IMM)) {
+		p->nq[(p->nq_head + p->nq_count) % p->nq_cap] = ntohl(wc->imm_data);
+		p->nq_count++;
+		x->st.notifs_received++;
+	} else {
+		rk_dbg("xfer: lane %u: a %d-byte message that is no notification, ignored", lane,
+		       (int)wc->byte_len);
+	}
+	if (p->nq_count <= p->nq_cap / 2) {
+		uint64_t id = (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)idx << 32 | lane;
+
+		if (rk_post_recv(p->lanes[lane], NULL, 0, 0, id, NULL))
+			p->held[lane]++;
+	} else {
+		p->held[lane]++;
+	}
+}
+
+int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc)
+{
+	unsigned tag = (unsigned)(wc->wr_id >> 48);
+
+	if (tag == RK_XFER_WRID_OP) {
+		unsigned slot = (unsigned)(wc->wr_id >> 32) & 0xffff;
+		unsigned serial = (unsigned)(wc->wr_id >> 16) & 0xffff;
+		struct rk_xfer_batch *b = slot < x->opts.max_batches ? x->slots[slot] : NULL;
+
+		if (b && b->serial == serial)
+			op_completion(b, (unsigned)wc->wr_id & 0xffff, wc);
+		return 1;
+	}
+	if (tag == RK_XFER_WRID_CTL) {
+		uint64_t id = wc->wr_id & 0xffffffffffffull;
+
+		if (id >= (x->ctl_base & 0xffffffffffffull) && x->ctl_pending) {
+			x->ctl_pending--;
+			if (wc->status != IBV_WC_SUCCESS && !x->ctl_status)
+				x->ctl_status = (int)wc->status;
+		}
+		return 1;
+	}
+	if (tag == RK_XFER_WRID_NOTIF) {
+		notif_arrival(x, wc->wr_id, wc);
+		return 1;
+	}
+	return 0;
+}
+
+/* Check @ops and resolve them into @b->ops. */
+static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned nops,
+		     struct rk__xop *out, uint64_t *lens, struct rk_error *err)
+{
+	for (unsigned i = 0; i < nops; i++) {
+		const struct rk_xfer_op *o = &ops[i];
+		const struct rk_xfer_remote *rm = o->remote;
+		unsigned lane = i % p->nlanes;
+		unsigned need = o->op == RK_XFER_OP_WRITE ? RK_XFER_WRITE : RK_XFER_READ;
+
+		if ((o->op != RK_XFER_OP_READ && o->op != RK_XFER_OP_WRITE) || !o->local || !rm ||
+		    !o->len)
+			return rk_err_set(err, EINVAL, "rk_xfer_post",
+					  "op %u: opcode %d, local %p, remote %p, len %llu", i,
+					  (int)o->op, (void *)o->local, (const void *)rm,
+					  (unsigned long long)o->len);
+		if (o->local->x != p->x)
+			return rk_err_set(err, EINVAL, "rk_xfer_post",
+					  "op %u: local segment of another rk_xfer", i);
+		if (rm->peer != p)
+			return rk_err_set(err, EINVAL, "rk_xfer_post",
+					  "op %u: descriptor imported from another peer", i);
+		if (o->local_off > o->local->len || o->len > o->local->len - o->local_off)
+			return rk_err_set(err, ERANGE, "rk_xfer_post",
+					  "op %u: local %llu + %llu beyond the %zu-byte segment", i,
+					  (unsigned long long)o->local_off,
+					  (unsigned long long)o->len, o->local->len);
+		if (o->remote_off > rm->d.len || o->len > rm->d.len - o->remote_off)
+			return rk_err_set(
+			    err, ERANGE, "rk_xfer_post",
+			    "op %u: remote %llu + %llu out of bounds of the %llu-byte "
+			    "segment",
+			    i, (unsigned long long)o->remote_off, (unsigned long long)o->len,
+			    (unsigned long long)rm->d.len);
+		if (!(rm->d.access & need))
+			return rk_err_set(err, EACCES, "rk_xfer_post",
+					  "op %u: %s, the descriptor grants 0x%x", i,
+					  need == RK_XFER_WRITE ? "WRITE" : "READ", rm->d.access);
+		for (unsigned g = 0; g < p->ngens; g++)
+			if (p->gens[g].seg_id == rm->d.seg_id && p->gens[g].gen != rm->d.gen)
+				return rk_err_set(
+				    err, ESTALE, "rk_xfer_post",
+				    "op %u: descriptor of generation %u, %u is current", i,
+				    rm->d.gen, p->gens[g].gen);
+		out[i].laddr = (uintptr_t)o->local->addr + o->local_off;
+		out[i].lkey = o->local->region->lkey;
+		out[i].raddr = rm->d.addr + o->remote_off;
+		out[i].rkey = rm->d.rkey[lane];
+		out[i].write = o->op == RK_XFER_OP_WRITE;
+		lens[i] = o->len;
+	}
+	return 0;
+}
+
+int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned nops,
+		 const struct rk_xfer_batch_opts *opts, struct rk_error *err,
+		 struct rk_xfer_batch **out)
+{
+	struct rk_xfer *x = p->x;
+	struct rk_xfer_batch_opts bo = {0};
+	struct rk_xfer_batch *b;
+	uint64_t *lens;
+	long nwr;
+	unsigned slot;
+	size_t sz;
+	char *m;
+	int r;
+
+	if (opts)
+		bo = *opts;
+	if (!bo.timeout_ms)
+		bo.timeout_ms = DEF_TIMEOUT_MS;
+	if (!p->nlanes)
+		return rk_err_set(err, EINVAL, "rk_xfer_post", "a peer without lanes");
+	if (!nops || nops > x->opts.max_ops)
+		return rk_err_set(err, nops ? E2BIG : EINVAL, "rk_xfer_post", "%u ops (1..%u)",
+				  nops, x->opts.max_ops);
+	for (unsigned l = 0; l < p->nlanes; l++)
+		if (rk_conn_state(p->lanes[l]) != RK_CONN_CONNECTED)
+			return rk_err_set(err, ENOTCONN, "rk_xfer_post", "lane %u is %s", l,
+					  rk_conn_state_str(rk_conn_state(p->lanes[l])));
+	for (slot = 0; slot < x->opts.max_batches && x->slots[slot]; slot++)
+		;
+	if (slot == x->opts.max_batches)
+		return rk_err_set(err, EBUSY, "rk_xfer_post", "%u batches in flight",
+				  x->opts.max_batches);
+	lens = malloc(nops * sizeof(*lens));
+	if (!lens)
+		return rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
+	sz = sizeof(*b) + nops * (sizeof(struct rk__xop) + sizeof(int) + 1);
+	m = calloc(1, sz);
+	if (!m) {
+		free(lens);
+		return rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
+	}
+	b = (struct rk_xfer_batch *)(void *)m;
+	b->ops = (struct rk__xop *)(void *)(m + sizeof(*b));
+	b->op_err = (int *)(void *)(b->ops + nops);
+	b->op_wc = (uint8_t *)(b->op_err + nops);
+	r = check_ops(p, ops, nops, b->ops, lens, err);
+	if (r)
+		goto fail;
+	nwr = rk__xplan_count(lens, nops, RK_XFER_SPLIT, RK_XPLAN_MAX_WRS);
+	if (nwr < 0) {
+		r = rk_err_set(err, (int)-nwr, "rk_xfer_post", "%u ops make more than %u WRs", nops,
+			       RK_XPLAN_MAX_WRS);
+		goto fail;
+	}
+	b->wrs = malloc((size_t)nwr * sizeof(*b->wrs));
+	if (!b->wrs) {
+		r = rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
+		goto fail;
+	}
+	rk__xplan(lens, nops, p->nlanes, x->opts.chain, RK_XFER_SPLIT, b->wrs, NULL);
+	free(lens);
+	lens = NULL;
+	b->nwr = (unsigned)nwr;
+	for (unsigned w = 0; w < b->nwr; w++) {
+		unsigned l = b->wrs[w].lane;
+
+		if (!(b->lanes_used & (1u << l)))
+			b->next[l] = w;
+		b->lanes_used |= 1u << l;
+		b->end[l] = w + 1;
+		b->has_reads |= !b->ops[b->wrs[w].op].write;
+	}
+	b->x = x;
+	b->peer = p;
+	b->slot = (uint16_t)slot;
+	b->serial = (uint16_t)++x->batch_serial;
+	b->nops = nops;
+	b->deadline = bo.timeout_ms < 0 ? -1 : rk_deadline(bo.timeout_ms);
+	b->notify = bo.notify;
+	b->notif = bo.notif;
+	x->slots[slot] = b;
+	x->st.batches++;
+	x->st.ops += nops;
+	b->pending = 1;
+	if (p->pend_tail)
+		p->pend_tail->pend_next = b;
+	else
+		p->pend_head = b;
+	p->pend_tail = b;
+	pump(p);
+	settle(b);
+	*out = b;
+	return 0;
+fail:
+	free(lens);
+	free(b->wrs);
+	free(m);
+	return r;
+}
+
+int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err)
+{
+	if (!b->ended) {
+		struct rk_xfer_peer *p = b->peer;
+
+		for (unsigned l = 0; l < p->nlanes && b->out; l++) {
+			enum rk_conn_state s = rk_conn_state(p->lanes[l]);
+			struct rk_error fe;
+
+			if (!(b->lanes_used & (1u << l)) || s == RK_CONN_CONNECTED)
+				continue;
+			rk_conn_first_error(p->lanes[l], &fe);
+			fail(b, -ECONNRESET,
+			     fe.wc_status > 0 ? (enum ibv_wc_status)fe.wc_status : IBV_WC_SUCCESS,
+			     "peer gone: lane %u %s: %s", l, rk_conn_state_str(s), fe.msg);
+			end(b);
+		}
+		if (!b->ended && b->deadline >= 0 && rk_ms_left(b->deadline) == 0) {
+			fail(b, -ETIMEDOUT, IBV_WC_SUCCESS,
+			     "deadline passed with %u completions outstanding (peer gone?); its "
+			     "lanes were disconnected",
+			     b->out);
+			cut_lanes(b);
+			end(b);
+		}
+	}
+	if (!b->ended)
+		return 0;
+	if (b->result < 0) {
+		if (err)
+			*err = b->why;
+		return b->result;
+	}
+	return 1;
+}
+
+int rk_xfer_batch_wait(struct rk_xfer_batch *b, int timeout_ms, struct rk_error *err)
+{
+	int64_t deadline = timeout_ms < 0 ? b->deadline : rk_deadline(timeout_ms);
+	int r;
+
+	/* Poll at least once, even with a timeout of 0. */
+	while ((r = rk_xfer_batch_check(b, err)) == 0) {
+		int left = rk_ms_left(deadline);
+
+		rk__xfer_poll(b->x, b->peer->lanes, b->peer->nlanes,
+			      left < 0 || left > 20 ? 20 : left);
+		if (left == 0 && timeout_ms >= 0) {
+			r = rk_xfer_batch_check(b, err);
+			if (r)
+				return r;
+			return rk_err_set(err, ETIMEDOUT, "rk_xfer_batch_wait",
+					  "batch still running after %d ms", timeout_ms);
+		}
+	}
+	return r;
+}
+
+int rk_xfer_batch_op_status(const struct rk_xfer_batch *b, unsigned i,
+			    enum ibv_wc_status *wc_status)
+{
+	if (i >= b->nops)
+		return -EINVAL;
+	if (wc_status)
+		*wc_status = (enum ibv_wc_status)b->op_wc[i];
+	return b->op_err[i];
+}
+
+void rk_xfer_batch_free(struct rk_xfer_batch *b)
+{
+	if (!b)
+		return;
+	if (!b->ended) {
+		fail(b, -ECANCELED, IBV_WC_SUCCESS, "canceled");
+		if (b->out)
+			cut_lanes(b);
+		end(b);
+	}
+	b->freed = 1;
+	settle(b);
+}
+
+void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *p)
+{
+	for (unsigned s = 0; s < x->opts.max_batches; s++) {
+		struct rk_xfer_batch *b = x->slots[s];
+
+		if (!b || b->peer != p)
+			continue;
+		fail(b, -ECANCELED, IBV_WC_SUCCESS, "peer destroyed");
+		end(b);
+		if (b->freed) {
+			release(b);
+		} else {
+			/* The caller still holds the handle: keep it, detached from its slot. */
+			b->out = 0;
+			b->pending = 0;
+			x->slots[s] = NULL;
+			b->serial ^= 0x8000; /* nothing of it is claimed any more */
+		}
+	}
+	p->pend_head = p->pend_tail = NULL;
+}
+
+int rk_xfer_notif_take(struct rk_xfer_peer *p, uint32_t *value)
+{
+	if (!p->nq_count)
+		return 0;
+	*value = p->nq[p->nq_head];
+	p->nq_head = (p->nq_head + 1) % p->nq_cap;
+	p->nq_count--;
+	for (unsigned l = 0; l < p->nlanes; l++)
+		while (p->held[l] && p->nq_count <= p->nq_cap / 2) {
+			uint64_t id =
+			    (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)p->idx << 32 | l;
+
+			if (rk_post_recv(p->lanes[l], NULL, 0, 0, id, NULL))
+				break;
+			p->held[l]--;
+		}
+	return 1;
+}
+
+int rk_xfer_notif_wait(struct rk_xfer_peer *p, int timeout_ms, uint32_t *value,
+		       struct rk_error *err)
+{
+	int64_t deadline = rk_deadline(timeout_ms);
+
+	for (;;) {
+		unsigned up = 0;
+		int left;
+
+		if (rk_xfer_notif_take(p, value))
+			return 1;
+		for (unsigned l = 0; l < p->nlanes; l++)
+			up += rk_conn_state(p->lanes[l]) == RK_CONN_CONNECTED;
+		if (!up)
+			return rk_err_set(err, ECONNRESET, "rk_xfer_notif_wait",
+					  "peer gone: no lane is connected");
+		left = rk_ms_left(deadline);
+		rk__xfer_poll(p->x, p->lanes, p->nlanes, left < 0 || left > 20 ? 20 : left);
+		if (left == 0) {
+			if (rk_xfer_notif_take(p, value))
+				return 1;
+			return rk_err_set(err, ETIMEDOUT, "rk_xfer_notif_wait",
+					  "no notification in %d ms", timeout_ms);
+		}
+	}
+}

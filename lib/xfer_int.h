@@ -1,0 +1,220 @@
+/*
+ * xfer_int.h - the one-sided transfer layer's private parts (xfer.h): the
+ * descriptor codec, the registration cache and the batch planner, each
+ * pure (no verbs call of its own) so the unit tests drive them on any
+ * host, and the structures xfer.c and xfer_batch.c share.
+ */
+#ifndef RK_XFER_INT_H
+#define RK_XFER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmakit/xfer.h>
+
+/* ---- descriptor codec (xfer_desc.c, layer 0) ---- */
+
+#define RK_XDESC_MAGIC 0x44584b52u /* "RKXD" little-endian */
+#define RK_XDESC_HDR   32
+
+struct rk__xdesc {
+	uint8_t version, access, mode, lanes;
+	uint32_t gen, seg_id;
+	uint64_t addr, len;
+	uint32_t rkey[RK_XFER_LANES_MAX];
+};
+
+/* The encoded size for @lanes keys (0 if out of range). */
+size_t rk__xdesc_size(unsigned lanes);
+/* Write @d into @buf; -EINVAL if a field is out of range, -ENOSPC if @cap is short. */
+int rk__xdesc_encode(const struct rk__xdesc *d, void *buf, size_t cap, size_t *len);
+/*
+ * Check and decode @len hostile bytes. Returns 0, or -EPROTO with *@why
+ * naming the field (a static string). @d is written only on success.
+ */
+int rk__xdesc_decode(const void *buf, size_t len, struct rk__xdesc *d, const char **why);
+
+/* ---- registration cache (xfer_cache.c, layer 0: verbs calls injected) ---- */
+
+/*
+ * reg: register [addr, addr + len) in @pd with @access; return an opaque
+ * handle (NULL with errno set on failure) and its lkey. dereg: release it.
+ */
+struct rk__xcache_ops {
+	void *(*reg)(void *ctx, void *pd, void *addr, size_t len, int access, uint32_t *lkey);
+	void (*dereg)(void *ctx, void *mr);
+	void *ctx;
+};
+
+struct rk__xregion {
+	uintptr_t start, end; /* [start, end) */
+	void *pd;
+	int access;
+	void *mr;
+	uint32_t lkey;
+	unsigned refs;
+	struct rk__xregion *next;
+};
+
+struct rk__xcache {
+	struct rk__xcache_ops ops;
+	struct rk__xregion *head;
+	unsigned nregions;
+	uint64_t regs, deregs, hits;
+};
+
+void rk__xcache_init(struct rk__xcache *c, const struct rk__xcache_ops *ops);
+/*
+ * A region of (@pd, @access) containing [@addr, @addr + @len), its count
+ * raised: an existing one (a hit), else a new registration of exactly that
+ * range. Returns 0, -EINVAL (len 0 or wraps), or -errno of reg.
+ */
+int rk__xcache_get(struct rk__xcache *c, void *pd, void *addr, size_t len, int access,
+		   struct rk__xregion **out);
+/* Drop one count; the region is deregistered and forgotten at 0. */
+void rk__xcache_put(struct rk__xcache *c, struct rk__xregion *r);
+/* Deregister every region (teardown). */
+void rk__xcache_fini(struct rk__xcache *c);
+
+/* ---- batch planner (xfer_plan.c, layer 0) ---- */
+
+/* One work request of a plan, in posting order: lane by lane, chain by chain. */
+struct rk__xwr {
+	uint32_t op;	  /* index of the op it belongs to */
+	uint32_t len;	  /* bytes, <= split */
+	uint64_t off;	  /* from the op's start */
+	uint16_t lane;	  /* op % lanes */
+	uint8_t signaled; /* last WR of its chain */
+	uint8_t first;	  /* first WR of its chain (a doorbell) */
+	uint8_t done;	  /* signaled and its completion came (zeroed by the plan) */
+};
+
+#define RK_XPLAN_MAX_WRS 65534u /* the notification takes index 65535 */
+
+/*
+ * The number of WRs @nops ops of @lens split at @split make, or -E2BIG over
+ * @max (or on overflow), -EINVAL for a length of 0 or a split of 0.
+ */
+long rk__xplan_count(const uint64_t *lens, unsigned nops, uint32_t split, unsigned max);
+/*
+ * Plan @nops ops over @lanes lanes, chains of up to @chain WRs, into @out
+ * (room for rk__xplan_count's result). Op i goes to lane i % lanes; within
+ * a lane ops keep their order and an op's pieces stay consecutive.
+ * Returns the WR count; *@doorbells (may be NULL) gets the chain count.
+ * Pure.
+ */
+long rk__xplan(const uint64_t *lens, unsigned nops, unsigned lanes, unsigned chain, uint32_t split,
+	       struct rk__xwr *out, unsigned *doorbells);
+
+/* ---- the layer's objects (xfer.c, xfer_batch.c, layer 5) ---- */
+
+struct ibv_mw;
+struct ibv_mr;
+struct ibv_pd;
+struct rk__xexport;
+
+struct rk_xfer {
+	struct rk_device *dev;
+	struct ibv_pd *pd;
+	enum rk_xfer_mode mode;
+	struct rk_xfer_opts opts; /* defaults resolved */
+	struct rk__xcache cache;
+	struct rk_xfer_stats st;
+	uint32_t next_seg_id;
+	struct rk_xfer_seg *segs;
+	struct rk_xfer_peer **peers; /* by index (a notification receive's wr_id names it) */
+	unsigned npeers;
+	struct rk_xfer_batch **slots; /* max_batches; NULL = free */
+	uint64_t ctl_seq;	      /* ids of binds and invalidations */
+	uint32_t batch_serial;
+	uint64_t ctl_base; /* completions below it are of an earlier wait */
+	unsigned ctl_pending;
+	int ctl_status; /* the first failed one's ibv_wc_status since ctl_base, or 0 */
+};
+
+struct rk_xfer_seg {
+	struct rk_xfer *x;
+	void *addr;
+	size_t len;
+	unsigned access;
+	uint32_t id;
+	struct rk__xregion *region;
+	struct rk__xexport *exports;
+	struct rk_xfer_seg *next;
+};
+
+/* One segment exported to one peer. */
+struct rk__xexport {
+	struct rk_xfer_peer *peer;
+	unsigned access;
+	uint32_t gen;
+	int live;
+	struct ibv_mw *mw[RK_XFER_LANES_MAX]; /* MW mode, one per lane */
+	uint32_t rkey[RK_XFER_LANES_MAX];
+	struct ibv_mr *mr; /* MR mode */
+	struct rk__xexport *next;
+};
+
+struct rk__xgen {
+	uint32_t seg_id, gen;
+};
+
+struct rk_xfer_peer {
+	struct rk_xfer *x;
+	unsigned idx;
+	unsigned nlanes;
+	struct rk_conn *lanes[RK_XFER_LANES_MAX];
+	/* notifications that arrived, oldest first */
+	uint32_t *nq;
+	unsigned nq_cap, nq_head, nq_count;
+	unsigned held[RK_XFER_LANES_MAX]; /* receives not reposted for want of room */
+	/* the newest generation imported per segment id */
+	struct rk__xgen *gens;
+	unsigned ngens, gens_cap;
+	/* batches with chains not posted yet, in order */
+	struct rk_xfer_batch *pend_head, *pend_tail;
+};
+
+struct rk_xfer_remote {
+	struct rk_xfer_peer *peer;
+	struct rk__xdesc d;
+};
+
+/* An op resolved at post: where its pieces go. */
+struct rk__xop {
+	uint64_t laddr, raddr;
+	uint32_t lkey, rkey;
+	uint8_t write;
+};
+
+struct rk_xfer_batch {
+	struct rk_xfer *x;
+	struct rk_xfer_peer *peer;
+	uint16_t slot, serial;
+	int ended;   /* the outcome is fixed: 1 well, or result < 0 */
+	int result;  /* 1 or a negative errno */
+	int freed;   /* the caller released it: the slot goes once drained */
+	int pending; /* in the peer's FIFO */
+	struct rk_error why;
+	int64_t deadline;
+	unsigned nops, nwr;
+	struct rk__xop *ops;
+	int *op_err;
+	uint8_t *op_wc;
+	struct rk__xwr *wrs;
+	unsigned next[RK_XFER_LANES_MAX], end[RK_XFER_LANES_MAX]; /* per lane, into wrs */
+	unsigned out;	     /* signaled WRs posted, not completed */
+	unsigned lanes_used; /* bit mask */
+	int has_reads;
+	int notify, notif_posted;
+	uint32_t notif;
+	struct rk_xfer_batch *pend_next;
+};
+
+/* xfer_batch.c, for xfer.c: */
+/* Poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing completions over. */
+int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms);
+/* Fail and release every batch of @peer (peer destroy). */
+void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *peer);
+
+#endif
