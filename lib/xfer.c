@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "rk_internal.h"
 #include "xfer_int.h"
@@ -80,6 +81,9 @@ int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer
 		o.notif_recvs = DEF_NOTIF_RECVS;
 	if (!o.ctl_timeout_ms)
 		o.ctl_timeout_ms = DEF_CTL_MS;
+	if (o.ctl_timeout_ms < 0) /* every wait has a deadline: teardown's too */
+		return rk_err_set(err, EINVAL, "rk_xfer_create", "ctl_timeout_ms %d",
+				  o.ctl_timeout_ms);
 	if (o.chain > RK_XFER_CHAIN_MAX || o.max_batches > 65535 || o.max_ops > RK_XPLAN_MAX_WRS ||
 	    o.notif_recvs > 4096)
 		return rk_err_set(err, EINVAL, "rk_xfer_create",
@@ -98,6 +102,14 @@ int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer
 	x->dev = dev;
 	x->pd = pd ? pd->pd : dev->pd;
 	x->mode = o.mode;
+	/*
+	 * Ids start where another rk_xfer's do not: two of them may share a
+	 * CQ, and a completion is claimed by its wr_id (batches also by QP).
+	 */
+	if (getrandom(&x->ctl_seq, sizeof(x->ctl_seq), 0) != sizeof(x->ctl_seq))
+		x->ctl_seq = (uint64_t)(uintptr_t)x;
+	x->ctl_seq &= 0xffffffffull; /* far from the 48-bit wrap */
+	x->batch_serial = (uint32_t)(x->ctl_seq >> 7);
 	x->opts = o;
 	x->next_seg_id = 1;
 	rk__xcache_init(&x->cache, &ops);
@@ -235,10 +247,26 @@ static int mw_access(unsigned access)
 	       (access & RK_XFER_WRITE ? IBV_ACCESS_REMOTE_WRITE : 0);
 }
 
+/* Deallocate lane @i's window of @e (a bound one is invalidated with it): 0, or -1 kept. */
+static int drop_window(struct rk__xexport *e, unsigned i)
+{
+	int r;
+
+	if (!e->mw[i])
+		return 0;
+	r = ibv_dealloc_mw(e->mw[i]);
+	if (r) {
+		rk_warn("ibv_dealloc_mw: %s", strerror(r));
+		return -1;
+	}
+	e->mw[i] = NULL;
+	return 0;
+}
+
 /*
- * End @e's access. MW mode: invalidate each bound window on its lane (a
- * lane that is down needs nothing: its QP serves no request, and the
- * window dies with it or on the next bind); MR mode: deregister.
+ * End @e's access. MW mode: invalidate each bound window on its lane; a
+ * lane that is down (or refuses the invalidation) is put in error and its
+ * window deallocated; MR mode: deregister.
  */
 static int unexport(struct rk_xfer *x, struct rk__xexport *e, int timeout_ms, struct rk_error *err)
 {
@@ -259,17 +287,31 @@ static int unexport(struct rk_xfer *x, struct rk__xexport *e, int timeout_ms, st
 		struct ibv_send_wr wr = {0};
 		struct rk_error pe;
 
-		if (!e->mw[i] || rk_conn_state(p->lanes[i]) != RK_CONN_CONNECTED)
+		if (!e->mw[i])
 			continue;
-		wr.opcode = IBV_WR_LOCAL_INV;
-		wr.invalidate_rkey = e->rkey[i];
-		if (ctl_post(x, p, i, &wr, &pe)) {
-			/* Cannot invalidate: end the lane instead, which ends its access. */
+		/*
+		 * A lane that is down, or that cannot take the invalidation:
+		 * its QP is put in error (a peer's rdma_cm disconnect leaves
+		 * it in RTS) and its window deallocated, which invalidates it
+		 * whatever the QP does; the next export allocates another.
+		 */
+		if (rk_conn_state(p->lanes[i]) == RK_CONN_CONNECTED) {
+			wr.opcode = IBV_WR_LOCAL_INV;
+			wr.invalidate_rkey = e->rkey[i];
+			if (ctl_post(x, p, i, &wr, &pe) == 0) {
+				x->st.mw_invalidates++;
+				continue;
+			}
 			rk_warn("revoke: lane %u: %s; disconnecting it", i, pe.msg);
-			rk_conn_disconnect(p->lanes[i], 0, NULL);
-			continue;
 		}
-		x->st.mw_invalidates++;
+		rk_conn_disconnect(p->lanes[i], 0, NULL);
+		if (drop_window(e, i) && !r)
+			r = rk_err_set(err, EIO, "rk_xfer_revoke",
+				       "lane %u: its window could not be deallocated", i);
+	}
+	if (r) {
+		ctl_wait(x, p, timeout_ms, 1, "rk_xfer_revoke", NULL);
+		return r;
 	}
 	r = ctl_wait(x, p, timeout_ms, 1, "rk_xfer_revoke", err);
 	if (r) {
@@ -429,6 +471,20 @@ static struct rk__xexport *find_export(struct rk_xfer_seg *seg, struct rk_xfer_p
 	return NULL;
 }
 
+/*
+ * A failed export: no window of it may stay bound. When a posted bind may
+ * still run (@cut), the lanes go to error first, which flushes it; then
+ * every window is deallocated (which invalidates a bound one) and the next
+ * export allocates new ones.
+ */
+static void drop_windows(struct rk__xexport *e, struct rk_xfer_peer *p, int cut)
+{
+	for (unsigned i = 0; cut && i < p->nlanes; i++)
+		rk_conn_disconnect(p->lanes[i], 0, NULL);
+	for (unsigned i = 0; i < RK_XFER_LANES_MAX; i++)
+		drop_window(e, i);
+}
+
 /* Bind a window per lane over @seg with @e->access, keys moved on. */
 static int bind_windows(struct rk_xfer *x, struct rk_xfer_seg *seg, struct rk__xexport *e,
 			int timeout_ms, struct rk_error *err)
@@ -458,14 +514,17 @@ static int bind_windows(struct rk_xfer *x, struct rk_xfer_seg *seg, struct rk__x
 		wr.bind_mw.bind_info.mw_access_flags = (unsigned)mw_access(e->access);
 		r = ctl_post(x, p, i, &wr, err);
 		if (r) {
-			ctl_wait(x, p, timeout_ms, 0, "rk_xfer_export", NULL);
+			drop_windows(e, p,
+				     ctl_wait(x, p, timeout_ms, 0, "rk_xfer_export", NULL) != 0);
 			return r;
 		}
 		x->st.mw_binds++;
 	}
 	r = ctl_wait(x, p, timeout_ms, 0, "rk_xfer_export", err);
-	if (r)
+	if (r) {
+		drop_windows(e, p, 1);
 		return r;
+	}
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		e->rkey[i] = keys[i];
 		if (e->mw[i])

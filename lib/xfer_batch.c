@@ -365,9 +365,15 @@ int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc)
 		unsigned serial = (unsigned)(wc->wr_id >> 16) & 0xffff;
 		struct rk_xfer_batch *b = slot < x->opts.max_batches ? x->slots[slot] : NULL;
 
-		if (b && b->serial == serial)
-			op_completion(b, (unsigned)wc->wr_id & 0xffff, wc);
-		return 1;
+		if (!b || b->serial != serial)
+			return 1;
+		/* another rk_xfer's on a shared CQ may carry the same tag: the QP decides */
+		for (unsigned l = 0; l < b->peer->nlanes; l++)
+			if (rk_conn_qp_num(b->peer->lanes[l]) == wc->qp_num) {
+				op_completion(b, (unsigned)wc->wr_id & 0xffff, wc);
+				return 1;
+			}
+		return 0;
 	}
 	if (tag == RK_XFER_WRID_CTL) {
 		uint64_t id = wc->wr_id & 0xffffffffffffull;
@@ -555,7 +561,13 @@ int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err)
 			fail(b, -ECONNRESET,
 			     fe.wc_status > 0 ? (enum ibv_wc_status)fe.wc_status : IBV_WC_SUCCESS,
 			     "peer gone: lane %u %s: %s", l, rk_conn_state_str(s), fe.msg);
+			/*
+			 * The batch's other lanes may still be moving its data:
+			 * they go to error too, so nothing lands once it ended.
+			 */
+			cut_lanes(b);
 			end(b);
+			break;
 		}
 		if (!b->ended && b->deadline >= 0 && rk_ms_left(b->deadline) == 0) {
 			fail(b, -ETIMEDOUT, IBV_WC_SUCCESS,
@@ -629,6 +641,8 @@ void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *p)
 
 		if (!b || b->peer != p)
 			continue;
+		if (b->out)
+			cut_lanes(b); /* nothing of it lands after the peer is gone */
 		fail(b, -ECANCELED, IBV_WC_SUCCESS, "peer destroyed");
 		end(b);
 		if (b->freed) {
