@@ -31,6 +31,12 @@
 
 #include "lt.h"
 
+/*
+ * librdmakit-private (lib/conn.c), linked from the static library: what the
+ * rdma_cm DISCONNECTED event does to a connection, for the revoke test.
+ */
+void rk_conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
+
 #define MiB (1u << 20)
 
 struct side {
@@ -309,6 +315,46 @@ static void revoked(struct world *w)
 		LT_FAIL("a second revoke: %s", e.msg);
 	rk_xfer_remote_free(r1);
 	rk_xfer_remote_free(r2);
+	rk_xfer_seg_dereg(lseg);
+	rk_xfer_seg_dereg(rseg);
+	rk_free_aligned(rbuf);
+	rk_free_aligned(lbuf);
+}
+
+/*
+ * A lane the peer disconnected through rdma_cm: the DISCONNECTED event
+ * changes the connection's state and leaves its QP in RTS (what
+ * rk_conn_fail does here, as cm_event.c does on the event). Revoke must
+ * still end access on it: the user's WRITE with the descriptor then fails
+ * and nothing lands. On a fresh pair: a refused WRITE breaks the lanes.
+ */
+static void revoked_down(struct world *w)
+{
+	uint8_t *rbuf = rk_alloc_aligned(65536), *lbuf = rk_alloc_aligned(65536);
+	struct rk_xfer_seg *rseg, *lseg;
+	struct rk_xfer_remote *r4;
+	struct rk_xfer_op op;
+	struct rk_error e, gone;
+	int r;
+
+	LT_CHECK(rk_xfer_seg_reg(w->own.x, rbuf, 65536, RK_XFER_WRITE, &e, &rseg), &e);
+	LT_CHECK(rk_xfer_seg_reg(w->usr.x, lbuf, 65536, 0, &e, &lseg), &e);
+	r4 = export_import(w, rseg, RK_XFER_WRITE);
+	op = (struct rk_xfer_op){RK_XFER_OP_WRITE, lseg, 0, r4, 0, 4096};
+	lt_fill(lbuf, 4096, 3);
+	LT_CHECK(run(w, &op, 1, NULL, &e), &e);
+	rk_error_setf(&gone, "test", ECONNRESET, "the peer disconnected (rdma_cm)");
+	for (unsigned i = 0; i < w->nlanes; i++)
+		rk_conn_fail(w->own.lanes[i], RK_CONN_DISCONNECTED, &gone);
+	LT_CHECK(rk_xfer_revoke(rseg, w->own.peer, 5000, &e), &e);
+	memset(rbuf, 0x5a, 65536);
+	lt_fill(lbuf, 4096, 4);
+	r = run(w, &op, 1, NULL, &e);
+	if (r >= 0)
+		LT_FAIL("revoke on a disconnected lane: the WRITE after it succeeded");
+	printf("revoke on a disconnected lane: WRITE after it: %s\n", e.msg);
+	intact(rbuf, 65536, 0x5a, "revoke on a disconnected lane");
+	rk_xfer_remote_free(r4);
 	rk_xfer_seg_dereg(lseg);
 	rk_xfer_seg_dereg(rseg);
 	rk_free_aligned(rbuf);
@@ -776,11 +822,14 @@ int main(int argc, char **argv)
 		else
 			LT_FAIL("unknown test %s", what);
 		world_down(&w);
-		if (!strcmp(what, "notif")) {
+		if (!strcmp(what, "notif") || !strcmp(what, "revoke")) {
 			struct world w2 = {.dev = w.dev};
 
-			world_up(&w2, mode, 2);
-			notif(&w2, 500);
+			world_up(&w2, mode, !strcmp(what, "notif") ? 2 : 1);
+			if (!strcmp(what, "notif"))
+				notif(&w2, 500);
+			else
+				revoked_down(&w2);
 			world_down(&w2);
 		}
 	}
