@@ -136,6 +136,27 @@ def closed(what):
     return ClosedError(errno.EBADF, "%s is closed" % what, op="")
 
 
+class Closable:
+    """Context manager and finaliser for an object with close(): ``with`` closes
+    it, and so does garbage collection (errors there are swallowed: the
+    interpreter may be shutting down)."""
+
+    def close(self) -> None:  # pragma: no cover - every subclass has its own
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 class Guard:
     """Who may use a handle and when it may go.
 

@@ -6,12 +6,12 @@ import weakref
 from typing import Optional
 
 from ._rk import ffi, lib
-from ._util import Guard, check_int, raise_error, track
+from ._util import Closable, Guard, check_int, raise_error, track
 
 __all__ = ["Device"]
 
 
-class Device:
+class Device(Closable):
     """An open RDMA device, one of its ports and its protection domain.
 
     ``Device(name)`` opens the device by name ("rxe0", "mlx5_0");
@@ -102,18 +102,6 @@ class Device:
             dev, self._dev = self._dev, ffi.NULL
             if dev != ffi.NULL:
                 self._lib.rk_device_close(dev)
-
-    def __enter__(self) -> "Device":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         return "<rdmakit.Device %s port %d%s>" % (self.name if hasattr(self, "name") else "?",

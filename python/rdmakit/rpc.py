@@ -22,7 +22,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Union
 
 from ._rk import ffi, lib
-from ._util import (INT32_MAX, U32_MAX, Guard, check_int, closed, in_buffer, out_buffer,
+from ._util import (INT32_MAX, U32_MAX, Closable, Guard, check_int, closed, in_buffer, out_buffer,
                     raise_error, seconds_to_ms, track, wait_mode)
 from .device import Device
 from .errors import HandlerError
@@ -182,7 +182,7 @@ def _exc_code(e):
     return -errno.EIO
 
 
-class RpcServer:
+class RpcServer(Closable):
     """An RPC server on a device: listens on ``port`` (0: pick one, see
     ``port``) and serves methods with Python handlers.
 
@@ -420,18 +420,6 @@ class RpcServer:
             if srv != ffi.NULL:
                 self._lib.rk_rpc_server_destroy(srv)
 
-    def __enter__(self) -> "RpcServer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self) -> str:
         return "<rdmakit.RpcServer port %s%s>" % (getattr(self, "port", "?"),
                                                   " closed" if self.closed else "")
@@ -485,7 +473,7 @@ def _settle(fut, res, exc):
         fut.set_exception(exc)
 
 
-class RpcClient:
+class RpcClient(Closable):
     """A connection to an RpcServer at ``host``:``port``.
 
     ``call()`` blocks until the answer or the deadline (the GIL is
@@ -807,25 +795,13 @@ class RpcClient:
             else:
                 self._lib.rk_rpc_client_destroy(cl)
 
-    def __enter__(self) -> "RpcClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self) -> str:
         return "<rdmakit.RpcClient%s>" % (" closed" if self.closed else "")
 
 
 # ---- pool -------------------------------------------------------------------
 
-class RpcPool:
+class RpcPool(Closable):
     """Connections to many servers, made on first use and reused: call
     ``pool.call("host:port", method, data)`` from any thread.
 
@@ -955,18 +931,6 @@ class RpcPool:
         pool, self._pool = self._pool, ffi.NULL
         if pool != ffi.NULL:
             self._lib.rk_rpc_pool_destroy(pool)
-
-    def __enter__(self) -> "RpcPool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         return "<rdmakit.RpcPool%s>" % (" closed" if self.closed else "")
