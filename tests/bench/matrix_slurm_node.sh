@@ -4,7 +4,7 @@
 # share the host's / over 9p, so nothing of a daemon may live there).
 #   matrix_slurm_node.sh start DIR NODE [ctld]  munged, [slurmctld,] slurmd -N NODE
 #                                               (DIR: slurm.conf and munge.key)
-#   matrix_slurm_node.sh delay MS               netem delay on this host's link
+#   matrix_slurm_node.sh delay MS               netem delay on this host's RoCE traffic
 #   matrix_slurm_node.sh stop                   end the daemons, clear the delay
 #   matrix_slurm_node.sh logs                   the daemons' logs
 set -eu
@@ -37,7 +37,16 @@ start)
 	echo "node $node: started"
 	;;
 delay)
-	tc qdisc replace dev "$RK_IFACE" root netem delay "${2}ms"
+	# Only RoCE v2 (UDP 4791) is delayed: the link under test. Slurm's and
+	# MUNGE's TCP stay in the undelayed bands of a prio qdisc. With the delay
+	# on everything, netem's queue (1000 packets by default) filled during
+	# the bandwidth phase and dropped Slurm's messages to this host too: ranks
+	# were lost and the job failed for a reason it was not testing.
+	tc qdisc del dev "$RK_IFACE" root 2>/dev/null || true
+	tc qdisc add dev "$RK_IFACE" root handle 1: prio
+	tc qdisc add dev "$RK_IFACE" parent 1:3 handle 30: netem delay "${2}ms" limit 100000
+	tc filter add dev "$RK_IFACE" parent 1: protocol ip prio 1 u32 \
+		match ip protocol 17 0xff match ip dport 4791 0xffff flowid 1:3
 	;;
 stop)
 	tc qdisc del dev "$RK_IFACE" root 2>/dev/null || true
