@@ -25,8 +25,14 @@ The method (bench/README.md, "Instructions per operation"):
     end) and of every function that calls gettimeofday (perftest's CPU
     clock calibration spins on it for a fixed time; under valgrind, which
     hides the vDSO, glibc's gettimeofday is __gettimeofday_syscall).
+  * rk bench's fold of its raw latency samples into the histogram, after
+    the timed loop, is taken out the same way (bench_samples_fold): it is
+    rk's counterpart of perftest's sort, done once per run.
   * System calls come from callgrind's --collect-systime (the sysCount
-    event: one per system call, deterministic); doorbells are the calls of
+    event: one per system call, deterministic), without the clock reads:
+    valgrind hides the vDSO, so under it every clock_gettime and
+    gettimeofday is a system call, while natively it is a few dozen
+    instructions in user space. They are counted apart ("clock"); doorbells are the calls of
     write() made from inside the provider library (Soft-RoCE's post_send
     rings the kernel with a write on the command fd; its post_recv makes no
     system call). Kernel work itself is invisible to callgrind: that is why
@@ -39,9 +45,12 @@ import re
 
 # Names (in the callgrind file) of functions whose inclusive cost is not
 # per-operation work: taken out of every profile (see the module comment).
-EXCLUDE_CALLEES = ("qsort", "qsort_r")
+EXCLUDE_CALLEES = ("qsort", "qsort_r", "bench_samples_fold")
 EXCLUDE_CALLERS_OF = ("__gettimeofday_syscall",)
 DOORBELL_CALLEES = ("write", "__write", "__libc_write")
+# Functions that are vDSO calls natively (system calls only under valgrind).
+CLOCK_FUNCTIONS = ("clock_gettime", "__clock_gettime", "gettimeofday", "__gettimeofday",
+                   "__gettimeofday_syscall", "time")
 
 _POS_RE = re.compile(r"^[0-9+\-*]")
 _NAME_RE = re.compile(r"^\((\d+)\)(?:\s(.*))?$")
@@ -97,6 +106,14 @@ class Profile:
                 n += c[0]
         return n
 
+    def self_of(self, pred, event="Ir"):
+        """The self cost, summed, of the functions matching pred (names
+        compared without a symbol version, "@@GLIBC_2.17")."""
+        i = self.ev(event)
+        if i is None:
+            return 0
+        return sum(c[i] for fn, c in self.self_cost.items() if pred(fn[1].split("@")[0]))
+
     def functions(self):
         return set(self.self_cost) | {e[0] for e in self.edges} | {e[1] for e in self.edges}
 
@@ -117,6 +134,17 @@ class Profile:
                     and caller not in callers:
                 v += c[1 + i]
         return v
+
+    def excluded_clock(self):
+        """The clock reads (sysCount) made from the excluded work: those of
+        the callers of gettimeofday that excluded() takes out."""
+        i = self.ev("sysCount")
+        if i is None:
+            return 0
+        callers = {caller for (caller, callee) in self.edges
+                   if callee[1] in EXCLUDE_CALLERS_OF and caller[1] not in EXCLUDE_CALLERS_OF}
+        return sum(c[1 + i] for (caller, callee), c in self.edges.items()
+                   if caller in callers and callee[1].split("@")[0] in CLOCK_FUNCTIONS)
 
     def inclusive_table(self, event="Ir"):
         """fn -> inclusive cost, for every function (used to name the
@@ -243,10 +271,15 @@ def run_figures(prof, provider, poll_fns):
     provider   basename of the verbs provider library (librxe-rdmav34.so)
     poll_fns   names (in that object) of its poll function(s)
     Returns dict: ir (instructions without the excluded work), sys (system
-    calls without the excluded ones), doorbells, polls (W), excluded_ir.
+    calls without the excluded ones and without clock reads), clock (the
+    clock reads outside the excluded work), doorbells, polls (W),
+    excluded_ir.
     """
     exc_ir = prof.excluded("Ir")
     exc_sys = prof.excluded("sysCount")
+    clock = prof.self_of(lambda f: f in CLOCK_FUNCTIONS, "sysCount")
+    # The excluded work's clock reads (perftest's calibration) are already out.
+    clock = max(0, clock - prof.excluded_clock())
     in_provider = lambda f: f[0] == provider  # noqa: E731
     doorbells = prof.calls_to(lambda f: f[1] in DOORBELL_CALLEES, in_provider)
     polls = prof.calls_to(lambda f: f[0] == provider and f[1] in poll_fns,
@@ -256,8 +289,8 @@ def run_figures(prof, provider, poll_fns):
         if caller != callee and not (callee[0] == provider and callee[1] in poll_fns):
             name = "%s [%s]" % (callee[1], callee[0])
             calls[name] = calls.get(name, 0) + c[0]
-    return {"ir": prof.total("Ir") - exc_ir, "sys": prof.total("sysCount") - exc_sys,
-            "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls}
+    return {"ir": prof.total("Ir") - exc_ir, "sys": prof.total("sysCount") - exc_sys - clock,
+            "clock": clock, "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls}
 
 
 # --- the fit -----------------------------------------------------------------
