@@ -50,7 +50,7 @@ wait_for listening
 copy() {
 	loss "$1"
 	rc=0
-	"$RK" copy --json "$W/src" "$RK_PEER_ADDR:$port:$2" >"$W/$2.json" 2>"$W/$2.err" || rc=$?
+	"$RK" copy --retries 10 --json "$W/src" "$RK_PEER_ADDR:$port:$2" >"$W/$2.json" 2>"$W/$2.err" || rc=$?
 	cat "$W/$2.err"
 	[ $rc -eq 0 ] || fail "$1 % loss: rk copy exited $rc: $(cat "$W/$2.json")"
 	[ "$(peer sum "$2")" = "$want" ] || fail "$1 % loss: $2 differs"
@@ -67,7 +67,7 @@ head -c $((32 << 20)) /dev/urandom >"$W/src"
 want=$(sha256sum "$W/src" | cut -d' ' -f1)
 peer bounce $port bounce.bin >>"$W/srv.log" 2>&1 &
 wait_for "loss_peer: watching"
-"$RK" copy --json "$W/src" "$RK_PEER_ADDR:$port:bounce.bin" >"$W/bounce.json" 2>"$W/bounce.err" &
+"$RK" copy --retries 10 --json "$W/src" "$RK_PEER_ADDR:$port:bounce.bin" >"$W/bounce.json" 2>"$W/bounce.err" &
 cpid=$!
 rc=0
 wait $cpid || rc=$?

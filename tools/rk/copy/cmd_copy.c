@@ -74,8 +74,9 @@ static void usage(FILE *f)
 	    "                        another transfer holds (busy) is tried again too.\n"
 	    "                        Refusals (token, busy server, file exists, limits,\n"
 	    "                        disk full) and nobody listening at the first connect\n"
-	    "                        (wrong host or port) are not retried. Default %d, 0:\n"
-	    "                        fail at once\n"
+	    "                        (wrong host or port) are not retried; a first connect\n"
+	    "                        that finds no answer at all is retried only when\n"
+	    "                        --retries is given. Default %d, 0: fail at once\n"
 	    "      --retry-window SECONDS  stop retrying once nothing has moved for this\n"
 	    "                        long (default %d)\n"
 	    "      --json            print a machine-readable summary on stdout\n"
@@ -276,6 +277,7 @@ static int pull(int n, char **ops, const struct cp_send_opts *so, const struct c
 				 .idle_ms = idle_ms,
 				 .retries = ro->retries,
 				 .window_s = ro->window_s,
+				 .retry_first = ro->retry_first,
 				 .quiet = quiet,
 				 .json = json};
 	const char *path;
@@ -399,6 +401,7 @@ int rk_cmd_copy(int argc, char **argv)
 				return RK_EXIT_USAGE;
 			}
 			ro.retries = (unsigned)v;
+			ro.retry_first = 1;
 			break;
 		case 'w':
 			if (cli_parse_uint(optarg, 1, 86400, &v)) {

@@ -129,7 +129,8 @@ static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm
 	       const char *leaf, struct cp_recv_stats *total, unsigned *reconnects,
 	       struct rk_error *e)
 {
-	struct cp_retry_opts ro = {.retries = o->retries, .window_s = o->window_s};
+	struct cp_retry_opts ro = {
+	    .retries = o->retries, .window_s = o->window_s, .retry_first = o->retry_first};
 	struct cp_retry_state rs;
 	uint32_t chunk = o->chunk;
 	unsigned depth = o->depth, flags = o->flags, prior_ok = 0;
@@ -165,6 +166,13 @@ static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm
 		if (!r || !transport_loss(r, e, st.refused) ||
 		    (!rs.reconnects && !st.established && r == -ECONNREFUSED))
 			return r;
+		/* No answer at all at the first connect: one deadline (copy_retry.c). */
+		if (!rs.reconnects && !st.established && !ro.retry_first) {
+			snprintf(why, sizeof(why), "%s", rk_error_str(e));
+			cp_first_connect_note(why, sizeof(why));
+			rk_error_setf(e, "rk copy", -r, "%s", why);
+			return r;
+		}
 		snprintf(why, sizeof(why), "%s", rk_error_str(e));
 		if (cp_retry_next(&rs, moved, st.established, &chunk, &depth, NULL, &wait, why,
 				  sizeof(why))) {

@@ -126,7 +126,8 @@ int cp_retry_next(struct cp_retry_state *rs, uint64_t done, int lost_established
 	if (lost_established && ++rs->lost_established >= LOWER_AFTER)
 		cp_retry_lower(chunk, depth, ack_timeout ? ack_timeout : &no_ack);
 	if (rs->reconnects >= rs->r->retries) {
-		snprintf(text, sizeof(text), " (gave up after %u reconnects)", rs->reconnects);
+		snprintf(text, sizeof(text), " (gave up after %u reconnect%s)", rs->reconnects,
+			 rs->reconnects == 1 ? "" : "s");
 		if (rs->r->retries)
 			append(why, why_len, text);
 		return -1;
@@ -193,6 +194,14 @@ static size_t requeue(struct cp_plan *p)
 	return n;
 }
 
+void cp_first_connect_note(char *why, size_t why_len)
+{
+	size_t n = strlen(why);
+
+	snprintf(why + n, why_len - n,
+		 "; a first connect is not retried unless --retries is given");
+}
+
 int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_plan *plan,
 	    struct cp_retry_stats *st, char *why, size_t why_len)
 {
@@ -239,6 +248,16 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		 */
 		if (rc != RK_EXIT_OK && !st->reconnects && fate.refused)
 			return rc;
+		/*
+		 * No answer at all at the first connect (no route, no reply
+		 * within the deadline) is most likely a wrong address too: one
+		 * deadline, not a minute of reconnects, unless the user asked
+		 * for retries (a server on its way up).
+		 */
+		if (rc != RK_EXIT_OK && !st->reconnects && !fate.established && !r->retry_first) {
+			cp_first_connect_note(why, why_len);
+			return rc;
+		}
 		if (busy)
 			snprintf(why, why_len, "a file is still busy on the server");
 		/* Progress is what the server settled, and the bytes of this session. */

@@ -33,6 +33,7 @@ struct cp_retry_opts {
 	unsigned retries;  /* reconnects at most; 0: fail on the first loss */
 	unsigned window_s; /* give up once no session has moved data for this long */
 	int verbose;	   /* a line on stderr per reconnect */
+	int retry_first; /* --retries given: a first connect that finds no answer is retried too */
 };
 
 struct cp_retry_stats {
@@ -57,6 +58,12 @@ struct cp_retry_stats {
  * cp_send's code for the last session; @why
  * says what ended it. Blocks; not thread-safe (uses o->progress).
  */
+/*
+ * cp_first_connect_note - append to @why what a first connect without any
+ * answer most likely means and the option that retries it.
+ */
+void cp_first_connect_note(char *why, size_t why_len);
+
 int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_plan *plan,
 	    struct cp_retry_stats *st, char *why, size_t why_len);
 
