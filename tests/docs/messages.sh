@@ -49,6 +49,10 @@ grep -q "^rk copy: this host's RDMA device: .*'rk doctor'" "$tmp/out" ||
 run 4 copy "$tmp/f" nohost.invalid:x
 grep -q "'nohost.invalid': Name or service not known" "$tmp/out" || fail "bad name: $(cat "$tmp/out")"
 grep -q "Invalid argument" "$tmp/out" && fail "bad name: a second errno: $(cat "$tmp/out")"
+# user@host (the scp habit): the user part skipped with a note, the host looked up alone.
+run 4 copy "$tmp/f" alice@nohost.invalid:x
+grep -q "^rk copy: note: 'alice@' ignored" "$tmp/out" || fail "user@host: no note: $(cat "$tmp/out")"
+grep -q "'nohost.invalid': Name or service not known" "$tmp/out" || fail "user@host: $(cat "$tmp/out")"
 # A kernel modprobe has no rdma_rxe for (this build machine's): the doctor
 # does not say 'modprobe rdma_rxe', it names what works (the sandbox).
 deps=/lib/modules/$(uname -r)/modules.dep

@@ -102,13 +102,40 @@ static void usage(FILE *f)
 	    CP_MAX_SLOTS, CP_RETRIES_DEFAULT, CP_WINDOW_DEFAULT);
 }
 
-/* HOST[:PORT]:DEST, HOST may be [v6]. DEST may be empty. */
+/*
+ * USER@HOST...: the scp habit. rk copy has no user accounts (the server
+ * writes as itself; access is the token), so the user part is skipped,
+ * with a note (user_note). Returns where the host starts.
+ */
+static const char *skip_user(const char *arg)
+{
+	const char *at = strchr(arg, '@');
+
+	if (!at || at == arg || memchr(arg, ':', (size_t)(at - arg)) ||
+	    memchr(arg, '/', (size_t)(at - arg)) || memchr(arg, '[', (size_t)(at - arg)))
+		return arg;
+	return at + 1;
+}
+
+static void user_note(const char *arg, int quiet)
+{
+	const char *h = skip_user(arg);
+
+	if (h != arg && !quiet)
+		fprintf(stderr,
+			"rk copy: note: '%.*s' ignored: the server writes as its own user "
+			"(access is by --token-file)\n",
+			(int)(h - arg), arg);
+}
+
+/* [USER@]HOST[:PORT]:DEST, HOST may be [v6]. DEST may be empty. */
 static int parse_target(const char *arg, char *host, size_t hl, char *port, size_t pl,
 			const char **dest)
 {
 	const char *p, *q;
 	size_t n;
 
+	arg = skip_user(arg);
 	if (arg[0] == '[') {
 		p = strchr(arg, ']');
 		if (!p)
@@ -438,14 +465,18 @@ int rk_cmd_copy(int argc, char **argv)
 		    "need SRC... and HOST[:PORT]:DEST (or HOST[:PORT]:SRC... and DEST)");
 	snprintf(port, sizeof(port), "%s", CP_DEFAULT_PORT);
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest) &&
-	    !parse_target(argv[optind], host, sizeof(host), port, sizeof(port), &dest))
+	    !parse_target(argv[optind], host, sizeof(host), port, sizeof(port), &dest)) {
+		for (int i = optind; i < argc - 1; i++)
+			user_note(argv[i], quiet || json);
 		return pull(argc - optind, argv + optind, &so, &ro, recursive, (int)timeout * 1000,
 			    token_file, quiet, json);
+	}
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest)) {
 		fprintf(stderr, "rk copy: neither '%s' nor '%s' is HOST[:PORT]:PATH\n",
 			argv[optind], argv[argc - 1]);
 		return RK_EXIT_USAGE;
 	}
+	user_note(argv[argc - 1], quiet || json);
 	so.host = host;
 	so.port = port;
 	so.idle_ms = (int)timeout * 1000;
