@@ -139,7 +139,7 @@ static int run_w(const struct session *sc, unsigned n, unsigned retries, unsigne
 	item.size = 1000;
 	plan->items = &item;
 	plan->n = 1;
-	cp_progress_init(&prog, 1000, 0);
+	cp_progress_init(&prog, 1000, 0, 0);
 	script = sc;
 	nsessions = n;
 	calls = 0;

@@ -120,14 +120,14 @@ const char *cli_fmt_bytes(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
-const char *cli_fmt_rate(double bps, char *buf, size_t len)
+const char *cli_fmt_rate(double bytes_per_s, char *buf, size_t len)
 {
-	if (bps >= 1e9)
-		snprintf(buf, len, "%.2f Gb/s", bps / 1e9);
-	else if (bps >= 1e6)
-		snprintf(buf, len, "%.2f Mb/s", bps / 1e6);
+	if (bytes_per_s >= 1024.0 * 1024 * 1024)
+		snprintf(buf, len, "%.2f GiB/s", bytes_per_s / (1024.0 * 1024 * 1024));
+	else if (bytes_per_s >= 1024.0 * 1024)
+		snprintf(buf, len, "%.2f MiB/s", bytes_per_s / (1024.0 * 1024));
 	else
-		snprintf(buf, len, "%.2f kb/s", bps / 1e3);
+		snprintf(buf, len, "%.2f KiB/s", bytes_per_s / 1024.0);
 	return buf;
 }
 

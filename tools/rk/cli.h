@@ -32,8 +32,12 @@ int cli_split_host_port(const char *arg, char *host, size_t host_len, char *port
 /* cli_fmt_bytes - "1.50 MiB" into @buf; returns @buf. */
 const char *cli_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 
-/* cli_fmt_rate - bits per second as "1.23 Gb/s" into @buf; returns @buf. */
-const char *cli_fmt_rate(double bits_per_sec, char *buf, size_t len);
+/*
+ * cli_fmt_rate - bytes per second as "1.23 MiB/s" (KiB, MiB, GiB: the same
+ * units as cli_fmt_bytes, so one line never mixes bits and bytes) into
+ * @buf; returns @buf.
+ */
+const char *cli_fmt_rate(double bytes_per_s, char *buf, size_t len);
 
 /* cli_now_ns - monotonic clock in nanoseconds. */
 uint64_t cli_now_ns(void);

@@ -80,6 +80,8 @@ static void usage(FILE *f)
 	    "      --retry-window SECONDS  stop retrying once nothing has moved for this\n"
 	    "                        long (default %d)\n"
 	    "      --json            print a machine-readable summary on stdout\n"
+	    "      --progress        the progress line also when stderr is not a terminal\n"
+	    "                        (one plain line a second)\n"
 	    "  -q, --quiet           no progress bar and no summary line; errors only\n"
 	    "  -h, --help            this text\n"
 	    "\n"
@@ -171,6 +173,7 @@ static int parse_target(const char *arg, char *host, size_t hl, char *port, size
 
 struct tally {
 	size_t ok, uptodate, failed, refused, unsent, dirs;
+	size_t refused_by[CP_E_BUSY + 1]; /* by refused_code() code */
 	uint64_t bytes;
 };
 
@@ -227,7 +230,10 @@ static void tally_plan(const struct cp_plan *p, struct tally *t, int name_unsent
 			if (t->unsent++ >= UNSENT_NAMED || !name_unsent)
 				continue;
 		} else if (!it->local_err[0] && refused_code(it->code)) {
-			t->refused++;
+			t->refused_by[it->code]++;
+			/* A refused tree: a few named, the rest counted (refusal_summary). */
+			if (t->refused++ >= UNSENT_NAMED)
+				continue;
 		} else {
 			t->failed++;
 		}
@@ -235,6 +241,37 @@ static void tally_plan(const struct cp_plan *p, struct tally *t, int name_unsent
 	}
 	if (t->unsent > UNSENT_NAMED && name_unsent)
 		fprintf(stderr, "rk copy: ... and %zu more not copied\n", t->unsent - UNSENT_NAMED);
+	if (t->refused > UNSENT_NAMED)
+		fprintf(stderr, "rk copy: ... and %zu more refused\n", t->refused - UNSENT_NAMED);
+}
+
+/* One line: the refused files counted by reason, with the option that helps where one does. */
+static void refusal_summary(const struct tally *t)
+{
+	static const struct {
+		unsigned code;
+		const char *what, *help;
+	} r[] = {
+	    {CP_E_EXISTS, "exist on the server",
+	     "--force replaces them; --resume skips identical ones and completes partial ones"},
+	    {CP_E_PATH, "named a path the server refuses",
+	     "outside its directory or through a link"},
+	    {CP_E_LIMIT, "are over the server's limits", "its rk serve --max-* options"},
+	    {CP_E_BUSY, "are being written by another transfer", "try again once it ends"},
+	};
+	char line[768];
+	size_t n = 0;
+
+	if (!t->refused)
+		return;
+	n += (size_t)snprintf(line, sizeof(line), "rk copy: %zu file%s refused:", t->refused,
+			      t->refused == 1 ? "" : "s");
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]) && n < sizeof(line); i++)
+		if (t->refused_by[r[i].code])
+			n += (size_t)snprintf(line + n, sizeof(line) - n, "%s %zu %s (%s)",
+					      n > 30 && line[n - 1] == ')' ? ";" : "",
+					      t->refused_by[r[i].code], r[i].what, r[i].help);
+	fprintf(stderr, "%s\n", line);
 }
 
 static void print_json(const struct cp_plan *p, const struct tally *t, double secs, int rc,
@@ -305,6 +342,7 @@ static int pull(int n, char **ops, const struct cp_send_opts *so, const struct c
 				 .retries = ro->retries,
 				 .window_s = ro->window_s,
 				 .retry_first = ro->retry_first,
+				 .progress = so->progress_mode,
 				 .quiet = quiet,
 				 .json = json};
 	const char *path;
@@ -357,13 +395,14 @@ int rk_cmd_copy(int argc, char **argv)
 	    {"retries", required_argument, NULL, 'e'},
 	    {"retry-window", required_argument, NULL, 'w'},
 	    {"json", no_argument, NULL, 'j'},
+	    {"progress", no_argument, NULL, 'P'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct cp_send_opts so = {.port = CP_DEFAULT_PORT, .chunk = 1u << 20};
 	uint64_t v, timeout = 30;
-	int recursive = 0, json = 0, quiet = 0, c, rc, started;
+	int recursive = 0, json = 0, quiet = 0, progress = 0, c, rc, started;
 	char host[256], port[16], why[512];
 	uint8_t token[CP_TOKEN_LEN];
 	const char *dest, *token_file = NULL;
@@ -438,6 +477,9 @@ int rk_cmd_copy(int argc, char **argv)
 			}
 			ro.window_s = (unsigned)v;
 			break;
+		case 'P':
+			progress = 1;
+			break;
 		case 'j':
 			json = 1;
 			break;
@@ -463,6 +505,10 @@ int rk_cmd_copy(int argc, char **argv)
 		return cli_usage_error(
 		    "copy", synopsis,
 		    "need SRC... and HOST[:PORT]:DEST (or HOST[:PORT]:SRC... and DEST)");
+	so.progress_mode = quiet || json	   ? CP_PROGRESS_OFF
+			   : isatty(STDERR_FILENO) ? CP_PROGRESS_TTY
+			   : progress		   ? CP_PROGRESS_LINES
+						   : CP_PROGRESS_OFF;
 	snprintf(port, sizeof(port), "%s", CP_DEFAULT_PORT);
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest) &&
 	    !parse_target(argv[optind], host, sizeof(host), port, sizeof(port), &dest)) {
@@ -494,13 +540,13 @@ int rk_cmd_copy(int argc, char **argv)
 		cp_plan_free(&plan);
 		return rc == -2 ? RK_EXIT_USAGE : RK_EXIT_FAILURE;
 	}
-	cp_progress_init(&prog, plan.bytes, !quiet && !json && isatty(STDERR_FILENO));
+	cp_progress_init(&prog, plan.bytes, (uint32_t)plan.files, so.progress_mode);
 	so.progress = &prog;
 	t0 = cli_now_ns();
 	ro.verbose = !quiet;
 	rc = cp_copy(&so, &ro, &plan, &rs, why, sizeof(why));
 	secs = (double)(cli_now_ns() - t0) / 1e9;
-	cp_progress_clear(&prog);
+	cp_progress_end(&prog);
 	if (rc)
 		fprintf(stderr, "rk copy: %s\n", why);
 	started = 0;
@@ -525,9 +571,11 @@ int rk_cmd_copy(int argc, char **argv)
 		       "xxh3-128%s\n",
 		       t.ok + t.uptodate, plan.files, t.uptodate ? " or up to date" : "",
 		       cli_fmt_bytes(t.bytes, bytes, sizeof(bytes)), secs,
-		       cli_fmt_rate(secs > 0 ? (double)t.bytes * 8 / secs : 0, rate, sizeof(rate)),
-		       again, rc ? "; FAILED" : "");
+		       cli_fmt_rate(secs > 0 ? (double)t.bytes / secs : 0, rate, sizeof(rate)),
+		       again, rc && rc != RK_EXIT_REFUSED ? "; FAILED" : "");
 	}
+	if (!json && !quiet)
+		refusal_summary(&t);
 	cp_plan_free(&plan);
 	return rc;
 }

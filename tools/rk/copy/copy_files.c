@@ -124,6 +124,7 @@ static void fail_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile
 {
 	result(c, f->id, CP_RES_DONE, code, sys_errno, offset);
 	fs->n_failed++;
+	cp_progress_file(fs->srv->progress);
 	SM_ADD(fs->srv->metrics, files_failed, 1);
 	ffail(fs, "%s: FAILED at offset %llu: %s%s%s", f->name, (unsigned long long)offset,
 	      cp_code_str(code), sys_errno ? ": " : "", sys_errno ? strerror(abs(sys_errno)) : "");
@@ -227,6 +228,7 @@ static void up_to_date(struct cp_files *fs, struct cp_results *c, struct cp_rfil
 		       int unlink_tmp)
 {
 	result(c, f->id, CP_RES_DONE, CP_E_UPTODATE, 0, f->size);
+	cp_progress_file(fs->srv->progress);
 	fs->n_uptodate++;
 	flog(fs, "%s: already up to date (verified xxh3-128)", f->name);
 	close_file(f, unlink_tmp);
@@ -652,10 +654,11 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 	secs = (double)(cli_now_ns() - f->t0) / 1e9;
 	flog(fs, "%s  %s  %.2f s  %s  verified xxh3-128%s", f->name,
 	     cli_fmt_bytes(f->size, bytes, sizeof(bytes)), secs,
-	     cli_fmt_rate(secs > 0 ? (double)(f->size - f->start_off) * 8 / secs : 0, rate,
+	     cli_fmt_rate(secs > 0 ? (double)(f->size - f->start_off) / secs : 0, rate,
 			  sizeof(rate)),
 	     f->start_off ? " (resumed)" : "");
 	result(c, f->id, CP_RES_DONE, CP_OK, 0, f->size);
+	cp_progress_file(fs->srv->progress);
 	fs->n_ok++;
 	fs->bytes_ok += f->size;
 	SM_ADD(fs->srv->metrics, files_committed, 1);

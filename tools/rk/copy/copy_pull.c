@@ -78,7 +78,7 @@ static void report(const struct cp_pull_opts *o, const struct cp_recv_stats *st,
 	printf("rk copy: %u files received%s%s (%s) in %.2f s, %s%s, verified xxh3-128%s\n",
 	       st->files + st->up_to_date, st->up_to_date ? " or up to date" : "",
 	       st->failed ? ", some FAILED" : "", cli_fmt_bytes(st->bytes, bytes, sizeof(bytes)),
-	       secs, cli_fmt_rate(bps, rate, sizeof(rate)), again, rc ? "; FAILED" : "");
+	       secs, cli_fmt_rate(bps / 8, rate, sizeof(rate)), again, rc ? "; FAILED" : "");
 }
 
 /* The PULL for @o, with the chunk, depth and flags this session uses. */
@@ -190,7 +190,7 @@ static int run(const struct cp_pull_opts *o, struct cp_server *srv, struct rk_cm
 		cp_retry_sleep(wait);
 		flags |= CP_F_RESUME;
 		/* The next session counts everything again: up to date, resumed, sent. */
-		cp_progress_restart(srv->progress, 0, rs.reconnects);
+		cp_progress_restart(srv->progress, 0, 0, rs.reconnects);
 	}
 }
 
@@ -257,7 +257,7 @@ int cp_pull_run(const struct cp_pull_opts *o)
 	srv.who = "rk copy";
 	srv.quiet = o->quiet || o->json;
 	/* The total comes with the server's HELLO. */
-	cp_progress_init(&prog, 0, !o->quiet && !o->json && isatty(STDERR_FILENO));
+	cp_progress_init(&prog, 0, 0, o->progress);
 	srv.progress = &prog;
 	r = cp_server_registry_init(&srv);
 	if (r) {
@@ -268,7 +268,7 @@ int cp_pull_run(const struct cp_pull_opts *o)
 	}
 	t0 = cli_now_ns();
 	r = run(o, &srv, &co, leaf, &st, &reconnects, &e);
-	cp_progress_clear(&prog);
+	cp_progress_end(&prog);
 	if (r == 0)
 		rc = st.failed ? RK_EXIT_FAILURE : RK_EXIT_OK;
 	else if (r == -EINVAL)

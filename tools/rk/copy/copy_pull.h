@@ -22,7 +22,9 @@ struct cp_pull_opts {
 	int idle_ms;	   /* give up on a server silent this long */
 	unsigned retries;  /* reconnects after a lost connection (as a push's --retries) */
 	unsigned window_s; /* ... while something moved within this long */
-	int retry_first;   /* --retries given: retry a first connect that finds no answer */
+	int retry_first;
+	int progress; /* an enum cp_progress_mode */ /* --retries given: retry a first connect that
+							finds no answer */
 	int quiet, json;
 };
 

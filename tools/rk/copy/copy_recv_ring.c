@@ -160,8 +160,10 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 	s->chunk = s->fs.chunk = h.chunk;
 	s->flags = s->fs.flags = h.flags;
 	s->reg.want_lanes = h.lanes;
-	if (s->srv->progress) /* the sender's word, for display only */
+	if (s->srv->progress) { /* the sender's word, for display only */
 		s->srv->progress->total = h.total_bytes;
+		s->srv->progress->files_total = h.total_files;
+	}
 	s->stride = cp_slot_stride(h.chunk);
 	if (s->stride > s->srv->max_ring) {
 		char why[128];

@@ -154,6 +154,16 @@ static uint64_t settled_bytes(const struct cp_plan *p)
 	return b;
 }
 
+/* Files the server has settled (or that failed here): the files done where progress restarts. */
+static uint32_t settled_files(const struct cp_plan *p)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < p->n; i++)
+		n += !p->items[i].is_dir && p->items[i].state == CP_ITEM_DONE;
+	return n;
+}
+
 static int refused_busy(const struct cp_item *it)
 {
 	return it->state == CP_ITEM_DONE && !it->local_err[0] && it->code == CP_E_BUSY;
@@ -285,6 +295,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		 */
 		if (rc != RK_EXIT_OK)
 			o->flags |= CP_F_RESUME;
-		cp_progress_restart(o->progress, settled_bytes(plan), st->reconnects);
+		cp_progress_restart(o->progress, settled_bytes(plan), settled_files(plan),
+				    st->reconnects);
 	}
 }

@@ -289,7 +289,7 @@ static int take_pull(struct sender *s)
 		snd_fatal(s, RK_EXIT_REFUSED, "%s", why);
 		return -1;
 	}
-	cp_progress_init(s->o->progress, s->plan->bytes, 0);
+	cp_progress_init(s->o->progress, s->plan->bytes, (uint32_t)s->plan->files, 0);
 	s->rate_ns = cli_now_ns();
 	return 0;
 }

@@ -33,6 +33,7 @@ struct cp_send_opts {
 	int replacing;
 	uint8_t replaces[CP_KEY_LEN];
 	struct cp_progress *progress;
+	int progress_mode; /* rk copy: an enum cp_progress_mode for the progress line */
 	/*
 	 * Serving a pull (rk serve --read) instead of connecting: @device (the
 	 * listener's, borrowed) and @pd (this session's alone) hold what the

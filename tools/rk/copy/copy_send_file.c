@@ -409,6 +409,7 @@ static int send_item(struct sender *s, size_t idx)
 		snprintf(it->local_err, sizeof(it->local_err),
 			 "open: a file with %ju hard links (not served)", (uintmax_t)st.st_nlink);
 		it->state = CP_ITEM_DONE;
+		cp_progress_file(s->o->progress);
 		close(fd);
 		return 0;
 	}
@@ -421,6 +422,7 @@ static int send_item(struct sender *s, size_t idx)
 			 "larger than the server accepts (%llu bytes)",
 			 (unsigned long long)s->w.max_file_size);
 		it->state = CP_ITEM_DONE;
+		cp_progress_file(s->o->progress);
 		close(fd);
 		return 0;
 	}

@@ -65,6 +65,8 @@ static void on_result(struct sender *s, const struct cp_result *r)
 		return;
 	}
 	it->state = CP_ITEM_DONE;
+	if (!it->is_dir)
+		cp_progress_file(s->o->progress);
 	it->code = r->code;
 	it->sys_errno = r->sys_errno;
 	it->offset = r->offset;

@@ -175,7 +175,7 @@ static void *pull_main(void *arg)
 	int rc;
 
 	cli_name_thread("rk-pull");
-	cp_progress_init(&prog, 0, 0);
+	cp_progress_init(&prog, 0, 0, 0);
 	if (rk_pd_alloc(srv->dev, &e, &pd)) {
 		rk_cm_request_reject(ps->req, RK_REJECT_BUSY, "server out of resources", NULL);
 		plog(ps, "%s", rk_error_str(&e));
