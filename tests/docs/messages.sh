@@ -53,6 +53,13 @@ grep -q "Invalid argument" "$tmp/out" && fail "bad name: a second errno: $(cat "
 run 4 copy "$tmp/f" alice@nohost.invalid:x
 grep -q "^rk copy: note: 'alice@' ignored" "$tmp/out" || fail "user@host: no note: $(cat "$tmp/out")"
 grep -q "'nohost.invalid': Name or service not known" "$tmp/out" || fail "user@host: $(cat "$tmp/out")"
+# --plot without gnuplot: said before the run, which goes on (rank 0 alone here, on
+# loopback; rank 1 never comes and --wait 1 ends it).
+rc=0
+PATH=/nonexistent SLURM_PROCID=0 SLURM_NTASKS=2 "$rk" matrix --plot "$tmp/m.png" --no-auth \
+	--wait 1 --rendezvous 127.0.0.1:18599 >"$tmp/out" 2>&1 || rc=$?
+head -3 "$tmp/out" | grep -q "^rk matrix: --plot: gnuplot is not installed on this host" ||
+	fail "matrix --plot without gnuplot: not said at the start: $(cat "$tmp/out")"
 # A kernel modprobe has no rdma_rxe for (this build machine's): the doctor
 # does not say 'modprobe rdma_rxe', it names what works (the sandbox).
 deps=/lib/modules/$(uname -r)/modules.dep

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdmakit/device.h>
 
@@ -129,6 +130,29 @@ const char *cli_fmt_rate(double bytes_per_s, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%.2f KiB/s", bytes_per_s / 1024.0);
 	return buf;
+}
+
+int cli_have_program(const char *name)
+{
+	const char *path = getenv("PATH"), *p, *end;
+	char file[4096];
+
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; *p; p = *end ? end + 1 : end) {
+		size_t n;
+
+		end = strchr(p, ':');
+		if (!end)
+			end = p + strlen(p);
+		n = (size_t)(end - p);
+		if (n && n + strlen(name) + 2 <= sizeof(file)) {
+			snprintf(file, sizeof(file), "%.*s/%s", (int)n, p, name);
+			if (access(file, X_OK) == 0)
+				return 1;
+		}
+	}
+	return 0;
 }
 
 uint64_t cli_now_ns(void)

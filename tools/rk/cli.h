@@ -39,6 +39,13 @@ const char *cli_fmt_bytes(uint64_t bytes, char *buf, size_t len);
  */
 const char *cli_fmt_rate(double bytes_per_s, char *buf, size_t len);
 
+/*
+ * cli_have_program - whether @name is an executable file in one of $PATH's
+ * directories: a tool that needs a helper program (gnuplot for --plot)
+ * says so before a run, not after it.
+ */
+int cli_have_program(const char *name);
+
 /* cli_now_ns - monotonic clock in nanoseconds. */
 uint64_t cli_now_ns(void);
 

@@ -431,6 +431,16 @@ int rk_cmd_matrix(int argc, char **argv)
 			"rk matrix: WARNING: --no-auth: rank %u asks no proof of anyone; whoever "
 			"reaches rank 0's port %s can take a rank and forge results\n",
 			la.rank, rdv_port);
+	/*
+	 * Without gnuplot the plot would fail only after the whole run. Rank 0
+	 * refusing to start would leave every other rank waiting for it: the
+	 * run goes on, without the plot, and says so now.
+	 */
+	if (la.rank == 0 && o.plot_path && !cli_have_program("gnuplot")) {
+		fprintf(stderr, "rk matrix: --plot: gnuplot is not installed on this host (Debian: "
+				"apt-get install gnuplot-nox); the run goes on without the plot\n");
+		o.plot_path = NULL;
+	}
 	params = params_json(&o);
 	rk_error_clear(&err);
 	memset(&coord, 0, sizeof(coord));
