@@ -400,7 +400,7 @@ int rk_cmd_copy(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct cp_send_opts so = {.port = CP_DEFAULT_PORT, .chunk = 1u << 20};
+	struct cp_send_opts so = {.port = CP_DEFAULT_PORT, .chunk = CP_CHUNK_DEFAULT};
 	uint64_t v, timeout = 30;
 	int recursive = 0, json = 0, quiet = 0, progress = 0, c, rc, started;
 	char host[256], port[16], why[512];

@@ -61,7 +61,7 @@ static int can_lock_all(void)
 unsigned cp_default_depth(unsigned lanes, uint32_t chunk)
 {
 	struct rlimit rl = raise_soft(RLIMIT_MEMLOCK);
-	uint64_t want = 8ull * (lanes > 1 ? lanes : 1), fit;
+	uint64_t want = (uint64_t)CP_DEPTH_PER_LANE * (lanes > 1 ? lanes : 1), fit;
 	uint64_t margin = CP_PINNED_MARGIN(lanes > 1 ? lanes : 1);
 
 	if (want > CP_MAX_SLOTS)

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "copy_proto.h"
+
 /*
  * cp_fit_fds - raise the soft fd limit to the hard one, then lower
  * @max_open so that @max_clients sessions fit beside @reserve fds.
@@ -48,5 +50,20 @@ unsigned cp_default_depth(unsigned lanes, uint32_t chunk);
 #define CP_PINNED_MARGIN(lanes) ((1ull << 20) + (uint64_t)(lanes) * (512u << 10))
 
 #define CP_RING_FLOOR (4 * (4096u + (1u << 20)))
+
+#define CP_CHUNK_DEFAULT  (1u << 20) /* rk copy's --chunk */
+#define CP_DEPTH_PER_LANE 8	     /* rk copy's --depth, per connection */
+
+/*
+ * cp_client_pinned - what an rk copy client registers (and the kernel
+ * pins) with @lanes connections, @depth chunks of @chunk bytes in flight:
+ * its slots with their headers and CP_PINNED_MARGIN. rk doctor measures
+ * the locked-memory limit against cp_client_pinned(1, CP_DEPTH_PER_LANE,
+ * CP_CHUNK_DEFAULT), about 9.5 MiB.
+ */
+static inline uint64_t cp_client_pinned(unsigned lanes, unsigned depth, uint32_t chunk)
+{
+	return (uint64_t)depth * (CP_HDR_SIZE + (uint64_t)chunk) + CP_PINNED_MARGIN(lanes);
+}
 
 #endif

@@ -26,6 +26,8 @@
 
 #include <json-c/json.h>
 
+#include "copy/copy_budget.h"
+
 enum doc_verdict {
 	DOC_OK,	  /* ✓ */
 	DOC_WARN, /* ! works, but slower or fragile */
@@ -84,8 +86,8 @@ void doc_check_caps(struct doc_report *r);
 struct rk_explain;
 void doc_explain(struct doc_report *r, const struct rk_explain *e, const char *check);
 
-/* What rk copy pins with its defaults (doctor_memlock.c says why). */
-#define DOC_NEED_COPY (10ull << 20)
+/* What rk copy pins with its defaults: its own budget (copy_budget.h). */
+#define DOC_NEED_COPY cp_client_pinned(1, CP_DEPTH_PER_LANE, CP_CHUNK_DEFAULT)
 
 /* Helpers shared by the checks (doctor_report.c). */
 int doc_read_file(const char *path, char *buf, size_t len); /* trimmed; 0 or -errno */

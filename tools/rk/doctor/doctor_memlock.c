@@ -13,9 +13,10 @@
 #include "doctor.h"
 
 /*
- * rk copy: 8 slots of 1 MiB plus their headers on each side, the control
- * buffers and the queues: about 9 MiB, so 10 MiB with a margin. rk bench:
- * 64 KiB x (1 + 1 QP) plus queues and CQs of a few hundred entries: 1 MiB.
+ * rk copy: what its budget says it registers with the defaults
+ * (cp_client_pinned: 8 slots of 1 MiB with their headers, the receive
+ * buffers and the queues, about 9.5 MiB). rk bench: 64 KiB x (1 + 1 QP)
+ * plus queues and CQs of a few hundred entries: 1 MiB.
  */
 #define NEED_COPY  DOC_NEED_COPY
 #define NEED_BENCH (1ull << 20)
