@@ -160,8 +160,8 @@ static uint32_t look_up(struct kv *k, uint64_t *off)
 			present += o != KV_ABSENT;
 		}
 	}
-	printf("lookup: %ld keys in %u calls: %u present, %ld absent\n", k->a->keys, calls, present,
-	       k->a->keys - present);
+	printf("lookup: %ld keys in %u call%s: %u present, %ld absent\n", k->a->keys, calls,
+	       calls == 1 ? "" : "s", present, k->a->keys - present);
 	return present;
 }
 
