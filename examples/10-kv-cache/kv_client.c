@@ -6,8 +6,9 @@
  *   1. connect the RPC client (control plane) and a data lane (kv_wire.h;
  *      kv_server.c says why they are two connections), and read the
  *      lane's ticket from the server's accept;
- *   2. KV_M_HELLO with the ticket: the answer carries the descriptor,
- *      which rk_xfer_import checks field by field (it came off the wire);
+ *   2. KV_M_HELLO with the ticket (a wrong one is refused): the answer
+ *      carries the descriptor, which rk_xfer_import checks field by field
+ *      (it came off the wire);
  *   3. KV_M_LOOKUP, up to 256 keys per call;
  *   4. READ the blocks, --batch per rk_xfer_post: one doorbell per chain
  *      of up to 16 work requests and one completion per chain, not one
@@ -61,6 +62,23 @@ static uint32_t call(struct kv *k, uint16_t method, const void *req, uint32_t re
 	return len;
 }
 
+/* A call the server must refuse with @want (its answer, not a transport failure). */
+static void refused(struct kv *k, uint16_t method, const void *req, uint32_t req_len, int32_t want,
+		    const char *what)
+{
+	struct rk_rpc_call_args ca = {
+	    .method = method, .req = req, .req_len = req_len, .timeout_ms = KV_TIMEOUT_MS};
+	struct rk_error err;
+	int32_t code = 0;
+	int r = rk_rpc_call(k->rpc, &ca, NULL, &code, &err);
+
+	if (r == -EREMOTEIO && code != want)
+		ex_die("%s: the server answered %s, not %s", what, strerror(code), strerror(want));
+	if (r != -EREMOTEIO)
+		ex_die("%s: %s", what, r ? rk_error_str(&err) : "accepted");
+	k->calls++;
+}
+
 /*
  * Step 1. The lane carries only one-sided traffic: signal_every 16 lets a
  * chain of 16 READs ask for one completion (xfer.h); the send queue holds
@@ -104,6 +122,10 @@ static void say_hello(struct kv *k)
 	uint32_t len, bs;
 	struct rk_error err;
 
+	/* The ticket is the capability: one the server did not give this lane gets nothing. */
+	kv_put64(req, k->ticket ^ 1);
+	refused(k, KV_M_HELLO, req, sizeof(req), ENOENT, "hello with a ticket not ours");
+	printf("hello: a ticket the server did not give out is refused\n");
 	kv_put64(req, k->ticket);
 	len = call(k, KV_M_HELLO, req, sizeof(req), resp, sizeof(resp), "hello");
 	if (len <= KV_HELLO_HDR)

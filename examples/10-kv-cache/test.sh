@@ -28,7 +28,8 @@ fail() {
 }
 # The client's lines for N keys over B blocks (kv_client.c).
 client_ok() { # FILE KEYS BLOCKS
-	grep -q "^hello: a descriptor of [0-9]* bytes, READ only, $3 blocks of 4096 bytes$" "$1" &&
+	grep -q "^hello: a ticket the server did not give out is refused$" "$1" &&
+		grep -q "^hello: a descriptor of [0-9]* bytes, READ only, $3 blocks of 4096 bytes$" "$1" &&
 		grep -q "^lookup: $2 keys in [0-9]* calls*: $3 present, $(($2 - $3)) absent$" "$1" &&
 		grep -q "^read: $3 blocks in [0-9]* batch\(es\)* of up to [0-9]*, [0-9]* doorbells, all verified$" "$1" &&
 		grep -q "^write: refused before posting" "$1" &&
@@ -61,7 +62,7 @@ if [ -z "$vg" ]; then
 	rc=0; timeout 60 "$bin" --port "$port" "$addr" >"$dir/pair.out" 2>&1 || rc=$?
 	[ $rc = 0 ] || fail "pair: exit $rc"
 	client_ok "$dir/pair.out" 300 256 || fail "pair: the client's lines"
-	grep -q "^server: answered 4 calls for 1 client;" "$dir/pair.out" || fail "pair: server"
+	grep -q "^server: answered 5 calls for 1 client;" "$dir/pair.out" || fail "pair: server"
 
 	# Registrations instead of windows, two clients at once, other sizes.
 	start_server $((port + 2)) --mode mr --clients 2 --blocks 100
@@ -82,7 +83,7 @@ if [ -z "$vg" ]; then
 	[ $rc = 0 ] || fail "client 2 exit $rc"
 	wait_server
 	for c in 1 2; do client_ok "$dir/client$c.out" 130 100 || fail "client $c: its lines"; done
-	grep -q "^server: answered 6 calls for 2 clients;" "$dir/server.out" || fail "two clients: server"
+	grep -q "^server: answered 8 calls for 2 clients;" "$dir/server.out" || fail "two clients: server"
 	cat "$dir/pair.out" "$dir/server.out" "$dir/client1.out"
 else
 	start_server "$port" --blocks 64
