@@ -198,6 +198,7 @@ static void read_blocks(struct kv *k, const uint64_t *off, struct rk_xfer_seg *l
 	uint64_t keys[KV_BATCH_MAX];
 	struct rk_xfer_op ops[KV_BATCH_MAX];
 	struct rk_xfer_stats s0, s1;
+	uint64_t t0, ns = 0;
 	struct rk_error err;
 
 	rk_xfer_stats(k->x, &s0);
@@ -219,10 +220,12 @@ static void read_blocks(struct kv *k, const uint64_t *off, struct rk_xfer_seg *l
 		if (in < batch && !(end && in))
 			continue;
 		/* Checked against the descriptor, then posted: up to 16 READs per doorbell. */
+		t0 = ex_now_ns();
 		if (rk_xfer_post(k->peer, ops, in, NULL, &err, &b))
 			ex_die("READ batch: %s", rk_error_str(&err));
 		/* Until every chain has completed: the blocks are in buf, or an error. */
 		r = rk_xfer_batch_wait(b, -1, &err);
+		ns += ex_now_ns() - t0; /* the transfer only, not the checks */
 		rk_xfer_batch_free(b);
 		if (r != 1)
 			ex_die("READ batch: %s", rk_error_str(&err));
@@ -241,6 +244,8 @@ static void read_blocks(struct kv *k, const uint64_t *off, struct rk_xfer_seg *l
 	rk_xfer_stats(k->x, &s1);
 	printf("read: %u blocks in %u batch%s of up to %u, %llu doorbells, all verified\n", done,
 	       nb, nb == 1 ? "" : "es", batch, (unsigned long long)(s1.doorbells - s0.doorbells));
+	printf("read: %.1f us per batch, %.0f MiB/s\n", nb ? ns / 1e3 / nb : 0.0,
+	       ns ? done * (double)KV_BLOCK_SIZE / (1 << 20) / (ns / 1e9) : 0.0);
 }
 
 /* Step 5. What the descriptor does not grant, and what revoking it does. */
