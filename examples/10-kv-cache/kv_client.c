@@ -13,7 +13,8 @@
  *   4. READ the blocks, --batch per rk_xfer_post: one doorbell per chain
  *      of up to 16 work requests and one completion per chain, not one
  *      per block; every block checked against kv_word();
- *   5. what the descriptor does not allow: a WRITE is refused before
+ *   5. export is per peer: the descriptor on another lane of ours;
+ *   6. what the descriptor does not allow: a WRITE is refused before
  *      anything is posted, and after KV_M_BYE the server's NIC refuses
  *      the READ it allowed a moment before.
  * Exits non-zero on any mismatch or unexpected answer.
@@ -33,7 +34,9 @@ struct kv {
 	struct rk_xfer *x;
 	struct rk_conn *lane;
 	struct rk_xfer_peer *peer;
-	struct rk_xfer_remote *blocks; /* the server's segment, as imported */
+	struct rk_xfer_remote *blocks;	/* the server's segment, as imported */
+	uint8_t desc[RK_XFER_DESC_MAX]; /* ... and as received */
+	size_t desc_len;
 	uint32_t nblocks;
 	uint64_t ticket;
 	unsigned long calls;
@@ -80,35 +83,48 @@ static void refused(struct kv *k, uint16_t method, const void *req, uint32_t req
 }
 
 /*
- * Step 1. The lane carries only one-sided traffic: signal_every 16 lets a
- * chain of 16 READs ask for one completion (xfer.h); the send queue holds
- * several chains. Its receive queue belongs to the one-sided layer.
+ * A data lane: an rdma_cm connection whose hello names KV_APP_ID, and the
+ * ticket the server answered it with. The lane carries only one-sided
+ * traffic: signal_every 16 lets a chain of 16 READs ask for one completion
+ * (xfer.h); the send queue holds several chains; the receive queue belongs
+ * to the one-sided layer.
  */
-static void connect_both(struct kv *k)
+static struct rk_conn *connect_lane(struct kv *k, uint64_t *ticket)
 {
-	const struct kv_args *a = k->a;
-	struct rk_rpc_client_opts co = {
-	    .host = a->pair.addr, .port = a->pair.port, .window = 4, .timeout_ms = KV_TIMEOUT_MS};
 	struct rk_hello hello = {.app_id = KV_APP_ID};
 	struct rk_cm_connect_opts lo = {
-	    .host = a->pair.addr,
-	    .port = a->data_port,
+	    .host = k->a->pair.addr,
+	    .port = k->a->data_port,
 	    .timeout_ms = KV_TIMEOUT_MS,
 	    .hello = &hello,
 	    .conn = {.sq_depth = 64, .signal_every = RK_XFER_CHAIN_MAX}};
+	struct rk_conn *lane;
 	struct rk_error err;
 	const uint8_t *t;
 	size_t len;
 
-	if (rk_rpc_client_connect(k->dev, &co, &err, &k->rpc))
-		ex_die("%s", rk_error_str(&err));
-	if (rk_cm_connect(k->dev, &lo, &err, &k->lane))
+	if (rk_cm_connect(k->dev, &lo, &err, &lane))
 		ex_die("data lane: %s", rk_error_str(&err));
-	t = rk_conn_peer_data(k->lane, &len);
+	t = rk_conn_peer_data(lane, &len);
 	/* The transport pads private data with zeros: at least 8 bytes, the rest ignored. */
 	if (!t || len < KV_TICKET_LEN)
 		ex_die("data lane: the server sent no ticket (%zu bytes)", len);
-	k->ticket = kv_get64(t);
+	*ticket = kv_get64(t);
+	return lane;
+}
+
+/* Step 1. The control plane, then the data lane and the one-sided peer over it. */
+static void connect_both(struct kv *k)
+{
+	struct rk_rpc_client_opts co = {.host = k->a->pair.addr,
+					.port = k->a->pair.port,
+					.window = 4,
+					.timeout_ms = KV_TIMEOUT_MS};
+	struct rk_error err;
+
+	if (rk_rpc_client_connect(k->dev, &co, &err, &k->rpc))
+		ex_die("%s", rk_error_str(&err));
+	k->lane = connect_lane(k, &k->ticket);
 	/* The lane is in the device's PD, like the rk_xfer: the layer checks. */
 	if (rk_xfer_create(k->dev, NULL, NULL, &err, &k->x) ||
 	    rk_xfer_peer_create(k->x, &k->lane, 1, &err, &k->peer))
@@ -136,6 +152,8 @@ static void say_hello(struct kv *k)
 		ex_die("hello: blocks of %u bytes, %u of them", bs, k->nblocks);
 	if (rk_xfer_import(k->peer, resp + KV_HELLO_HDR, len - KV_HELLO_HDR, &err, &k->blocks))
 		ex_die("hello: %s", rk_error_str(&err));
+	k->desc_len = len - KV_HELLO_HDR; /* at most RK_XFER_DESC_MAX: import checked */
+	memcpy(k->desc, resp + KV_HELLO_HDR, k->desc_len);
 	/* What the descriptor grants must be what the geometry says; no less. */
 	if (rk_xfer_remote_len(k->blocks) < (uint64_t)k->nblocks * KV_BLOCK_SIZE)
 		ex_die("hello: the descriptor covers %llu bytes, not %u blocks",
@@ -248,7 +266,52 @@ static void read_blocks(struct kv *k, const uint64_t *off, struct rk_xfer_seg *l
 	       ns ? done * (double)KV_BLOCK_SIZE / (1 << 20) / (ns / 1e9) : 0.0);
 }
 
-/* Step 5. What the descriptor does not grant, and what revoking it does. */
+/*
+ * Step 5. Export is per peer. A second lane of ours is, to the server, just
+ * another client (one that never says hello). Import the first lane's
+ * descriptor on it and READ key 0's block: with memory windows the key is
+ * a window bound to the first lane's QP, so the server's NIC refuses it;
+ * with registrations the key is honoured by every QP of the PD, and the
+ * READ works: what xfer.h warns of, shown.
+ */
+static void other_lane(struct kv *k, struct rk_xfer_seg *lseg, uint8_t *buf, uint64_t off0)
+{
+	/* xfer.h has no accessor for it: byte 6 of the (checked) descriptor. */
+	int windows = k->desc[6] == RK_XFER_MW;
+	struct rk_xfer_op op = {
+	    .op = RK_XFER_OP_READ, .local = lseg, .remote_off = off0, .len = KV_BLOCK_SIZE};
+	struct rk_xfer_remote *r2;
+	struct rk_xfer_peer *peer2;
+	struct rk_xfer_batch *b;
+	struct rk_conn *lane2;
+	struct rk_error err;
+	uint64_t ticket2;
+	int r;
+
+	lane2 = connect_lane(k, &ticket2); /* a ticket we never show */
+	if (rk_xfer_peer_create(k->x, &lane2, 1, &err, &peer2) ||
+	    rk_xfer_import(peer2, k->desc, k->desc_len, &err, &r2))
+		ex_die("second lane: %s", rk_error_str(&err));
+	op.remote = r2;
+	if (rk_xfer_post(peer2, &op, 1, NULL, &err, &b))
+		ex_die("second lane: %s", rk_error_str(&err));
+	r = rk_xfer_batch_wait(b, -1, &err);
+	rk_xfer_batch_free(b);
+	if (windows && r != -EREMOTEIO)
+		ex_die("second lane: the first lane's descriptor: %s, not a remote access error",
+		       r == 1 ? "the READ worked" : rk_error_str(&err));
+	if (!windows && (r != 1 || kv_check(buf, 0) >= 0))
+		ex_die("second lane: %s", r == 1 ? "key 0's block differs" : rk_error_str(&err));
+	printf("another lane: the same descriptor %s\n",
+	       windows ? "is refused by the server's NIC (a window works on its own QP only)"
+		       : "works too (a registration works on every QP of its PD)");
+	memset(buf, 0, KV_BLOCK_SIZE);
+	rk_xfer_remote_free(r2);
+	rk_xfer_peer_destroy(peer2);
+	rk_conn_destroy(lane2);
+}
+
+/* Step 6. What the descriptor does not grant, and what revoking it does. */
 static void limits(struct kv *k, struct rk_xfer_seg *lseg)
 {
 	struct rk_xfer_op op = {
@@ -307,6 +370,7 @@ void kv_client(void *arg)
 	if (rk_xfer_seg_reg(k.x, buf, buf_len, 0, &err, &lseg))
 		ex_die("%s", rk_error_str(&err));
 	read_blocks(&k, off, lseg, buf);
+	other_lane(&k, lseg, buf, off[0]);
 	limits(&k, lseg);
 	printf("client: %lu calls, every block checked: OK\n", k.calls);
 	/* Reverse order: import, peer, lane, segment, rk_xfer, RPC, device. */
