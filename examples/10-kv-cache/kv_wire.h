@@ -24,13 +24,16 @@
  *                      client (remote access error). answer: empty.
  *                      codes:   EINVAL, ENOENT as KV_M_HELLO.
  *
- *  2. The data lane on PORT + 1: an rdma_cm connection whose hello
- *     (cm.h) has app_id KV_APP_ID. The server answers the connect with 8
- *     bytes of private data: the u64 ticket, random, naming this lane.
- *     The client then makes it one rk_xfer_peer of one lane, says
- *     KV_M_HELLO with the ticket and READs blocks on the lane. A lane that
- *     has not said hello within KV_CLAIM_MS, or has said bye and lingers
- *     that long, is closed.
+ *  2. The data lane on PORT + 1: an rdma_cm connection (rk_cm_connect)
+ *     whose hello (cm.h) has app_id KV_APP_ID, app_arg 0, no token. The
+ *     server answers the connect with private data whose first 8 bytes
+ *     are the u64 ticket, random, naming this lane (the transport may pad
+ *     it: ignore the rest). The client makes the lane one rk_xfer_peer of
+ *     one lane (in the rk_xfer's PD), says KV_M_HELLO with the ticket and
+ *     READs blocks on the lane; it never posts on the lane itself. A lane
+ *     that has not said hello within KV_CLAIM_MS, or has said bye and
+ *     lingers that long, is closed; at most 16 lanes at once (more are
+ *     refused busy). Access lasts while the lane is up, until KV_M_BYE.
  *
  * The data: the server holds keys 0 .. nblocks - 1, each in a block of its
  * own (in a shuffled order, so ask: KV_M_LOOKUP). Word i (u64) of the
