@@ -19,11 +19,11 @@
  *  - the data path wants its own tuning (send queue, selective signaling,
  *    READs in flight) and its own failure: a lane that fails a READ goes
  *    to the error state, and the control plane should not go with it.
- * So rpc.h offers no way to reach an RPC connection's rk_conn, and this
- * example does what rk copy does: separate lanes, joined to the client by
- * a ticket. The server answers a lane's connect with a random 64-bit
- * ticket; the client shows it in KV_M_HELLO and gets a descriptor exported
- * to that lane and to no other.
+ * (rpc.h gives no access to an RPC connection's rk_conn, for the same
+ * reasons.) So the data goes on lanes of their own, joined to the client
+ * by a ticket, as rk copy joins its lanes to a session. The server answers a lane's connect with a
+ * random 64-bit ticket; the client shows it in KV_M_HELLO and gets a descriptor exported to that
+ * lane and to no other.
  */
 #include <errno.h>
 #include <signal.h>
