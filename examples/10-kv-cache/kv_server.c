@@ -21,9 +21,10 @@
  *    to the error state, and the control plane should not go with it.
  * (rpc.h gives no access to an RPC connection's rk_conn, for the same
  * reasons.) So the data goes on lanes of their own, joined to the client
- * by a ticket, as rk copy joins its lanes to a session. The server answers a lane's connect with a
- * random 64-bit ticket; the client shows it in KV_M_HELLO and gets a descriptor exported to that
- * lane and to no other.
+ * by a ticket, as rk copy joins its lanes to a session. The server
+ * answers a lane's connect with a random 64-bit ticket; the client shows
+ * it in KV_M_HELLO and gets a descriptor exported to that lane and to no
+ * other.
  */
 #include <errno.h>
 #include <signal.h>
