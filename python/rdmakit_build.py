@@ -219,6 +219,16 @@ struct rkpy_call {
 int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
 	      char *resp, uint32_t cap, int timeout_ms, uint32_t *len, int32_t *code,
 	      struct rk_error *err);
+#define RKPY_FAST_BAD_METHOD ...
+struct rkpy_fast {
+	struct rk_rpc_client *cl;
+	char *resp;
+	uint32_t cap;
+	int32_t code;
+	uint32_t len;
+	struct rk_error *err;
+};
+int rkpy_fcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len);
 int rkpy_acall(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
 	       char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
 	       struct rk_error *err);
@@ -278,6 +288,38 @@ static int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint
 	a.method = (uint16_t)method;
 	*len = 0;
 	return rk_rpc_call(cl, &a, len, code, err);
+}
+
+/*
+ * call()'s common case in one foreign call of four arguments: the client,
+ * its answer buffer and the outcome's fields sit in @f, set once. Returns
+ * the answer's length (>= 0) or a negative errno (RKPY_FAST_BAD_METHOD: a
+ * method out of range). Each argument cffi converts costs instructions,
+ * and under emulation they add up to microseconds a call.
+ */
+#define RKPY_FAST_BAD_METHOD (-1000000)
+
+struct rkpy_fast {
+	struct rk_rpc_client *cl;
+	char *resp;
+	uint32_t cap;
+	int32_t code;
+	uint32_t len;
+	struct rk_error *err;
+};
+
+static int rkpy_fcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len)
+{
+	struct rk_rpc_call_args a = {
+	    .req = req, .req_len = req_len, .resp = f->resp, .resp_cap = f->cap};
+	int r;
+
+	if (method < 0 || method > 0xffff)
+		return RKPY_FAST_BAD_METHOD;
+	a.method = (uint16_t)method;
+	f->len = 0;
+	r = rk_rpc_call(f->cl, &a, &f->len, &f->code, f->err);
+	return r ? r : (int)f->len;
 }
 
 static int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method,

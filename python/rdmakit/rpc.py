@@ -39,6 +39,8 @@ settings (4096 - 12 bytes), so no memory is registered for the call."""
 Buffer = Any  # anything with the buffer protocol
 
 _EAGAIN = -errno.EAGAIN
+_fcall = lib.rkpy_fcall  # module globals: found faster than attributes, per call
+_unpack = ffi.unpack
 
 
 def _token(token, opts, keep):
@@ -513,9 +515,18 @@ class RpcClient(Closable):
         self._len = ffi.new("uint32_t *")
         self._code = ffi.new("int32_t *")
         self._scratch = ffi.new("char[]", DEFAULT_MAX_SIZE)
+        # call()'s common case: the client, answer buffer and outcome in one
+        # struct, and the lock's own methods (no context-manager protocol).
+        self._fast = fast = ffi.new("struct rkpy_fast *")
+        fast.resp = self._scratch
+        fast.cap = DEFAULT_MAX_SIZE
+        fast.err = self._err
+        self._acquire = self._lock.acquire
+        self._release = self._lock.release
         self._free = []  # acall's outcome structs and answer buffers, for reuse
         if _leased is not None:  # a client of an RpcPool (RpcPool.lease)
             self._pool, self._cl, self._mode = _leased
+            fast.cl = self._cl
             self._device = None
             self._pool._leases.add(self)
             track(self)
@@ -539,7 +550,7 @@ class RpcClient(Closable):
         r = lib.rk_rpc_client_connect(device._use(), opts, self._err, out)
         if r < 0:
             raise_error(r, self._err)
-        self._cl = out[0]
+        self._cl = fast.cl = out[0]
         self._device = device
         device._adopt(self)
         track(self)
@@ -608,21 +619,23 @@ class RpcClient(Closable):
         NoMethodError, MessageTooBigError, DeadlineError, PeerGoneError
         ("peer gone": the connection died) or another Error.
         """
-        if (type(data) is bytes and timeout is None and out is None and max_size is None
-                and type(method) is int):  # the common small call: nothing to allocate
-            with self._lock:
+        if type(data) is bytes and timeout is None and out is None and max_size is None:
+            # The common small call: one foreign call of four arguments,
+            # nothing to allocate but the answer's bytes.
+            self._acquire()
+            try:
                 if self._closed:
                     raise closed("RpcClient")
-                resp = self._scratch
                 try:
-                    r = lib.rkpy_call(self._cl, method, data, len(data), resp, DEFAULT_MAX_SIZE,
-                                      0, self._len, self._code, self._err)
-                except OverflowError:  # a method or a length beyond C's ints
+                    r = _fcall(self._fast, method, data, len(data))
+                except (TypeError, OverflowError):  # method: not an int, or beyond C's
                     self._prepare(method, data, timeout, out, max_size)
                     raise
-                if r == 0:
-                    return ffi.unpack(resp, self._len[0])
-                return self._failed(r, method, None, resp)
+                if r >= 0:
+                    return _unpack(self._scratch, r)
+                return self._fast_failed(r, method)
+            finally:
+                self._release()
         method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
         with self._lock:
             if self._closed:
@@ -632,6 +645,14 @@ class RpcClient(Closable):
             if r == 0:
                 return self._len[0] if out is not None else ffi.unpack(resp, self._len[0])
             return self._failed(r, method, out, resp)
+
+    def _fast_failed(self, r, method):
+        """Raise for the fast path's status @r (the lock held)."""
+        if r == lib.RKPY_FAST_BAD_METHOD:
+            _method(method)
+        f = self._fast
+        back = ffi.unpack(self._scratch, f.len) if r == -errno.EREMOTEIO else b""
+        raise_error(r, self._err, code=f.code, data=back)
 
     def _failed(self, r, method, out, resp):
         """Raise for call status @r (the lock held)."""
