@@ -21,6 +21,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -86,6 +87,9 @@ def server(dev, a):
         print("server: round %d: %d gradients of %d floats summed" % (r, n, k), flush=True)
     for _ in range(n):  # the workers' last READs are done
         byes.get(timeout=60).reply(b"")
+    until = time.monotonic() + 10
+    while srv.stats()["conns"] and time.monotonic() < until:  # the answers reach them
+        time.sleep(0.05)
     srv.close()
     x.close()
 
@@ -132,7 +136,7 @@ def main():
                     str(a.workers)]
             procs = [subprocess.Popen(args) for _ in range(a.workers)]
         server(dev, a)
-        if any(p.wait(60) for p in procs):
+        if any([p.wait(60) for p in procs]):
             raise SystemExit("a worker failed")
         if procs:
             print("%d workers, %d rounds: every sum exact" % (a.workers, a.rounds))
