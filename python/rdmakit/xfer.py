@@ -130,6 +130,36 @@ def _left_ms(deadline):
     return max(0, min(_SLICE_MS, int(math.ceil((deadline - time.monotonic()) * 1000))))
 
 
+class _Lock:
+    """An Xfer's lock (reentrant), counting the threads that wait for it so
+    that a blocking wait lets them in between its slices: a thread that
+    releases a lock and takes it again at once would otherwise keep it."""
+
+    __slots__ = ("_l", "_c", "want")
+
+    def __init__(self):
+        self._l = threading.RLock()
+        self._c = threading.Lock()
+        self.want = 0
+
+    def __enter__(self):
+        if not self._l.acquire(False):
+            with self._c:
+                self.want += 1
+            self._l.acquire()
+            with self._c:
+                self.want -= 1
+        return self
+
+    def __exit__(self, *exc):
+        self._l.release()
+
+    def let_in(self):
+        """Outside the lock: if a thread waits for it, give it the chance."""
+        if self.want:
+            time.sleep(0.001)
+
+
 # ---- the set of segments ----------------------------------------------------
 
 class Xfer(Closable):
@@ -155,7 +185,7 @@ class Xfer(Closable):
                  max_ops: int = 0, notif_recvs: int = 0) -> None:
         self._x = ffi.NULL
         self._closed = False
-        self._lock = threading.RLock()
+        self._lock = _Lock()
         self._children = weakref.WeakSet()
         self._orphans = []  # batches dropped while running: [handle, peer, keep]
         self._holds = 0  # peers and segments not closed yet: the handle outlives them
@@ -213,8 +243,9 @@ class Xfer(Closable):
     def connect(self, host: str, port: Union[int, str], *, lanes: int = 1, mode: str = "busy",
                 timeout: Optional[float] = None, src_addr: Optional[str] = None) -> "Peer":
         """A peer: ``lanes`` (1..16) rdma_cm connections to the Listener at
-        ``host``:``port``, made one after the other, each step within
-        ``timeout`` seconds (None: 5). ``mode``: how the peer's waits wait
+        ``host``:``port`` (the other side in Listener.accept meanwhile),
+        made one after the other, each step within ``timeout`` seconds
+        (None: 5). ``mode``: how the peer's waits wait
         ("busy" spins, "event" sleeps, "adaptive" spins 50 us first; the
         asyncio waits need "event" or "adaptive"). Raises RefusedError
         (nobody listens, or the listener turned the peer away),
@@ -401,7 +432,7 @@ class Segment(Closable):
         """A writable byte view of the memory (format "B"), no copy."""
         return memoryview(self.obj).cast("B")
 
-    def numpy(self, dtype: Any = None, shape: Any = None):
+    def numpy(self, dtype: Any = None, shape: Any = None) -> Any:
         """The memory as a numpy array, no copy: the registered array
         itself when it is one and neither ``dtype`` nor ``shape`` is
         given, else a view of the bytes as ``dtype`` (uint8 when None)
@@ -512,7 +543,7 @@ class Listener(Closable):
         self._lis = out[0]
         self._closed = False
         self._xfer = xfer
-        self._lock = threading.Lock()
+        self._lock = _Lock()
         self._pending = {}  # token -> [cq, conns, nlanes, deadline, name]
         self.port: int = lib.rk_listener_port(self._lis)
         """The port it listens on."""
@@ -547,6 +578,7 @@ class Listener(Closable):
                         return peer
                 elif r not in (-errno.ETIMEDOUT, -errno.EAGAIN, -errno.EINTR):
                     raise_error(r, err)
+            self._lock.let_in()
             if deadline is not None and time.monotonic() >= deadline:
                 raise DeadlineError(errno.ETIMEDOUT, "accept: no peer within %s s" % timeout,
                                     op="accept")
@@ -799,6 +831,7 @@ class Peer(Closable):
                     return self._v[0]
                 if r < 0:
                     _raise(r, self._err)
+            x._lock.let_in()
             if deadline is not None and time.monotonic() >= deadline:
                 raise DeadlineError(errno.ETIMEDOUT, "notif_wait: no notification in %s s"
                                     % timeout, op="rk_xfer_notif_wait")
@@ -1188,6 +1221,7 @@ class Batch:
                     self._check_locked()
                     peer._kick()
                     break
+            x._lock.let_in()
             if timeout is not None and deadline is not None and time.monotonic() >= deadline:
                 raise DeadlineError(errno.ETIMEDOUT, "wait: batch still running after %s s"
                                     % timeout, op="rk_xfer_batch_wait")

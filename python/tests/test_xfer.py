@@ -6,9 +6,10 @@ Xfer.connect and Listener.accept over rdma_cm: READ and WRITE batches of
 1 B, 4 KiB and 1 MiB into and out of numpy arrays, every byte checked, the
 array's memory registered in place (its data pointer is the segment's
 address); 64 ops in one batch over 2 lanes; WRITE batches with a
-notification, the data checked when notified; asyncio (await a batch, await
-a notification); revocation seen from Python (RemoteAccessError, memory
-intact); bad arguments, closed objects, descriptors that are not; the
+notification, the data checked when notified; a thread waiting for a
+notification while another uses the same Xfer; asyncio (await a batch, await
+a notification); revocation seen from Python (RemoteAccessError, the op
+behind it flushed, memory intact; memory windows and registrations); bad arguments, closed objects, descriptors that are not; the
 parameter server example with 3 workers; and garbage collection and
 interpreter exit with live objects, a batch still running among them
 (python3 -X dev). Ports 7720-7729.
@@ -170,6 +171,25 @@ def test_write_with_notification(world):
     rseg.close()
 
 
+def test_threads_share_an_xfer(world):
+    # One thread waits for a notification (GIL released, the Xfer's lock let go
+    # every 50 ms) while another registers, exports and posts on the same Xfers.
+    own, op, usr, up = world
+    got = []
+    t = threading.Thread(target=lambda: got.append(op.notif_wait(30)))
+    t.start()
+    dst = bytearray(4096)
+    rseg = own.register(dst, WRITE)
+    rem = up.import_remote(rseg.export(op))
+    lseg = usr.register(bytearray(b"t" * 4096), 0)
+    up.post(Write(lseg, rem), notify=4242).wait()
+    t.join(30)
+    assert got == [4242] and dst == b"t" * 4096
+    rem.close()
+    lseg.close()
+    rseg.close()
+
+
 def test_asyncio(dev):
     own, op, usr, up = pair(dev, PORT + 1, lanes=2, mode="event")
     try:
@@ -200,8 +220,9 @@ def test_asyncio(dev):
         own.close()
 
 
-def test_revoke_seen_from_python(dev):
-    own, op, usr, up = pair(dev, PORT + 3)
+@pytest.mark.parametrize("xmode", ["auto", "mr"])
+def test_revoke_seen_from_python(dev, xmode):
+    own, op, usr, up = pair(dev, PORT + (3 if xmode == "auto" else 7), xmode=xmode)
     try:
         mem = np.full(65536, 0x5A, dtype=np.uint8)
         mine = np.zeros(65536, dtype=np.uint8)
@@ -212,13 +233,15 @@ def test_revoke_seen_from_python(dev):
         assert (mine == 0x5A).all()
         rseg.revoke(op)
         mine[:] = 0xA5
-        b = up.post(Write(lseg, rem), timeout=20)
+        b = up.post([Write(lseg, rem, 4096), Write(lseg, rem, 4096, remote_offset=4096)],
+                    timeout=20)
         with pytest.raises(rdmakit.RemoteAccessError) as ei:
             b.wait()
         e = ei.value
         assert e.errno == errno.EREMOTEIO and isinstance(e, PermissionError)
         assert e.wc_status is not None and e.op
         assert b.op_status(0).errno == errno.EREMOTEIO
+        assert b.op_status(1).errno in (errno.ECANCELED, errno.EREMOTEIO)  # flushed behind
         assert (mem == 0x5A).all()  # not touched
         with pytest.raises(rdmakit.Error) as ei:
             rseg.revoke(op)
