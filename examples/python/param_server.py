@@ -38,7 +38,7 @@ def gradient(w, r, k):
 def server(dev, a):
     n, k = a.workers, a.size
     x = rdmakit.Xfer(dev)
-    lis = x.listen(a.port + 1, addr=a.addr)
+    lis = x.listen(a.port + 1, addr=a.addr, mode="event")  # its waits sleep, not spin
     slots = np.zeros((n, k), dtype=np.float32)     # worker w WRITEs row w
     total = np.zeros(k, dtype=np.float32)          # every worker READs it
     total_seg = x.register(total, READ)
