@@ -2,17 +2,18 @@
 sandbox; label rdma).
 
 Both ends in this process, each its own Xfer, joined by lanes made with
-Xfer.connect and Listener.accept over rdma_cm: READ and WRITE batches of
-1 B, 4 KiB and 1 MiB into and out of numpy arrays, every byte checked, the
+Xfer.connect and Listener.accept over rdma_cm: READ and WRITE batches of 1
+B, 4 KiB and 1 MiB into and out of numpy arrays, every byte checked, the
 array's memory registered in place (its data pointer is the segment's
 address); 64 ops in one batch over 2 lanes; WRITE batches with a
 notification, the data checked when notified; a thread waiting for a
 notification while another uses the same Xfer; asyncio (await a batch, await
 a notification); revocation seen from Python (RemoteAccessError, the op
-behind it flushed, memory intact; memory windows and registrations); bad arguments, closed objects, descriptors that are not; the
-parameter server example with 3 workers; and garbage collection and
-interpreter exit with live objects, a batch still running among them
-(python3 -X dev). Ports 7720-7729.
+behind it flushed, memory intact; memory windows and registrations); bad
+arguments, closed objects, descriptors that are not; the parameter server
+example with 3 workers; the owner killed mid-batch ("peer gone"); and
+garbage collection and interpreter exit with live objects, a batch still
+running among them (python3 -X dev). Ports 7720-7729.
 """
 import asyncio
 import errno
@@ -21,6 +22,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -342,6 +344,46 @@ def test_arguments_and_closed_objects(dev):
     finally:
         usr.close()
         own.close()
+
+
+OWNER_PROC = """
+import os, sys, time, numpy as np, rdmakit
+dev = rdmakit.Device(os.environ["RK_DEV"])
+x = rdmakit.Xfer(dev)
+lis = x.listen(int(sys.argv[1]), addr=os.environ["RK_ADDR"])
+print("listening", flush=True)
+p = lis.accept(60)
+mem = np.zeros(64 << 20, dtype=np.uint8)
+seg = x.register(mem, rdmakit.READ)
+print(seg.export(p).hex(), flush=True)
+time.sleep(120)
+"""
+
+
+def test_owner_killed_mid_batch(dev):
+    # The owner dies while a 256 MiB READ batch runs: "peer gone" well within its deadline.
+    proc = subprocess.Popen([sys.executable, "-c", OWNER_PROC, str(PORT + 2)],
+                            stdout=subprocess.PIPE, text=True)
+    usr = rdmakit.Xfer(dev)
+    try:
+        assert proc.stdout.readline().strip() == "listening"
+        up = usr.connect(ADDR, PORT + 2, lanes=2)
+        rem = up.import_remote(bytes.fromhex(proc.stdout.readline().strip()))
+        lseg = usr.register(np.zeros(64 << 20, dtype=np.uint8), 0)
+        b = up.post([Read(lseg, rem)] * 4, timeout=60)
+        proc.kill()
+        t0 = time.monotonic()
+        with pytest.raises(rdmakit.PeerGoneError) as ei:
+            b.wait()
+        assert ei.value.errno == errno.ECONNRESET and "peer gone" in str(ei.value)
+        assert time.monotonic() - t0 < 30
+        assert not up.alive
+        with pytest.raises(rdmakit.PeerGoneError):
+            up.post(Read(lseg, rem, 8))
+    finally:
+        proc.kill()
+        proc.wait()
+        usr.close()
 
 
 @pytest.mark.parametrize("workers", [3])
