@@ -200,6 +200,170 @@ struct rk_rpc_pool_stats {
 };
 void rk_rpc_pool_get_stats(struct rk_rpc_pool *pool, struct rk_rpc_pool_stats *st);
 
+/* cq.h, conn.h, cm.h: the lanes of one-sided peers (rdmakit/xfer.py) */
+struct rk_cq;
+struct rk_cq_opts {
+	uint32_t depth;
+	enum rk_wait_mode mode;
+	uint32_t spin_us;
+	...;
+};
+int rk_cq_create(struct rk_device *dev, const struct rk_cq_opts *opts, struct rk_error *err,
+		 struct rk_cq **out);
+void rk_cq_destroy(struct rk_cq *cq);
+struct rk_conn;
+struct rk_conn_opts {
+	uint32_t sq_depth;
+	uint32_t rq_depth;
+	uint32_t signal_every;
+	struct rk_cq *cq;
+	enum rk_wait_mode wait_mode;
+	uint32_t cq_depth;
+	struct rk_pd *pd;
+	...;
+};
+enum rk_conn_state { RK_CONN_IDLE, RK_CONN_CONNECTING, RK_CONN_CONNECTED, RK_CONN_DISCONNECTED,
+		     RK_CONN_ERROR, ... };
+void rk_conn_destroy(struct rk_conn *conn);
+enum rk_conn_state rk_conn_state(const struct rk_conn *conn);
+struct rk_hello {
+	uint16_t version;
+	uint32_t app_id;
+	uint32_t app_arg;
+	uint8_t token_len;
+	uint8_t token[...];
+	...;
+};
+enum rk_reject_reason { RK_REJECT_APP, RK_REJECT_BAD_HELLO, RK_REJECT_BUSY, RK_REJECT_DENIED,
+			RK_REJECT_NO_SESSION, RK_REJECT_ENDED, ... };
+struct rk_cm_connect_opts {
+	const char *host;
+	const char *port;
+	const char *src_addr;
+	int timeout_ms;
+	const struct rk_hello *hello;
+	struct rk_conn_opts conn;
+	...;
+};
+int rk_cm_connect(struct rk_device *dev, const struct rk_cm_connect_opts *opts,
+		  struct rk_error *err, struct rk_conn **out);
+struct rk_listener;
+struct rk_cm_request;
+struct rk_listen_opts {
+	const char *addr;
+	const char *port;
+	int backlog;
+	uint32_t app_id;
+	...;
+};
+int rk_listener_create(struct rk_device *dev, const struct rk_listen_opts *opts,
+		       struct rk_error *err, struct rk_listener **out);
+void rk_listener_destroy(struct rk_listener *lis);
+uint16_t rk_listener_port(const struct rk_listener *lis);
+int rk_listener_get_request(struct rk_listener *lis, int timeout_ms, struct rk_error *err,
+			    struct rk_cm_request **out);
+const struct rk_hello *rk_cm_request_hello(const struct rk_cm_request *req);
+const char *rk_cm_request_peer(const struct rk_cm_request *req);
+int rk_cm_request_reject(struct rk_cm_request *req, uint16_t reason, const char *text,
+			 struct rk_error *err);
+int rk_cm_request_accept(struct rk_cm_request *req, const struct rk_conn_opts *opts,
+			 const void *reply, size_t reply_len, int timeout_ms,
+			 struct rk_error *err, struct rk_conn **out);
+
+/* wait.h: a peer's lanes on an asyncio loop */
+struct rk_wait;
+struct rk_wait_opts {
+	enum rk_wait_mode mode;
+	uint32_t spin_us;
+	...;
+};
+int rk_wait_create(const struct rk_wait_opts *opts, struct rk_error *err, struct rk_wait **out);
+void rk_wait_destroy(struct rk_wait *ws);
+int rk_wait_add_cq(struct rk_wait *ws, struct rk_cq *cq, int max_wc, uint64_t tag,
+		   struct rk_error *err);
+int rk_wait_add_conn(struct rk_wait *ws, struct rk_conn *conn, uint64_t tag,
+		     struct rk_error *err);
+int rk_wait_fd(const struct rk_wait *ws);
+
+/* xfer.h */
+#define RK_XFER_LANES_MAX ...
+#define RK_XFER_DESC_MAX ...
+struct rk_xfer;
+struct rk_xfer_seg;
+struct rk_xfer_peer;
+struct rk_xfer_remote;
+struct rk_xfer_batch;
+enum rk_xfer_mode { RK_XFER_AUTO, RK_XFER_MW, RK_XFER_MR, ... };
+enum rk_xfer_access { RK_XFER_READ, RK_XFER_WRITE, ... };
+struct rk_xfer_opts {
+	enum rk_xfer_mode mode;
+	uint32_t chain;
+	uint32_t max_batches;
+	uint32_t max_ops;
+	uint32_t notif_recvs;
+	int ctl_timeout_ms;
+	...;
+};
+struct rk_xfer_stats {
+	uint64_t reg_mr, dereg_mr, cache_hits, mw_binds, mw_invalidates, doorbells, wrs, ops,
+		batches, notifs_sent, notifs_received, foreign;
+	...;
+};
+int rk_xfer_mw_supported(const struct rk_device *dev);
+int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer_opts *opts,
+		   struct rk_error *err, struct rk_xfer **out);
+void rk_xfer_destroy(struct rk_xfer *x);
+enum rk_xfer_mode rk_xfer_mode(const struct rk_xfer *x);
+void rk_xfer_stats(const struct rk_xfer *x, struct rk_xfer_stats *st);
+int rk_xfer_seg_reg(struct rk_xfer *x, void *addr, size_t len, unsigned access,
+		    struct rk_error *err, struct rk_xfer_seg **out);
+void rk_xfer_seg_dereg(struct rk_xfer_seg *seg);
+void *rk_xfer_seg_addr(const struct rk_xfer_seg *seg);
+size_t rk_xfer_seg_len(const struct rk_xfer_seg *seg);
+int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes,
+			struct rk_error *err, struct rk_xfer_peer **out);
+void rk_xfer_peer_destroy(struct rk_xfer_peer *peer);
+int rk_xfer_export(struct rk_xfer_seg *seg, struct rk_xfer_peer *peer, unsigned access,
+		   void *buf, size_t cap, size_t *len, int timeout_ms, struct rk_error *err);
+int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *peer, int timeout_ms,
+		   struct rk_error *err);
+int rk_xfer_import(struct rk_xfer_peer *peer, const void *buf, size_t len,
+		   struct rk_error *err, struct rk_xfer_remote **out);
+void rk_xfer_remote_free(struct rk_xfer_remote *r);
+uint64_t rk_xfer_remote_len(const struct rk_xfer_remote *r);
+unsigned rk_xfer_remote_access(const struct rk_xfer_remote *r);
+enum rk_xfer_opcode { RK_XFER_OP_READ, RK_XFER_OP_WRITE, ... };
+struct rk_xfer_op {
+	enum rk_xfer_opcode op;
+	struct rk_xfer_seg *local;
+	uint64_t local_off;
+	const struct rk_xfer_remote *remote;
+	uint64_t remote_off;
+	uint64_t len;
+	...;
+};
+struct rk_xfer_batch_opts {
+	int timeout_ms;
+	int notify;
+	uint32_t notif;
+	...;
+};
+int rk_xfer_post(struct rk_xfer_peer *peer, const struct rk_xfer_op *ops, unsigned nops,
+		 const struct rk_xfer_batch_opts *opts, struct rk_error *err,
+		 struct rk_xfer_batch **out);
+int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err);
+void rk_xfer_batch_free(struct rk_xfer_batch *b);
+int rk_xfer_notif_take(struct rk_xfer_peer *peer, uint32_t *value);
+
+/* The one-sided waits in C (below): one foreign call per slice. */
+int rkpy_op_status(const struct rk_xfer_batch *b, unsigned i, int *wc_status);
+int rkpy_xfer_poll(struct rk_cq *cq, struct rk_xfer *x);
+int rkpy_xfer_drain(struct rk_wait *ws, struct rk_xfer *x, struct rk_error *err);
+int rkpy_batch_wait(struct rk_xfer_batch *b, struct rk_conn *const *lanes, unsigned n, int ms,
+		    struct rk_error *err);
+int rkpy_notif_wait(struct rk_xfer_peer *p, struct rk_conn *const *lanes, unsigned n, int ms,
+		    uint32_t *value, struct rk_error *err);
+
 /* Callbacks into Python (rdmakit/rpc.py). */
 extern "Python" void rkpy_handler(struct rk_rpc_req *req, void *arg, uint16_t method,
 				  const char *data, uint32_t len);
@@ -240,6 +404,7 @@ int rkpy_reply(struct rk_rpc_req *req, int32_t code, const char *data, uint32_t 
 """
 
 SOURCE = r"""
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 #include <rdmakit/rdmakit.h>
@@ -405,6 +570,92 @@ static int rkpy_acall(struct rk_rpc_client *cl, int method, const char *req, uin
 			break;
 	}
 	return c->done;
+}
+
+/* Op @i's outcome, its completion status as an int (the enum is not declared to Python). */
+static int rkpy_op_status(const struct rk_xfer_batch *b, unsigned i, int *wc_status)
+{
+	enum ibv_wc_status s = IBV_WC_SUCCESS;
+	int r = rk_xfer_batch_op_status(b, i, &s);
+
+	*wc_status = (int)s;
+	return r;
+}
+
+/* Hand what @cq holds now to @x (up to 256 completions); the count or a negative errno. */
+static int rkpy_xfer_poll(struct rk_cq *cq, struct rk_xfer *x)
+{
+	struct ibv_wc wc[16];
+	int r, got = 0;
+
+	while (got < 256 && (r = rk_cq_poll(cq, wc, 16, NULL)) > 0) {
+		for (int i = 0; i < r; i++)
+			rk_xfer_handle(x, &wc[i]);
+		got += r;
+	}
+	return got ? got : (r < 0 ? r : 0);
+}
+
+/*
+ * What a peer's wait set has now (its fd was readable): completions to @x,
+ * connection events handled by the set. Looks until nothing fired (which
+ * also re-arms the CQ), at most 64 times: the fd stays readable for the rest.
+ */
+static int rkpy_xfer_drain(struct rk_wait *ws, struct rk_xfer *x, struct rk_error *err)
+{
+	struct rk_wait_event ev[8];
+	int total = 0;
+
+	for (int round = 0; round < 64; round++) {
+		int n = rk_wait(ws, ev, 8, 0, err);
+
+		if (n == -ETIMEDOUT)
+			return total;
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++)
+			if (ev[i].src == RK_SRC_CQ)
+				for (int k = 0; k < ev[i].nwc; k++)
+					rk_xfer_handle(x, &ev[i].wc[k]);
+		total += n;
+	}
+	return total;
+}
+
+/* The lanes' rdma_cm events (a peer's disconnect), without waiting. */
+static void rkpy_lanes_progress(struct rk_conn *const *lanes, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		rk_conn_progress(lanes[i], 0, NULL);
+}
+
+/*
+ * One slice of a batch's wait: 1 ended well, 0 still running after @ms
+ * (the lanes' connection events then handled), or the batch's error.
+ */
+static int rkpy_batch_wait(struct rk_xfer_batch *b, struct rk_conn *const *lanes, unsigned n,
+			   int ms, struct rk_error *err)
+{
+	int r = rk_xfer_batch_wait(b, ms, err);
+
+	if (r != -ETIMEDOUT)
+		return r;
+	r = rk_xfer_batch_check(b, err);
+	if (r == 0)
+		rkpy_lanes_progress(lanes, n);
+	return r;
+}
+
+/* One slice of a notification wait: 1 with *@value, 0 none within @ms, or an error. */
+static int rkpy_notif_wait(struct rk_xfer_peer *p, struct rk_conn *const *lanes, unsigned n,
+			   int ms, uint32_t *value, struct rk_error *err)
+{
+	int r = rk_xfer_notif_wait(p, ms, value, err);
+
+	if (r != -ETIMEDOUT)
+		return r;
+	rkpy_lanes_progress(lanes, n);
+	return 0;
 }
 """
 

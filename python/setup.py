@@ -6,7 +6,7 @@ from setuptools import setup
 setup(
     name="rdmakit",
     version="0.1.0",
-    description="RDMA RPC from Python over librdmakit",
+    description="RDMA RPC and one-sided transfers from Python over librdmakit",
     packages=["rdmakit"],
     package_data={"rdmakit": ["py.typed"]},
     python_requires=">=3.8",

@@ -81,12 +81,13 @@ def in_buffer(obj, name):
     return ffi.from_buffer("char[]", obj), n
 
 
-def out_buffer(obj, name):
+def out_buffer(obj, name, limit=U32_MAX):
     """A writable view of @obj: (cdata pointer, length); TypeError for a
-    read-only buffer (bytes, a read-only memoryview or numpy array)."""
+    read-only buffer (bytes, a read-only memoryview or numpy array),
+    ValueError for one longer than @limit bytes."""
     n = _view_len(obj, name, True)
-    if n > U32_MAX:
-        raise ValueError("%s: %d bytes, at most %d" % (name, n, U32_MAX))
+    if n > limit:
+        raise ValueError("%s: %d bytes, at most %d" % (name, n, limit))
     if n == 0:
         return ffi.NULL, 0
     return ffi.from_buffer("char[]", obj, require_writable=True), n

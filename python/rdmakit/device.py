@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import threading
 import weakref
 from typing import Optional
 
@@ -30,6 +31,8 @@ class Device(Closable):
         self._dev = ffi.NULL
         self._guard = Guard("Device")
         self._children = weakref.WeakSet()
+        self._holds = 0  # objects whose handles need the device's: it goes after them
+        self._hold_lock = threading.Lock()
         self._lib = lib
         opts = ffi.new("struct rk_device_opts *")
         keep = []
@@ -80,9 +83,29 @@ class Device(Closable):
         """True once close() was called."""
         return self._guard.closed
 
-    def _adopt(self, child) -> None:
-        """Record an object made on the device (closed before it)."""
+    def _adopt(self, child, hold: bool = False) -> None:
+        """Record an object made on the device (closed before it). With
+        @hold, the device's handle also outlives the child's, which says so
+        by _release() once its handle is gone: garbage collection may
+        finalise the device first."""
         self._children.add(child)
+        if hold:
+            with self._hold_lock:
+                self._holds += 1
+
+    def _release(self) -> None:
+        """A held child's handle is gone (see _adopt)."""
+        with self._hold_lock:
+            self._holds -= 1
+            if self._holds or not self._guard.closed:
+                return
+        self._end()
+
+    def _end(self):
+        with self._hold_lock:  # once, whoever comes last: close() or _release()
+            dev, self._dev = self._dev, ffi.NULL
+        if dev != ffi.NULL:
+            self._lib.rk_device_close(dev)
 
     def _use(self):
         """The handle, for making an object on it (ClosedError once closed)."""
@@ -99,9 +122,10 @@ class Device(Closable):
             except Exception:
                 pass
         if self._guard.close():
-            dev, self._dev = self._dev, ffi.NULL
-            if dev != ffi.NULL:
-                self._lib.rk_device_close(dev)
+            with self._hold_lock:
+                if self._holds:
+                    return  # the last held child's _release() closes it
+            self._end()
 
     def __repr__(self) -> str:
         return "<rdmakit.Device %s port %d%s>" % (self.name if hasattr(self, "name") else "?",

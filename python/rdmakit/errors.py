@@ -19,7 +19,7 @@ from typing import Optional
 
 __all__ = [
     "Error", "PeerGoneError", "DeadlineError", "RemoteError", "NoMethodError",
-    "MessageTooBigError", "RefusedError", "ClosedError", "HandlerError",
+    "MessageTooBigError", "RefusedError", "ClosedError", "HandlerError", "RemoteAccessError",
 ]
 
 
@@ -103,6 +103,13 @@ class MessageTooBigError(Error):
 class RefusedError(Error, ConnectionRefusedError):
     """The server refused the connection (ECONNREFUSED): busy, a wrong
     token, not an RPC server; ``reject_reason`` says which."""
+
+
+class RemoteAccessError(Error, PermissionError):
+    """A one-sided READ or WRITE the owner's NIC refused (a remote access
+    error, EREMOTEIO): the descriptor was revoked, or the op reached outside
+    what was exported. The memory was not touched; the lane that carried the
+    op is in the error state, so the peer's other batches fail too."""
 
 
 class ClosedError(Error):

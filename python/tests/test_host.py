@@ -206,3 +206,40 @@ def test_guard_waits_for_users():
 def test_handler_error():
     e = rdmakit.HandlerError(7, b"why")
     assert e.code == 7 and e.data == b"why"
+
+
+def test_xfer_names_and_flags():
+    assert rdmakit.READ | rdmakit.WRITE == 3 and rdmakit.Access(0) == rdmakit.Access.NONE
+    assert issubclass(rdmakit.RemoteAccessError, rdmakit.Error)
+    assert issubclass(rdmakit.RemoteAccessError, PermissionError)
+    st = rdmakit.OpStatus(errno.EREMOTEIO, 10)
+    assert st.errno == errno.EREMOTEIO and st.wc_status == 10
+    from rdmakit.xfer import LANES_APP_ID
+    assert LANES_APP_ID.to_bytes(4, "big") == b"RKXL"
+    assert ffi.sizeof("struct rk_xfer_op") >= 40
+    assert _util.lib.RK_XFER_DESC_MAX == 96 and _util.lib.RK_XFER_LANES_MAX == 16
+
+
+def test_xfer_objects_need_their_parents():
+    with pytest.raises(TypeError, match="device"):
+        rdmakit.Xfer(None)
+    with pytest.raises(TypeError, match="device"):
+        rdmakit.Xfer("rxe0", mode="mw")
+    with pytest.raises(TypeError, match="xfer"):
+        rdmakit.Segment(None, bytearray(8))
+    with pytest.raises(TypeError, match="xfer"):
+        rdmakit.Listener(object(), 7720)
+    with pytest.raises(TypeError, match="local"):
+        rdmakit.Read(bytearray(8), None)
+    with pytest.raises(TypeError, match="Read or rdmakit.Write"):
+        rdmakit.Op(None, None)
+
+
+def test_segment_buffers_are_checked_like_answers():
+    # Segment takes its buffer through out_buffer, with a 64-bit limit.
+    with pytest.raises(ValueError, match="buf.*at most 5"):
+        _util.out_buffer(bytearray(10), "buf", 5)
+    p, n = _util.out_buffer(bytearray(10), "buf", 1 << 62)
+    assert n == 10
+    with pytest.raises(TypeError, match="buf.*read-only"):
+        _util.out_buffer(b"abc", "buf", 1 << 62)
