@@ -566,7 +566,7 @@ def case_rpc_refuse(port):
         s.sendall(frame(1, v2 + bytes(16)))  # BM_PARAMS: params + token
         got = read_frame(s)
     sout, _ = srv.communicate(timeout=30)
-    want = "parameter message version 2, this rk speaks 3"
+    want = "parameter message version 2, this rk speaks 4"
     print("version 2 client: %r" % (got,))
     if not got or got[0] != BM_REFUSE or want not in got[1].decode(errors="replace"):
         fail("version 2 client: got %r" % (got,))
