@@ -256,10 +256,13 @@ void bench_report_header(const struct bench_report *r)
 	       c->peer.ib_port, c->peer.gid_index, gid_type(c->peer.roce_v2, c), c->peer.kernel);
 	printf("%s\n", rule);
 	if (p->mode == BENCH_MODE_BW)
-		printf(" %8s %12s %15s %15s %10s %13s %13s\n", "bytes", "iterations",
+		/* --op xfer: each batch's latency (post to end) beside its bandwidth. */
+		printf(" %8s %12s %15s %15s %10s %13s %13s%s\n", "bytes", "iterations",
 		       l->gbits ? "BW peak[Gb/s]" : "BW peak[MiB/s]",
 		       l->gbits ? "BW avg[Gb/s]" : "BW avg[MiB/s]", "MsgRate[Mpps]", "CPU us/msg",
-		       "peer us/msg");
+		       "peer us/msg",
+		       p->op == BENCH_OP_XFER ? "  batch t_min[us]     t_med     t_p99     t_max"
+					      : "");
 	else
 		printf(" %8s %10s %9s %9s %9s %9s %9s %9s %9s %10s %11s\n", "bytes", "iterations",
 		       "t_min[us]", "t_med", "t_avg", "t_stdev", "t_p99", "t_p99.9", "t_max",
@@ -275,9 +278,15 @@ static void print_row(const struct bench_report *r, const struct bench_result *r
 
 	bench_figures(r, res, &f);
 	if (p->mode == BENCH_MODE_BW) {
-		printf(" %8u %12llu %15.2f %15.2f %13.6f %10.2f %13.2f\n", res->size,
+		const double *v = f.lat->lat_ns;
+
+		printf(" %8u %12llu %15.2f %15.2f %13.6f %10.2f %13.2f", res->size,
 		       (unsigned long long)f.iterations, f.bw_peak_bps / div, f.bw_avg_bps / div,
 		       f.mpps, f.cpu_local_us, f.cpu_remote_us);
+		if (p->op == BENCH_OP_XFER)
+			printf(" %16.2f %9.2f %9.2f %9.2f", v[LAT_MIN] / 1e3, v[LAT_MEDIAN] / 1e3,
+			       v[LAT_P99] / 1e3, v[LAT_MAX] / 1e3);
+		printf("\n");
 	} else {
 		const double *v = f.lat->lat_ns;
 
