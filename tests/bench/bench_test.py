@@ -627,8 +627,9 @@ def case_xfer(port):
     notification per batch over a sweep of small sizes (16 ops per batch,
     2 in flight), 64-op batches of 16 KiB (doorbells per op at most 1/16,
     one notification per batch, the server's count of them too), 3 lanes
-    with short chains, and 1 MiB ops. Every run checks its data on the
-    receiving side (exit 1 otherwise). And what it refuses."""
+    with short chains, 1 MiB ops, and -D 1 waiting in event mode. Every
+    run checks its data on the receiving side (exit 1 otherwise). And what
+    it refuses."""
     t0 = time.monotonic()
     for args, name in ((["--op", "xfer", "--mode", "lat"], "mode"),
                        (["--op", "xfer", "-b"], "bidir"), (["--op", "xfer", "-I", "64"], "inline"),
@@ -648,7 +649,9 @@ def case_xfer(port):
             (["--xfer-op", "write", "--notify", "-s", "4096", "-q", "3", "-l", "20", "-Q", "4",
               "-t", "3", "-n", "12"], [4096], "write notify 3 lanes"),
             (["--xfer-op", "read", "--notify", "-s", "1M", "-l", "4", "-n", "4"], [1 << 20],
-             "read notify 1M")]
+             "read notify 1M"),
+            (["--xfer-op", "write", "--notify", "-s", "4096", "-l", "8", "-D", "1", "--poll",
+              "event"], [4096], "write notify -D 1, event")]
     for i, (args, want_sizes, what) in enumerate(runs):
         with tempfile.TemporaryDirectory(dir=os.environ.get("RK_BUILD")) as d:
             spath = os.path.join(d, "server.json")

@@ -3,8 +3,9 @@
  *
  * Client: keeps -t batches in flight, each -l ops of the run's size
  * posted with one rk_xfer_post (the layer chains them, -Q WRs per
- * doorbell, one completion per chain). It spins on the lanes' shared CQ
- * with ibv_poll_cq alone (as bench_bw does) and, once something came,
+ * doorbell, one completion per chain). Busy, it spins on the lanes' shared
+ * CQ with ibv_poll_cq alone (as bench_bw does; --poll event or adaptive
+ * wait in the CQ's mode instead) and, once something came,
  * hands every completion to rk_xfer_handle and asks each batch in flight
  * whether it ended (rk_xfer_batch_check: no polling of its own, a few
  * loads). A batch that ended is one latency sample (post to end) and its
@@ -102,10 +103,9 @@ static int check_slot(struct bench_ctx *c, uint32_t slot, uint32_t size, uint64_
 	return 0;
 }
 
-/* Hand @n polled completions to the layer; one that is not its own is an error. */
+/* Hand @n completions (wr_ids translated) to the layer; one not its own is an error. */
 static int hand_over(struct bench_ctx *c, int n, struct rk_error *err)
 {
-	n = rk_cq_take(c->cq, c->wc, n);
 	for (int i = 0; i < n; i++)
 		if (!rk_xfer_handle(c->xfer->x, &c->wc[i])) {
 			if (c->wc[i].status != IBV_WC_SUCCESS)
@@ -116,6 +116,29 @@ static int hand_over(struct bench_ctx *c, int n, struct rk_error *err)
 					  (unsigned long long)c->wc[i].wr_id);
 		}
 	return 0;
+}
+
+/*
+ * Completions, handed to the layer: the count (0: none) or an error.
+ * busy: one ibv_poll_cq, translated (rk_cq_take) only once something came;
+ * event, adaptive: a wait of up to 10 ms in the CQ's mode (bench_poll_wait).
+ */
+static inline int xpoll(struct bench_ctx *c, struct rk_error *err)
+{
+	int n, r;
+
+	if (c->l->poll == RK_WAIT_BUSY) {
+		n = ibv_poll_cq(c->vcq, BENCH_WC_BATCH, c->wc);
+		if (__builtin_expect(n <= 0, 1))
+			return n < 0 ? bench_poll_failed(err) : 0;
+		n = rk_cq_take(c->cq, c->wc, n);
+	} else {
+		n = bench_poll_wait(c, err);
+		if (n <= 0)
+			return n;
+	}
+	r = hand_over(c, n, err);
+	return r ? r : n;
 }
 
 /* The batches in flight that ended: sampled, checked, their slots freed. */
@@ -221,13 +244,12 @@ static int run_client(struct bench_ctx *c, struct xrun *s, struct bench_run *out
 		r = post_batches(c, s, err);
 		if (r)
 			return r;
-		n = ibv_poll_cq(c->vcq, BENCH_WC_BATCH, c->wc);
+		n = xpoll(c, err);
 		t = bench_ticks();
 		if (n < 0)
-			return bench_poll_failed(err);
+			return n;
 		if (n > 0) {
-			r = hand_over(c, n, err);
-			r = r ?: reap(c, s, t, out, err);
+			r = reap(c, s, t, out, err);
 			if (r)
 				return r;
 			update_peak(s, t, batch_bytes);
@@ -297,13 +319,10 @@ static int take_notifs(struct bench_ctx *c, struct xrun *s, struct bench_watch *
 			return bench_fail(err, EPROTO, "%llu notifications for %llu batches",
 					  (unsigned long long)s->done,
 					  (unsigned long long)(w->peer_count / p->batch));
-		n = ibv_poll_cq(c->vcq, BENCH_WC_BATCH, c->wc);
+		n = xpoll(c, err);
 		if (n < 0)
-			return bench_poll_failed(err);
-		r = n > 0 ? hand_over(c, n, err) : 0;
-		r = r
-			?: bench_watch_tick(c, w, bench_ticks(), s->done, "taking notifications",
-					    err);
+			return n;
+		r = bench_watch_tick(c, w, bench_ticks(), s->done, "taking notifications", err);
 		if (r)
 			return r;
 	}
@@ -325,10 +344,10 @@ static int run_server(struct bench_ctx *c, struct xrun *s, struct bench_run *out
 		      : bench_wait_peer(c, &w, "waiting for the client's batches", err);
 	if (r)
 		return r;
-	if (w.peer_count % p->batch)
-		return bench_fail(err, EPROTO,
-				  "the client counts %llu ops, not whole batches of %u",
-				  (unsigned long long)w.peer_count, p->batch);
+	if (w.peer_count % p->batch || (s->iters && w.peer_count != s->iters * p->batch))
+		return bench_fail(err, EPROTO, "the client counts %llu ops, not %s batches of %u",
+				  (unsigned long long)w.peer_count,
+				  s->iters ? "the run's" : "whole", p->batch);
 	batches = w.peer_count / p->batch;
 	/* Every slot that took a batch holds the pattern once the client's batches ended. */
 	for (uint64_t j = 0;
