@@ -188,6 +188,14 @@ def xfer_doorbells(p, size, batches):
     return per * batches
 
 
+def xfer_completions(p, size, batches):
+    """Completions xfer.h asks for: each chain's last WR, and the notification."""
+    wrs = -(-size // (8 << 20))
+    per = sum(-(-len(range(lane, p["ops_per_batch"], p["lanes"])) * wrs // p["chain"])
+              for lane in range(p["lanes"]))
+    return (per + (1 if p["notify"] else 0)) * batches
+
+
 def check_xfer_record(doc, r, tag):
     """--op xfer: batches of ops; the layer's counters as xfer.h promises them."""
     p = doc["params"]
@@ -206,6 +214,9 @@ def check_xfer_record(doc, r, tag):
     want = xfer_doorbells(p, r["size"], batches)
     if x["doorbells"] != want:
         fail("%s: %d doorbells, expected %d" % (tag, x["doorbells"], want))
+    want = xfer_completions(p, r["size"], batches)
+    if x["completions"] != want:
+        fail("%s: %d completions of batch WRs, expected %d" % (tag, x["completions"], want))
     if p["ops_per_batch"] == 64 and p["lanes"] == 1 and p["chain"] == 16 and \
             x["doorbells_per_op"] > 1 / 16:
         fail("%s: %g doorbells per op in 64-op batches (at most 1/16)" % (tag, x["doorbells_per_op"]))

@@ -99,7 +99,8 @@ static json_object *side_json(const struct bench_side_info *s)
 /*
  * --op xfer: this side's layer counters over the timed run (rk_xfer_stats):
  * the client's doorbells, WRs, ops, batches and notifications sent, the
- * server's notifications received; and the ratios they are judged by.
+ * server's notifications received; the completions of batch WRs this side
+ * handed to the layer; and the ratios they are judged by.
  */
 static json_object *xfer_json(const struct bench_result *res)
 {
@@ -114,8 +115,11 @@ static json_object *xfer_json(const struct bench_result *res)
 	add_int(o, "notifs_received", (int64_t)x->notifs_received);
 	add_int(o, "reg_mr", (int64_t)x->reg_mr);
 	add_int(o, "foreign", (int64_t)x->foreign);
-	if (x->ops)
+	add_int(o, "completions", (int64_t)res->xfer_cqes);
+	if (x->ops) {
 		add_num(o, "doorbells_per_op", (double)x->doorbells / (double)x->ops);
+		add_num(o, "completions_per_op", (double)res->xfer_cqes / (double)x->ops);
+	}
 	if (x->batches)
 		add_num(o, "notifs_per_batch", (double)x->notifs_sent / (double)x->batches);
 	return o;

@@ -203,9 +203,10 @@ int bench_xfer_setup(struct bench_ctx *c, struct rk_error *err)
 	return c->is_client ? import_seg(c, b, access, err) : export_seg(c, b, access, err);
 }
 
-const struct rk_xfer_stats *bench_xfer_stats(const struct bench_ctx *c)
+const struct rk_xfer_stats *bench_xfer_stats(const struct bench_ctx *c, uint64_t *cqes)
 {
-	return c->xfer ? &c->xfer->run : NULL;
+	*cqes = c->xfer->cqes;
+	return &c->xfer->run;
 }
 
 const char *bench_xfer_mode(const struct bench_ctx *c)

@@ -57,6 +57,7 @@ struct bench_xfer {
 	struct rk_xfer_op *ops;	       /* client: the ops of each slot, D x B */
 	struct bench_xfer_slot *slots; /* client: D */
 	struct rk_xfer_stats run;      /* the layer's counters over the last run */
+	uint64_t cqes; /* ... and the completions of its batches' WRs we handed it */
 };
 
 /* bench_xfer_lands_here - this side's memory receives the data (the big side). */
@@ -87,8 +88,13 @@ void bench_xfer_reset(struct bench_ctx *c, uint32_t size);
 int bench_xfer_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
 		   struct bench_run *out, struct rk_error *err);
 
-/* bench_xfer_stats - this side's layer counters over the last run (rk_xfer_stats deltas). */
-const struct rk_xfer_stats *bench_xfer_stats(const struct bench_ctx *c);
+/*
+ * bench_xfer_stats - this side's layer counters over the last run
+ * (rk_xfer_stats deltas), and in *@cqes the completions of batch WRs
+ * (tag RK_XFER_WRID_OP) the run handed to the layer: what the layer's
+ * signaling costs, which its counters do not say.
+ */
+const struct rk_xfer_stats *bench_xfer_stats(const struct bench_ctx *c, uint64_t *cqes);
 
 /* bench_xfer_mode - "mw" or "mr": how the server's memory is exposed; "?" before set-up. */
 const char *bench_xfer_mode(const struct bench_ctx *c);

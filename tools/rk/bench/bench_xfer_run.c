@@ -106,7 +106,8 @@ static int check_slot(struct bench_ctx *c, uint32_t slot, uint32_t size, uint64_
 /* Hand @n completions (wr_ids translated) to the layer; one not its own is an error. */
 static int hand_over(struct bench_ctx *c, int n, struct rk_error *err)
 {
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		c->xfer->cqes += c->wc[i].wr_id >> 48 == RK_XFER_WRID_OP;
 		if (!rk_xfer_handle(c->xfer->x, &c->wc[i])) {
 			if (c->wc[i].status != IBV_WC_SUCCESS)
 				return bench_wc_failed(&c->wc[i], err);
@@ -115,6 +116,7 @@ static int hand_over(struct bench_ctx *c, int n, struct rk_error *err)
 					  "(wr_id 0x%llx)",
 					  (unsigned long long)c->wc[i].wr_id);
 		}
+	}
 	return 0;
 }
 
@@ -371,6 +373,7 @@ int bench_xfer_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t 
 	int r;
 
 	rk_xfer_stats(c->xfer->x, &s0);
+	c->xfer->cqes = 0;
 	r = c->is_client ? run_client(c, &s, out, err) : run_server(c, &s, out, err);
 	rk_xfer_stats(c->xfer->x, &s1);
 	stats_delta(&s0, &s1, &c->xfer->run);

@@ -110,7 +110,7 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 		return r;
 	res->size = size;
 	if (p->op == BENCH_OP_XFER)
-		res->xs = *bench_xfer_stats(c);
+		res->xs = *bench_xfer_stats(c, &res->xfer_cqes);
 	bench_stats_from_run(&run, hist, &res->me);
 	bench_stats_encode(&res->me, b);
 	r = bench_ctl_send(&c->ctl, BM_RESULT, b, sizeof(b), bench_step_ms(c), err);
