@@ -23,7 +23,8 @@ static int fields_equal(const struct bench_params *a, const struct bench_params 
 	       a->duration_s == b->duration_s && a->warmup == b->warmup && a->batch == b->batch &&
 	       a->num_qp == b->num_qp && a->tx_depth == b->tx_depth && a->rx_depth == b->rx_depth &&
 	       a->cq_mod == b->cq_mod && a->inline_size == b->inline_size && a->bidir == b->bidir &&
-	       a->oob == b->oob && a->resp_size == b->resp_size;
+	       a->oob == b->oob && a->resp_size == b->resp_size && a->xfer_op == b->xfer_op &&
+	       a->notify == b->notify && a->verify == b->verify;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -90,9 +91,23 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	p.mode = BENCH_MODE_LAT;
 	bench_params_encode(&p, buf, sizeof(buf));
 	emit("rpc-lat-all", buf, sizeof(buf));
-	/* A peer of version 2 (before --op rpc): refused, saying so. */
+	bench_params_default(&p);
+	p.op = BENCH_OP_XFER;
+	p.xfer_op = BENCH_XFER_WRITE;
+	p.notify = p.verify = 1;
+	p.size_min = p.size_max = 16384;
+	p.batch = 64;
+	p.tx_depth = 2;
+	p.cq_mod = 16;
+	p.num_qp = 2;
+	bench_params_encode(&p, buf, sizeof(buf));
+	emit("xfer-write-notify", buf, sizeof(buf));
+	/* A peer of version 2 (before --op rpc), then 3 (before --op xfer, 72 bytes): refused. */
 	bench_params_default(&p);
 	bench_params_encode(&p, buf, sizeof(buf));
 	buf[5] = 2;
 	emit("version-2", buf, sizeof(buf));
+	buf[5] = 3;
+	buf[7] = 72;
+	emit("version-3", buf, 72);
 }

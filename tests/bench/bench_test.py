@@ -105,10 +105,13 @@ def check_doc(doc, want_sizes, what):
         tag = "%s size %d" % (what, r["size"])
         if p["op"] == "rpc":
             check_rpc_record(doc, r, tag)
+        elif p["op"] == "xfer":
+            check_xfer_record(doc, r, tag)
         elif r["bytes"] != r["iterations"] * r["size"] and p["mode"] == "bw":
             fail("%s: bytes %d != iterations %d x size" % (tag, r["bytes"], r["iterations"]))
         if p["iters_per_qp"]:
-            per_dir = p["iters_per_qp"] * p["num_qp"]
+            # --op xfer: -n counts batches, whatever the lanes.
+            per_dir = p["iters_per_qp"] * (1 if p["op"] == "xfer" else p["num_qp"])
             want = per_dir * (2 if p["bidir"] else 1) if p["mode"] == "bw" else p["iters_per_qp"]
             if r["iterations"] != want:
                 fail("%s: %d iterations, expected %d" % (tag, r["iterations"], want))
@@ -169,6 +172,62 @@ def check_rpc_record(doc, r, tag):
                                              rel_tol=1e-6):
         fail("%s: bw %g Gb/s for %d bytes in %g s" % (tag, r["bw_avg_gbps"], r["bytes"],
                                                     r["seconds"]))
+
+
+def xfer_doorbells(p, size, batches):
+    """What xfer.h promises: per batch, a doorbell per chain of up to -Q WRs on
+    each lane (op i on lane i mod lanes, split above 8 MiB), and one more for
+    the notification unless it rides on the last chain (one lane, WRITEs)."""
+    wrs = -(-size // (8 << 20))
+    per = 0
+    for lane in range(p["lanes"]):
+        n = len(range(lane, p["ops_per_batch"], p["lanes"])) * wrs
+        per += -(-n // p["chain"])
+    if p["notify"] and (p["lanes"] > 1 or p["xfer_op"] == "read"):
+        per += 1
+    return per * batches
+
+
+def xfer_completions(p, size, batches):
+    """Completions xfer.h asks for: each chain's last WR, and the notification."""
+    wrs = -(-size // (8 << 20))
+    per = sum(-(-len(range(lane, p["ops_per_batch"], p["lanes"])) * wrs // p["chain"])
+              for lane in range(p["lanes"]))
+    return (per + (1 if p["notify"] else 0)) * batches
+
+
+def check_xfer_record(doc, r, tag):
+    """--op xfer: batches of ops; the layer's counters as xfer.h promises them."""
+    p = doc["params"]
+    batches, ops = r["iterations"], r["iterations"] * p["ops_per_batch"]
+    if r["bytes"] != ops * r["size"]:
+        fail("%s: bytes %d != %d ops x size" % (tag, r["bytes"], ops))
+    if r["local_tx_msgs"] != ops or r["local_rx_msgs"] != batches:
+        fail("%s: %d ops in %d batches, expected %d in %d"
+             % (tag, r["local_tx_msgs"], r["local_rx_msgs"], ops, batches))
+    if r["peer_tx_msgs"] != (batches if p["notify"] else 0):
+        fail("%s: the server took %d notifications for %d batches (notify %s)"
+             % (tag, r["peer_tx_msgs"], batches, p["notify"]))
+    x = r["xfer"]
+    if x["ops"] != ops or x["batches"] != batches or x["foreign"] != 0:
+        fail("%s: layer counts %s, expected %d ops in %d batches" % (tag, x, ops, batches))
+    want = xfer_doorbells(p, r["size"], batches)
+    if x["doorbells"] != want:
+        fail("%s: %d doorbells, expected %d" % (tag, x["doorbells"], want))
+    want = xfer_completions(p, r["size"], batches)
+    if x["completions"] != want:
+        fail("%s: %d completions of batch WRs, expected %d" % (tag, x["completions"], want))
+    if p["ops_per_batch"] == 64 and p["lanes"] == 1 and p["chain"] == 16 and \
+            x["doorbells_per_op"] > 1 / 16:
+        fail("%s: %g doorbells per op in 64-op batches (at most 1/16)" % (tag, x["doorbells_per_op"]))
+    if x["notifs_sent"] != (batches if p["notify"] else 0) or \
+            (p["notify"] and x["notifs_per_batch"] != 1):
+        fail("%s: %d notifications for %d batches" % (tag, x["notifs_sent"], batches))
+    lat = r["latency_us"]
+    if lat["samples"] != batches:
+        fail("%s: %d latency samples for %d batches" % (tag, lat["samples"], batches))
+    if doc["env"]["latency"] != "batch: post to end":
+        fail("%s: latency is the %s" % (tag, doc["env"]["latency"]))
 
 
 def bench_json(port, args, want_sizes, what, server_args=(), timeout=60, watchdog=WATCHDOG):
@@ -566,12 +625,69 @@ def case_rpc_refuse(port):
         s.sendall(frame(1, v2 + bytes(16)))  # BM_PARAMS: params + token
         got = read_frame(s)
     sout, _ = srv.communicate(timeout=30)
-    want = "parameter message version 2, this rk speaks 3"
+    want = "parameter message version 2, this rk speaks 4"
     print("version 2 client: %r" % (got,))
     if not got or got[0] != BM_REFUSE or want not in got[1].decode(errors="replace"):
         fail("version 2 client: got %r" % (got,))
     if srv.returncode != 1 or want not in sout:
         fail("version 2 client: server rc %d\n%s" % (srv.returncode, sout))
+
+
+def case_xfer(port):
+    """--op xfer (the one-sided layer) with --verify: READ and WRITE with a
+    notification per batch over a sweep of small sizes (16 ops per batch,
+    2 in flight), 64-op batches of 16 KiB (doorbells per op at most 1/16,
+    one notification per batch, the server's count of them too), 3 lanes
+    with short chains, 1 MiB ops, and -D 1 waiting in event mode. Every
+    run checks its data on the receiving side (exit 1 otherwise). And what
+    it refuses."""
+    t0 = time.monotonic()
+    for args, name in ((["--op", "xfer", "--mode", "lat"], "mode"),
+                       (["--op", "xfer", "-b"], "bidir"), (["--op", "xfer", "-I", "64"], "inline"),
+                       (["--op", "xfer", "-q", "17"], "num-qp"), (["--op", "xfer", "-Q", "32"], "cq-mod"),
+                       (["--op", "xfer", "--rx-depth", "64"], "rx-depth"), (["--notify"], "notify"),
+                       (["--op", "read", "--xfer-op", "write"], "xfer-op")):
+        cli = subprocess.run([RK, "bench", *args, ADDR], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=10)
+        if cli.returncode != 2 or ("--" + name) not in cli.stdout:
+            fail("%s: rc %d, %s" % (" ".join(args), cli.returncode, cli.stdout))
+    runs = [(["--xfer-op", "read", "-a", "--max-size", "4096", "-l", "16", "-n", "6"],
+             sizes(2, 4096), "read sweep"),
+            (["--xfer-op", "write", "--notify", "-a", "--max-size", "4096", "-l", "16", "-n", "6"],
+             sizes(2, 4096), "write notify sweep"),
+            (["--xfer-op", "write", "--notify", "-s", "16K", "-n", "24"], [16384], "write 64 x 16K"),
+            (["--xfer-op", "read", "-s", "16K", "-n", "24"], [16384], "read 64 x 16K"),
+            (["--xfer-op", "write", "--notify", "-s", "4096", "-q", "3", "-l", "20", "-Q", "4",
+              "-t", "3", "-n", "12"], [4096], "write notify 3 lanes"),
+            (["--xfer-op", "read", "--notify", "-s", "1M", "-l", "4", "-n", "4"], [1 << 20],
+             "read notify 1M"),
+            (["--xfer-op", "write", "--notify", "-s", "4096", "-l", "8", "-D", "1", "--poll",
+              "event"], [4096], "write notify -D 1, event")]
+    for i, (args, want_sizes, what) in enumerate(runs):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("RK_BUILD")) as d:
+            spath = os.path.join(d, "server.json")
+            doc = bench_json(port + i, ["--op", "xfer", "--verify", "-w", "2", *args], want_sizes,
+                             what, server_args=["--json", spath])
+            if not doc:
+                continue
+            p = doc["params"]
+            if p["access"] not in ("mw", "mr") or not p["verify"]:
+                fail("%s: access %s, verify %s" % (what, p["access"], p["verify"]))
+            if p["xfer_op"] == "read":
+                want = min(p["batches_in_flight"] * -(-p["ops_per_batch"] // p["lanes"]),
+                           device_rd_atomic(), 255)
+                if p.get("reads_in_flight") != want:
+                    fail("%s: %s READs in flight, expected %d" % (what, p.get("reads_in_flight"), want))
+            with open(spath) as f:
+                sdoc = json.load(f)
+            for r, sr in zip(doc["results"], sdoc["results"]):
+                want = r["iterations"] if p["notify"] else 0
+                if sr["xfer"]["notifs_received"] != want:
+                    fail("%s size %d: the server's layer received %d notifications, expected %d"
+                         % (what, r["size"], sr["xfer"]["notifs_received"], want))
+            print("%s: ok so far (%d failures), %.0f s" % (what, len(failures), time.monotonic() - t0),
+                  flush=True)
+    print("xfer: %.0f s" % (time.monotonic() - t0))
 
 
 def case_strangers(port):
@@ -614,6 +730,7 @@ def main():
         {"all": case_all, "mismatch": case_mismatch, "killed": case_killed,
          "multiqp": case_multiqp, "duration": case_duration, "forged": case_forged,
          "rpc": case_rpc, "rpc-refuse": case_rpc_refuse, "strangers": case_strangers,
+         "xfer": case_xfer,
          "long-write": lambda port: case_long(port, "write"),
          "long-read": lambda port: case_long(port, "read")}[CASE](PORT)
     print("%s: %s" % (CASE, "FAILED (%d)" % len(failures) if failures else "ok"))

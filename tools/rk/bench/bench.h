@@ -10,6 +10,9 @@
  *   bench_lat.c     the latency engine (ping-pong, or READ round trips)
  *   bench_rpc.c     --op rpc: its connections (rk_rpc_server, rk_rpc_clients)
  *                   and its engine, both modes
+ *   bench_xfer.c    --op xfer: the one-sided layer's set-up (rk_xfer, lanes,
+ *                   segments, the descriptor over the control channel)
+ *   bench_xfer_run.c --op xfer: its engine (batches in flight; notifications)
  *   bench_hist.c    latency histogram and percentiles
  *   bench_result.c  the RESULT record: codec and checks of the peer's figures
  *   bench_report.c  the table, the JSON document and the gnuplot chart
@@ -40,8 +43,16 @@ enum bench_op {
 	BENCH_OP_WRITE,
 	BENCH_OP_WRITE_IMM,
 	BENCH_OP_READ,
-	BENCH_OP_RPC, /* rk_rpc_call: request by SEND, answer by write with immediate */
+	BENCH_OP_RPC,  /* rk_rpc_call: request by SEND, answer by write with immediate */
+	BENCH_OP_XFER, /* rk_xfer_post: batches of one-sided READs or WRITEs (xfer.h) */
 	BENCH_OP_COUNT,
+};
+
+/* --op xfer: what the batches hold (--xfer-op). */
+enum bench_xfer_op {
+	BENCH_XFER_READ = 0,
+	BENCH_XFER_WRITE,
+	BENCH_XFER_OP_COUNT,
 };
 
 enum bench_mode {
@@ -73,6 +84,9 @@ struct bench_params {
 	uint32_t oob;	    /* QPs connected by exchanging their numbers over TCP */
 	uint32_t resp_size; /* --op rpc: answer bytes, fixed over a sweep (0 allowed),
 			       or BENCH_RESP_AS_REQ (the default; other ops: always) */
+	uint32_t xfer_op;   /* --op xfer: enum bench_xfer_op (other ops: 0) */
+	uint32_t notify;    /* --op xfer: each batch ends with one notification */
+	uint32_t verify;    /* --op xfer: the data is checked (not for timing) */
 };
 
 enum bench_field {
@@ -91,7 +105,20 @@ enum bench_field {
 	BF_BIDIR = 1u << 12,
 	BF_OOB = 1u << 13,
 	BF_RESP_SIZE = 1u << 14,
+	BF_XFER_OP = 1u << 15,
+	BF_NOTIFY = 1u << 16,
+	BF_VERIFY = 1u << 17,
 };
+
+/*
+ * --op xfer: -l is the ops per batch, -t the batches in flight, -q the
+ * lanes, -Q the chain (WRs per doorbell; rk_xfer_opts.chain).
+ */
+#define BENCH_XFER_MAX_OPS   4096u
+#define BENCH_XFER_MAX_DEPTH 1024u
+#define BENCH_XFER_MAX_LANES 16u
+#define BENCH_XFER_MAX_CHAIN 16u
+#define BENCH_XFER_MAX_MEM   (4ull << 30) /* batches in flight x ops x size, one side */
 
 /* Options that concern this side only; never sent. */
 struct bench_local {
@@ -121,9 +148,10 @@ struct bench_local {
 	const uint8_t *pair_key;
 };
 
-const char *bench_op_name(uint32_t op);	    /* "write-imm" */
-const char *bench_op_title(uint32_t op);    /* "RDMA WRITE with immediate" */
-const char *bench_mode_name(uint32_t mode); /* "bw" / "lat" */
+const char *bench_op_name(uint32_t op);	      /* "write-imm" */
+const char *bench_xfer_op_name(uint32_t xop); /* "read" / "write" */
+const char *bench_op_title(uint32_t op);      /* "RDMA WRITE with immediate" */
+const char *bench_mode_name(uint32_t mode);   /* "bw" / "lat" */
 const char *bench_poll_name(enum rk_wait_mode m);
 
 /* bench_params_default - perftest-like defaults (65536 B, 5000 iterations, depth 128). */
@@ -146,12 +174,14 @@ int bench_params_diff(const struct bench_params *s, const struct bench_params *c
 
 /*
  * Wire form: BENCH_PARAMS_LEN bytes, big-endian, versioned. Version 3
- * added resp_size in what were the 4 reserved bytes: the length stays 72,
- * so a peer of version 2 gets its PARAMS decoded far enough to be refused
- * by version, and refuses ours the same way.
+ * added resp_size in what were the 4 reserved bytes; version 4 the three
+ * --op xfer fields, 12 bytes more. Magic and version come first and are
+ * checked before the length, so a peer of an older version is refused by
+ * version whatever its length (and refuses ours as it can).
  */
-#define BENCH_PARAMS_VERSION 3 /* 2: heartbeats carry a progress count; 3: --op rpc */
-#define BENCH_PARAMS_LEN     72
+#define BENCH_PARAMS_VERSION 4 /* 2: heartbeats with a count; 3: --op rpc; 4: --op xfer */
+#define BENCH_PARAMS_LEN     84
+#define BENCH_PARAMS_MIN_LEN 8 /* magic, version, length: enough to be refused by version */
 int bench_params_encode(const struct bench_params *p, uint8_t *buf, size_t len);
 /* Returns 0, or -1 with the reason in @why (the peer is not trusted). */
 int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, char *why,

@@ -24,6 +24,7 @@
 #include "bench_clock.h"
 #include "bench_conn.h"
 #include "bench_rpc.h"
+#include "bench_xfer.h"
 #include "cli.h"
 
 #define PARAMS_MSG_LEN (BENCH_PARAMS_LEN + BENCH_TOKEN_LEN)
@@ -101,9 +102,10 @@ static uint32_t sq_depth(const struct bench_params *p)
 	return p->tx_depth + bench_signal_every(p);
 }
 
+/* --op xfer registers its memory through the one-sided layer (bench_xfer.c): none here. */
 static uint64_t buffer_len(const struct bench_params *p)
 {
-	return (uint64_t)p->size_max * (1 + p->num_qp);
+	return p->op == BENCH_OP_XFER ? 0 : (uint64_t)p->size_max * (1 + p->num_qp);
 }
 
 /* What the parameters need from the device; "PARAM: why" on failure. */
@@ -281,8 +283,14 @@ static int accept_client(struct bench_ctx *c, struct bench_msg *m, struct rk_err
 		if (fd < 0)
 			return fd;
 		bench_ctl_init(&c->ctl, fd);
-		r = bench_ctl_expect(&c->ctl, BM_PARAMS, PARAMS_MSG_LEN, m, step, err);
-		if (!r && (!c->l->pair_key || cli_equal_ct(m->data + BENCH_PARAMS_LEN,
+		/*
+		 * Any length from a bare version on: an older peer's PARAMS are
+		 * shorter, and it should hear that its version is refused.
+		 */
+		r = bench_ctl_expect(&c->ctl, BM_PARAMS, -1, m, step, err);
+		if (!r && m->len < BENCH_PARAMS_MIN_LEN + BENCH_TOKEN_LEN)
+			r = bench_fail(err, EPROTO, "protocol error: PARAMS of %u bytes", m->len);
+		if (!r && (!c->l->pair_key || cli_equal_ct(m->data + m->len - BENCH_TOKEN_LEN,
 							   c->l->pair_key, BENCH_TOKEN_LEN)))
 			return 0;
 		if (!r) {
@@ -320,14 +328,15 @@ int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 		fprintf(stderr,
 			"rk bench: waiting up to %u s for a client on port %s (device %s)\n",
 			c->l->wait_s, c->l->port, c->me.dev);
+	m.len = 0;
 	r = accept_client(c, &m, err);
 	if (r)
 		return r;
-	if (bench_params_decode(m.data, BENCH_PARAMS_LEN, client_p, why, sizeof(why)) ||
+	if (bench_params_decode(m.data, m.len - BENCH_TOKEN_LEN, client_p, why, sizeof(why)) ||
 	    bench_params_diff(server_p, client_p, c->l->explicit_fields, why, sizeof(why)) ||
 	    check_device(client_p, rk_device_get_info(c->dev), why, sizeof(why)))
 		return refuse(c, why, err);
-	memcpy(c->token, m.data + BENCH_PARAMS_LEN, BENCH_TOKEN_LEN);
+	memcpy(c->token, m.data + m.len - BENCH_TOKEN_LEN, BENCH_TOKEN_LEN);
 	c->p = client_p;
 	if (client_p->op == BENCH_OP_RPC) {
 		/* The RPC layer's server on the same address and port, instead of ours. */
@@ -405,6 +414,8 @@ static void conn_opts(struct bench_ctx *c, struct bench_qp *q, struct rk_conn_op
 	}
 	o->prepare = prepare_receives;
 	o->prepare_arg = q;
+	if (c->p->op == BENCH_OP_XFER)
+		bench_xfer_conn_opts(c, o);
 }
 
 static int connect_oob(struct bench_ctx *c, struct bench_qp *q, struct rk_error *err)
@@ -569,12 +580,16 @@ static int connect_qps(struct bench_ctx *c, struct rk_error *err)
 	int r;
 
 	c->receives = needs_receives(p, c->is_client);
-	r = rk_mr_alloc(c->dev, buffer_len(p), mr_access(p), err, &c->mr);
-	if (r)
-		return r;
-	c->base = rk_mr_addr(c->mr);
-	c->lkey = rk_mr_lkey(c->mr);
-	co.depth = p->num_qp * (sq_depth(p) + (c->receives ? p->rx_depth : 1));
+	if (p->op != BENCH_OP_XFER) {
+		r = rk_mr_alloc(c->dev, buffer_len(p), mr_access(p), err, &c->mr);
+		if (r)
+			return r;
+		c->base = rk_mr_addr(c->mr);
+		c->lkey = rk_mr_lkey(c->mr);
+	}
+	co.depth = p->op == BENCH_OP_XFER
+		       ? bench_xfer_cq_depth(c)
+		       : p->num_qp * (sq_depth(p) + (c->receives ? p->rx_depth : 1));
 	co.mode = c->l->poll;
 	r = rk_cq_create(c->dev, &co, err, &c->cq);
 	if (r)
@@ -586,8 +601,9 @@ static int connect_qps(struct bench_ctx *c, struct rk_error *err)
 	for (uint32_t i = 0; i < p->num_qp; i++) {
 		c->qps[i].ctx = c;
 		c->qps[i].index = i;
-		c->qps[i].rx = c->base + (uint64_t)p->size_max * (1 + i);
-		c->qps[i].wrs = calloc(p->batch, sizeof(struct rk_wr));
+		c->qps[i].rx = c->base ? c->base + (uint64_t)p->size_max * (1 + i) : NULL;
+		/* --op xfer: -l is ops per batch, posted by the layer. */
+		c->qps[i].wrs = calloc(p->op == BENCH_OP_XFER ? 1 : p->batch, sizeof(struct rk_wr));
 		if (!c->qps[i].wrs)
 			return bench_fail(err, ENOMEM, "out of memory for WR templates");
 	}
@@ -609,7 +625,7 @@ static int connect_qps(struct bench_ctx *c, struct rk_error *err)
 			return r;
 	}
 	c->me.mtu = rk_mtu_bytes(rk_conn_path_mtu(c->qps[0].conn));
-	if (p->op == BENCH_OP_READ) {
+	if (p->op == BENCH_OP_READ || (p->op == BENCH_OP_XFER && p->xfer_op == BENCH_XFER_READ)) {
 		uint8_t init;
 
 		/* What the QP got, not what was asked: rdma_cm may negotiate it down. */
@@ -620,7 +636,7 @@ static int connect_qps(struct bench_ctx *c, struct rk_error *err)
 	}
 	c->me.buf_addr = (uintptr_t)c->base;
 	c->me.buf_len = buffer_len(p);
-	c->me.buf_rkey = rk_mr_rkey(c->mr);
+	c->me.buf_rkey = c->mr ? rk_mr_rkey(c->mr) : 0;
 	return 0;
 }
 
@@ -640,6 +656,8 @@ int bench_connect(struct bench_ctx *c, struct rk_error *err)
 	r = bench_ctl_send(&c->ctl, BM_READY, ready, READY_LEN, bench_step_ms(c), err);
 	r = r ?: bench_ctl_expect(&c->ctl, BM_READY, READY_LEN, &m, bench_step_ms(c), err);
 	r = r ?: decode_ready(c, m.data, err);
+	if (!r && p->op == BENCH_OP_XFER)
+		r = bench_xfer_setup(c, err);
 	if (r)
 		return r;
 	for (uint32_t i = 0; c->qps && i < p->num_qp; i++)
@@ -650,6 +668,8 @@ int bench_connect(struct bench_ctx *c, struct rk_error *err)
 void bench_ctx_release(struct bench_ctx *c)
 {
 	bench_rpc_release(c);
+	/* The layer's order: batches and peer, the lanes, then segment and rk_xfer. */
+	bench_xfer_release_peer(c);
 	if (c->qps) {
 		for (uint32_t i = c->p->num_qp; i-- > 0;) {
 			rk_conn_destroy(c->qps[i].conn);
@@ -658,6 +678,7 @@ void bench_ctx_release(struct bench_ctx *c)
 		free(c->qps);
 		c->qps = NULL;
 	}
+	bench_xfer_release(c);
 	rk_cq_destroy(c->cq);
 	c->cq = NULL;
 	c->vcq = NULL;

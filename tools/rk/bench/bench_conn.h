@@ -35,7 +35,8 @@ struct bench_side_info {
 };
 
 struct bench_ctx;
-struct bench_rpc; /* --op rpc: its clients or its server (bench_rpc.c) */
+struct bench_rpc;  /* --op rpc: its clients or its server (bench_rpc.c) */
+struct bench_xfer; /* --op xfer: the one-sided layer's objects (bench_xfer.c) */
 
 struct bench_qp {
 	struct bench_ctx *ctx;
@@ -70,6 +71,8 @@ struct bench_ctx {
 	uint32_t reads_in_flight; /* --op read: the QPs' initiator depth, as connected */
 	struct bench_rpc *rpc;	  /* --op rpc: instead of buffer, CQ and QPs */
 	uint32_t rpc_window;	  /* --op rpc: calls in flight per client, as granted */
+	struct bench_xfer *xfer;  /* --op xfer: instead of the registered buffer */
+	const char *xfer_access;  /* --op xfer: "mw" or "mr" (outlives xfer, for the report) */
 	struct ibv_wc wc[BENCH_WC_BATCH];
 };
 

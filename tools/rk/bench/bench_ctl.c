@@ -209,7 +209,7 @@ static const char *type_name(unsigned t)
 {
 	static const char *const names[BM_TYPE_MAX] = {
 	    "?",  "PARAMS", "ACCEPT", "REFUSE",	   "OOB",   "READY",
-	    "GO", "DONE",   "RESULT", "HEARTBEAT", "ERROR",
+	    "GO", "DONE",   "RESULT", "HEARTBEAT", "ERROR", "XDESC",
 	};
 
 	return t < BM_TYPE_MAX ? names[t] : "?";

@@ -31,6 +31,7 @@ enum bench_msg_type {
 	BM_RESULT,     /* both: counts, wall time, CPU time */
 	BM_HEARTBEAT,  /* both: still alive: the sender's progress count in this run (8 B) */
 	BM_ERROR,      /* both: this side failed: reason text */
+	BM_XDESC,      /* server -> client, --op xfer: its segment's descriptor (opaque) */
 	BM_TYPE_MAX,
 };
 

@@ -14,6 +14,7 @@
 #include <rdmakit/version.h>
 
 #include "bench_report.h"
+#include "bench_xfer.h"
 
 static void add_str(json_object *o, const char *k, const char *v)
 {
@@ -53,8 +54,18 @@ static json_object *params_json(const struct bench_ctx *c)
 	add_int(o, "rx_depth", p->rx_depth);
 	add_int(o, "cq_mod", p->cq_mod);
 	add_int(o, "inline", p->inline_size);
-	if (p->op == BENCH_OP_READ)
+	if (p->op == BENCH_OP_READ || (p->op == BENCH_OP_XFER && p->xfer_op == BENCH_XFER_READ))
 		add_int(o, "reads_in_flight", c->reads_in_flight);
+	if (p->op == BENCH_OP_XFER) {
+		add_str(o, "xfer_op", bench_xfer_op_name(p->xfer_op));
+		add_int(o, "ops_per_batch", p->batch);
+		add_int(o, "batches_in_flight", p->tx_depth);
+		add_int(o, "lanes", p->num_qp);
+		add_int(o, "chain", p->cq_mod);
+		json_object_object_add(o, "notify", json_object_new_boolean(p->notify));
+		json_object_object_add(o, "verify", json_object_new_boolean(p->verify));
+		add_str(o, "access", bench_xfer_mode(c));
+	}
 	if (p->op == BENCH_OP_RPC) {
 		/* null: the answer is as long as the request (each record says). */
 		if (p->resp_size == BENCH_RESP_AS_REQ)
@@ -85,6 +96,35 @@ static json_object *side_json(const struct bench_side_info *s)
 	return o;
 }
 
+/*
+ * --op xfer: this side's layer counters over the timed run (rk_xfer_stats):
+ * the client's doorbells, WRs, ops, batches and notifications sent, the
+ * server's notifications received; the completions of batch WRs this side
+ * handed to the layer; and the ratios they are judged by.
+ */
+static json_object *xfer_json(const struct bench_result *res)
+{
+	const struct rk_xfer_stats *x = &res->xs;
+	json_object *o = json_object_new_object();
+
+	add_int(o, "doorbells", (int64_t)x->doorbells);
+	add_int(o, "wrs", (int64_t)x->wrs);
+	add_int(o, "ops", (int64_t)x->ops);
+	add_int(o, "batches", (int64_t)x->batches);
+	add_int(o, "notifs_sent", (int64_t)x->notifs_sent);
+	add_int(o, "notifs_received", (int64_t)x->notifs_received);
+	add_int(o, "reg_mr", (int64_t)x->reg_mr);
+	add_int(o, "foreign", (int64_t)x->foreign);
+	add_int(o, "completions", (int64_t)res->xfer_cqes);
+	if (x->ops) {
+		add_num(o, "doorbells_per_op", (double)x->doorbells / (double)x->ops);
+		add_num(o, "completions_per_op", (double)res->xfer_cqes / (double)x->ops);
+	}
+	if (x->batches)
+		add_num(o, "notifs_per_batch", (double)x->notifs_sent / (double)x->batches);
+	return o;
+}
+
 static json_object *result_json(const struct bench_report *r, const struct bench_result *res)
 {
 	static const char *const lat_keys[LAT_N] = {"min", "median", "avg", "stdev",
@@ -112,7 +152,9 @@ static json_object *result_json(const struct bench_report *r, const struct bench
 	add_num(cpu, "local_pct", f.cpu_local_pct);
 	add_num(cpu, "peer_pct", f.cpu_remote_pct);
 	json_object_object_add(o, "cpu", cpu);
-	if (r->c->p->mode == BENCH_MODE_LAT) {
+	if (r->c->p->op == BENCH_OP_XFER)
+		json_object_object_add(o, "xfer", xfer_json(res));
+	if (r->c->p->mode == BENCH_MODE_LAT || r->c->p->op == BENCH_OP_XFER) {
 		json_object *lat = json_object_new_object();
 
 		add_int(lat, "samples", (int64_t)f.lat->lat_samples);
@@ -138,8 +180,9 @@ int bench_report_json(const struct bench_report *r, const char *path, struct rk_
 	json_object_object_add(env, "local", side_json(&c->me));
 	json_object_object_add(env, "peer", side_json(&c->peer));
 	add_str(env, "latency",
-		c->p->op == BENCH_OP_READ || c->p->op == BENCH_OP_RPC ? "round trip"
-								      : "half round trip");
+		c->p->op == BENCH_OP_XFER				? "batch: post to end"
+		: c->p->op == BENCH_OP_READ || c->p->op == BENCH_OP_RPC ? "round trip"
+									: "half round trip");
 	json_object_object_add(root, "env", env);
 	for (unsigned i = 0; i < r->n; i++)
 		json_object_array_add(arr, result_json(r, &r->res[i]));

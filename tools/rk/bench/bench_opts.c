@@ -27,6 +27,9 @@ enum {
 	OPT_RX_DEPTH,
 	OPT_MAX_SIZE,
 	OPT_RESP_SIZE,
+	OPT_XFER_OP,
+	OPT_NOTIFY,
+	OPT_VERIFY,
 };
 
 static const struct option long_opts[] = {
@@ -36,6 +39,9 @@ static const struct option long_opts[] = {
     {"all", no_argument, NULL, 'a'},
     {"max-size", required_argument, NULL, OPT_MAX_SIZE},
     {"resp-size", required_argument, NULL, OPT_RESP_SIZE},
+    {"xfer-op", required_argument, NULL, OPT_XFER_OP},
+    {"notify", no_argument, NULL, OPT_NOTIFY},
+    {"verify", no_argument, NULL, OPT_VERIFY},
     {"iters", required_argument, NULL, 'n'},
     {"duration", required_argument, NULL, 'D'},
     {"warmup", required_argument, NULL, 'w'},
@@ -75,7 +81,7 @@ static void usage(FILE *out)
 	    "\n"
 	    "what to measure (the client's choice; a server given any of these refuses a\n"
 	    "client that asks for something else, naming the parameter):\n"
-	    "  --op OP             send | write | write-imm | read | rpc (default write)\n"
+	    "  --op OP             send | write | write-imm | read | rpc | xfer (default write)\n"
 	    "  --mode MODE         bw (bandwidth, default) | lat (latency ping-pong)\n"
 	    "  -s, --size SIZE     message size, 1 B .. 8M (default 64K); rpc: the request's\n"
 	    "  -a, --all           every power of two from 2 B to 8 MiB\n"
@@ -94,6 +100,9 @@ static void usage(FILE *out)
 	    "                      and at least one per MiB for large messages\n"
 	    "  -I, --inline N      send payloads up to N bytes inline (default 0)\n"
 	    "  -b, --bidir         both sides send at once (bw mode)\n"
+	    "      --xfer-op OP    read | write: what xfer's batches hold (default read)\n"
+	    "      --notify        xfer: each batch ends with one notification to the server\n"
+	    "      --verify        xfer: check every batch's data (slower: not for timing)\n"
 	    "\n"
 	    "this side only:\n"
 	    "      --poll MODE     busy (default) | event | adaptive: how completions are awaited\n"
@@ -118,6 +127,13 @@ static void usage(FILE *out)
 	    "time, bw keeps -t calls in flight per client (rk_rpc_call_async) and counts\n"
 	    "request + answer bytes per call; the answers land in one registered buffer\n"
 	    "per client (zero copy). Not with --oob, -b, -l, -I, --rx-depth or -Q.\n"
+	    "\n"
+	    "--op xfer: the one-sided layer (rk_xfer_post): the server registers and\n"
+	    "exports one segment, the client imports its descriptor and keeps -t batches\n"
+	    "(default 2) of -l ops (default 64) of -s bytes in flight, -n batches (default\n"
+	    "100), striped over -q lanes, -Q WRs per doorbell (default and at most 16).\n"
+	    "The table counts batches; bandwidth, op rate and CPU are per op; latency is\n"
+	    "per batch, post to end. Not with -b, -I, --rx-depth or --mode lat.\n"
 	    "\n"
 	    "latency is half the round trip for send, write and write-imm (a ping-pong),\n"
 	    "the whole round trip for read and rpc. exit: 0 ok, 1 failed, 2 bad command line\n");
@@ -150,7 +166,7 @@ static int parse_op(const char *arg, uint32_t *op)
 			*op = i;
 			return 0;
 		}
-	return bad("--op", arg, "expected send, write, write-imm, read or rpc");
+	return bad("--op", arg, "expected send, write, write-imm, read, rpc or xfer");
 }
 
 static int parse_poll(const char *arg, enum rk_wait_mode *m)
@@ -203,6 +219,15 @@ static int check_rpc_local(const struct bench_params *p, const struct bench_loca
 	} else if (p->op != BENCH_OP_RPC && (l->explicit_fields & BF_RESP_SIZE)) {
 		opt = "--resp-size";
 		why = "an answer's size is for --op rpc only";
+	} else if (p->op == BENCH_OP_XFER && (l->explicit_fields & BF_RX_DEPTH)) {
+		opt = "--rx-depth";
+		why = "the one-sided layer owns the lanes' receive queues";
+	} else if (p->op != BENCH_OP_XFER &&
+		   (l->explicit_fields & (BF_XFER_OP | BF_NOTIFY | BF_VERIFY))) {
+		opt = l->explicit_fields & BF_XFER_OP  ? "--xfer-op"
+		      : l->explicit_fields & BF_NOTIFY ? "--notify"
+						       : "--verify";
+		why = "for --op xfer only";
 	}
 	if (!opt)
 		return 0;
@@ -245,6 +270,23 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 	case OPT_RESP_SIZE:
 		l->explicit_fields |= BF_RESP_SIZE;
 		return parse_resp_size(arg, &p->resp_size);
+	case OPT_XFER_OP:
+		l->explicit_fields |= BF_XFER_OP;
+		if (strcmp(arg, "read") == 0)
+			p->xfer_op = BENCH_XFER_READ;
+		else if (strcmp(arg, "write") == 0)
+			p->xfer_op = BENCH_XFER_WRITE;
+		else
+			return bad("--xfer-op", arg, "expected read or write");
+		return 0;
+	case OPT_NOTIFY:
+		l->explicit_fields |= BF_NOTIFY;
+		p->notify = 1;
+		return 0;
+	case OPT_VERIFY:
+		l->explicit_fields |= BF_VERIFY;
+		p->verify = 1;
+		return 0;
 	case 'n':
 		l->explicit_fields |= BF_ITERS | BF_DURATION;
 		p->duration_s = 0;
@@ -369,6 +411,21 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 	 */
 	if (p->mode == BENCH_MODE_LAT && !(l->explicit_fields & BF_CQ_MOD))
 		p->cq_mod = 1;
+	/*
+	 * --op xfer: 2 batches of 64 ops in flight (perftest's 128 WRs), the
+	 * layer's longest chain (one doorbell and one completion per 16 WRs),
+	 * 100 batches (6,400 ops: perftest's 5,000 iterations, in batches).
+	 */
+	if (p->op == BENCH_OP_XFER) {
+		if (!(l->explicit_fields & BF_ITERS))
+			p->iters = 100;
+		if (!(l->explicit_fields & BF_BATCH))
+			p->batch = 64;
+		if (!(l->explicit_fields & BF_TX_DEPTH))
+			p->tx_depth = 2;
+		if (!(l->explicit_fields & BF_CQ_MOD))
+			p->cq_mod = BENCH_XFER_MAX_CHAIN;
+	}
 	if (l->max_size) {
 		if (p->size_min == p->size_max) {
 			fprintf(stderr, "rk bench: --max-size goes with -a\n");

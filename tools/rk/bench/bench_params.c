@@ -12,9 +12,12 @@
 
 #include "bench.h"
 
-static const char *const op_names[BENCH_OP_COUNT] = {"send", "write", "write-imm", "read", "rpc"};
+static const char *const op_names[BENCH_OP_COUNT] = {"send", "write", "write-imm",
+						     "read", "rpc",   "xfer"};
 static const char *const op_titles[BENCH_OP_COUNT] = {
-    "SEND", "RDMA WRITE", "RDMA WRITE with immediate", "RDMA READ", "RPC (rk_rpc_call)"};
+    "SEND",	 "RDMA WRITE",	      "RDMA WRITE with immediate",
+    "RDMA READ", "RPC (rk_rpc_call)", "one-sided batches (rk_xfer_post)"};
+static const char *const xfer_op_names[BENCH_XFER_OP_COUNT] = {"read", "write"};
 
 const char *bench_op_name(uint32_t op)
 {
@@ -24,6 +27,11 @@ const char *bench_op_name(uint32_t op)
 const char *bench_op_title(uint32_t op)
 {
 	return op < BENCH_OP_COUNT ? op_titles[op] : "?";
+}
+
+const char *bench_xfer_op_name(uint32_t xop)
+{
+	return xop < BENCH_XFER_OP_COUNT ? xfer_op_names[xop] : "?";
 }
 
 const char *bench_mode_name(uint32_t mode)
@@ -117,6 +125,55 @@ static int check_not_rpc(const struct bench_params *p, char *why, size_t len)
 	return -1;
 }
 
+/*
+ * --op xfer posts through the one-sided layer (xfer.h) on lanes of its
+ * own: -l is ops per batch, -t batches in flight, -q lanes, -Q the chain
+ * (WRs per doorbell); the layer owns the receive queues and the inline
+ * choice. Every side holds up to tx-depth x batch x size bytes.
+ */
+static int check_xfer(const struct bench_params *p, char *why, size_t len)
+{
+	if (p->mode != BENCH_MODE_BW)
+		snprintf(why, len,
+			 "mode: --op xfer runs in bw mode (every batch's latency is "
+			 "measured there; -t 1 for one batch at a time)");
+	else if (p->bidir)
+		snprintf(why, len,
+			 "bidir: --op xfer: the client posts, the server owns the memory");
+	else if (p->inline_size)
+		snprintf(why, len, "inline: the one-sided layer decides what goes inline (got %u)",
+			 p->inline_size);
+	else if (range(why, len, "batch", p->batch, 1, BENCH_XFER_MAX_OPS) ||
+		 range(why, len, "tx-depth", p->tx_depth, 1, BENCH_XFER_MAX_DEPTH) ||
+		 range(why, len, "num-qp", p->num_qp, 1, BENCH_XFER_MAX_LANES) ||
+		 range(why, len, "cq-mod", p->cq_mod, 1, BENCH_XFER_MAX_CHAIN) ||
+		 range(why, len, "xfer-op", p->xfer_op, 0, BENCH_XFER_OP_COUNT - 1) ||
+		 range(why, len, "notify", p->notify, 0, 1) ||
+		 range(why, len, "verify", p->verify, 0, 1))
+		return -1;
+	else if ((uint64_t)p->tx_depth * p->batch * p->size_max > BENCH_XFER_MAX_MEM)
+		snprintf(why, len,
+			 "tx-depth: %u batches x %u ops x %u bytes is more memory than "
+			 "allowed (4 GiB)",
+			 p->tx_depth, p->batch, p->size_max);
+	else
+		return 0;
+	return -1;
+}
+
+static int check_not_xfer(const struct bench_params *p, char *why, size_t len)
+{
+	if (p->xfer_op || p->notify || p->verify) {
+		snprintf(why, len, "%s: for --op xfer only (got %s)",
+			 p->xfer_op  ? "xfer-op"
+			 : p->notify ? "notify"
+				     : "verify",
+			 bench_op_name(p->op));
+		return -1;
+	}
+	return 0;
+}
+
 int bench_params_check(const struct bench_params *p, char *why, size_t len)
 {
 	if (p->op >= BENCH_OP_COUNT) {
@@ -139,13 +196,16 @@ int bench_params_check(const struct bench_params *p, char *why, size_t len)
 		snprintf(why, len, "iters: give either iterations or a duration");
 		return -1;
 	}
+	if (p->op == BENCH_OP_XFER ? check_xfer(p, why, len) : check_not_xfer(p, why, len))
+		return -1;
 	if (range(why, len, "iters", p->iters, 0, BENCH_MAX_ITERS) ||
 	    range(why, len, "duration", p->duration_s, 0, BENCH_MAX_DURATION) ||
 	    range(why, len, "warmup", p->warmup, 0, BENCH_MAX_WARMUP) ||
 	    range(why, len, "num-qp", p->num_qp, 1, BENCH_MAX_QP) ||
 	    range(why, len, "tx-depth", p->tx_depth, 1, BENCH_MAX_DEPTH) ||
 	    range(why, len, "rx-depth", p->rx_depth, 1, BENCH_MAX_DEPTH) ||
-	    range(why, len, "batch", p->batch, 1, p->tx_depth) ||
+	    range(why, len, "batch", p->batch, 1,
+		  p->op == BENCH_OP_XFER ? BENCH_XFER_MAX_OPS : p->tx_depth) ||
 	    range(why, len, "cq-mod", p->cq_mod, 1, BENCH_MAX_DEPTH) ||
 	    range(why, len, "inline", p->inline_size, 0, BENCH_MAX_INLINE) ||
 	    range(why, len, "bidir", p->bidir, 0, 1) || range(why, len, "oob", p->oob, 0, 1))
@@ -202,6 +262,9 @@ static const struct field_desc fields[] = {
     FIELD(BF_BIDIR, "bidir", bidir),
     FIELD(BF_OOB, "oob", oob),
     FIELD(BF_RESP_SIZE, "resp-size", resp_size),
+    FIELD(BF_XFER_OP, "xfer-op", xfer_op),
+    FIELD(BF_NOTIFY, "notify", notify),
+    FIELD(BF_VERIFY, "verify", verify),
 };
 
 static uint32_t field_get(const struct bench_params *p, size_t off)
@@ -218,6 +281,8 @@ static void field_text(unsigned bit, uint32_t v, char *buf, size_t len)
 		snprintf(buf, len, "%s", bench_op_name(v));
 	else if (bit == BF_MODE)
 		snprintf(buf, len, "%s", bench_mode_name(v));
+	else if (bit == BF_XFER_OP)
+		snprintf(buf, len, "%s", bench_xfer_op_name(v));
 	else if (bit == BF_RESP_SIZE && v == BENCH_RESP_AS_REQ)
 		snprintf(buf, len, "as the request");
 	else
@@ -244,19 +309,19 @@ int bench_params_diff(const struct bench_params *s, const struct bench_params *c
 }
 
 /*
- * Wire layout (big-endian): "RKBP", u16 version, u16 length (72), then the
- * 16 u32 fields in struct order, then zeros up to BENCH_PARAMS_LEN bytes
+ * Wire layout (big-endian): "RKBP", u16 version, u16 length (84), then the
+ * 19 u32 fields in struct order, then zeros up to BENCH_PARAMS_LEN bytes
  * (none since version 3: a further field needs a longer message).
  */
-#define NFIELDS 16
+#define NFIELDS 19
 _Static_assert(8 + 4 * NFIELDS <= BENCH_PARAMS_LEN, "parameter message too short");
 
 static void as_array(const struct bench_params *p, uint32_t v[NFIELDS])
 {
-	const uint32_t src[NFIELDS] = {p->op,	       p->mode,	      p->size_min, p->size_max,
-				       p->iters,       p->duration_s, p->warmup,   p->batch,
-				       p->num_qp,      p->tx_depth,   p->rx_depth, p->cq_mod,
-				       p->inline_size, p->bidir,      p->oob,	   p->resp_size};
+	const uint32_t src[NFIELDS] = {
+	    p->op,    p->mode,	    p->size_min, p->size_max, p->iters,	 p->duration_s,	 p->warmup,
+	    p->batch, p->num_qp,    p->tx_depth, p->rx_depth, p->cq_mod, p->inline_size, p->bidir,
+	    p->oob,   p->resp_size, p->xfer_op,	 p->notify,   p->verify};
 
 	memcpy(v, src, sizeof(src));
 }
@@ -287,13 +352,18 @@ int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, 
 {
 	uint32_t v[NFIELDS];
 
-	if (len != BENCH_PARAMS_LEN || memcmp(buf, "RKBP", 4) != 0) {
+	/* The version before the length: an older peer's message is shorter. */
+	if (len < BENCH_PARAMS_MIN_LEN || memcmp(buf, "RKBP", 4) != 0) {
 		snprintf(why, why_len, "malformed parameter message (%zu bytes)", len);
 		return -1;
 	}
 	if (buf[4] != 0 || buf[5] != BENCH_PARAMS_VERSION) {
 		snprintf(why, why_len, "parameter message version %u, this rk speaks %u",
 			 (unsigned)rk_get16(buf + 4), (unsigned)BENCH_PARAMS_VERSION);
+		return -1;
+	}
+	if (len != BENCH_PARAMS_LEN) {
+		snprintf(why, why_len, "malformed parameter message (%zu bytes)", len);
 		return -1;
 	}
 	if (buf[6] != 0 || buf[7] != BENCH_PARAMS_LEN) {
@@ -325,6 +395,9 @@ int bench_params_decode(const uint8_t *buf, size_t len, struct bench_params *p, 
 	p->bidir = v[13];
 	p->oob = v[14];
 	p->resp_size = v[15];
+	p->xfer_op = v[16];
+	p->notify = v[17];
+	p->verify = v[18];
 	return bench_params_check(p, why, why_len);
 }
 

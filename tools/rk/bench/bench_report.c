@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "bench_report.h"
+#include "bench_xfer.h"
 
 void bench_stats_from_run(const struct bench_run *run, const struct bench_hist *hist,
 			  struct bench_side_stats *st)
@@ -111,6 +112,25 @@ static uint64_t verbs_figures(const struct bench_report *r, const struct bench_r
 	return msgs;
 }
 
+/*
+ * --op xfer: from the client's record, ops (tx) in batches (rx) over its
+ * wall time; iterations are batches, the rate and CPU are per op.
+ */
+static uint64_t xfer_figures(const struct bench_result *res, struct bench_figures *f)
+{
+	const struct bench_side_stats *cl = f->lat;
+
+	f->iterations = cl->rx_msgs;
+	f->bytes = cl->tx_msgs * res->size;
+	f->seconds = (double)cl->wall_ns / 1e9;
+	if (cl->wall_ns) {
+		f->bw_avg_bps = rate(cl->tx_msgs, res->size, cl->wall_ns);
+		f->mpps = (double)cl->tx_msgs * 1e3 / (double)cl->wall_ns;
+	}
+	f->bw_peak_bps = cl->peak_bps;
+	return cl->tx_msgs;
+}
+
 void bench_figures(const struct bench_report *r, const struct bench_result *res,
 		   struct bench_figures *f)
 {
@@ -118,7 +138,11 @@ void bench_figures(const struct bench_report *r, const struct bench_result *res,
 
 	memset(f, 0, sizeof(*f));
 	f->lat = r->c->is_client ? &res->me : &res->peer;
-	msgs = r->c->p->op == BENCH_OP_RPC ? rpc_figures(r, res, f) : verbs_figures(r, res, f);
+	if (r->c->p->op == BENCH_OP_XFER)
+		msgs = xfer_figures(res, f);
+	else
+		msgs =
+		    r->c->p->op == BENCH_OP_RPC ? rpc_figures(r, res, f) : verbs_figures(r, res, f);
 	if (msgs) {
 		f->cpu_local_us = (double)res->me.cpu_ns / 1e3 / (double)msgs;
 		f->cpu_remote_us = (double)res->peer.cpu_ns / 1e3 / (double)msgs;
@@ -156,6 +180,27 @@ static void verbs_header(const struct bench_report *r)
 	if (p->op == BENCH_OP_READ)
 		printf(" reads in flight %u per QP (the QP's initiator depth, as connected)\n",
 		       c->reads_in_flight);
+}
+
+/* --op xfer: lanes, batches and chains. */
+static void xfer_header(const struct bench_report *r)
+{
+	const struct bench_ctx *c = r->c;
+	const struct bench_params *p = c->p;
+
+	printf(" device %s port %u | GID index %d (%s) | MTU %u | lanes %u | access %s\n",
+	       c->me.dev, c->me.ib_port, c->me.gid_index, gid_type(c->me.roce_v2, c), c->me.mtu,
+	       p->num_qp, bench_xfer_mode(c));
+	printf(" %s batches of %u ops, %u in flight | chain %u WRs per doorbell | %s%s | poll %s\n",
+	       bench_xfer_op_name(p->xfer_op), p->batch, p->tx_depth, p->cq_mod,
+	       p->notify ? "a notification per batch" : "no notifications",
+	       p->verify ? " | data verified" : "", bench_poll_name(c->l->poll));
+	printf(" %s %u%s | warm-up %u batches", p->iters ? "iterations" : "duration",
+	       p->iters ? p->iters : p->duration_s, p->iters ? " batches" : " s per size",
+	       p->warmup);
+	if (p->xfer_op == BENCH_XFER_READ)
+		printf(" | reads in flight %u per lane", c->reads_in_flight);
+	printf("\n iterations: batches; bandwidth, rate and CPU: per op\n");
 }
 
 /* --op rpc has clients and calls in flight, not QPs and queue depths. */
@@ -199,6 +244,8 @@ void bench_report_header(const struct bench_report *r)
 	       c->is_client ? l->host : "");
 	if (p->op == BENCH_OP_RPC)
 		rpc_header(r);
+	else if (p->op == BENCH_OP_XFER)
+		xfer_header(r);
 	else
 		verbs_header(r);
 	printf(" kernel %s | clock %s", c->me.kernel, bench_clock_name());
@@ -209,10 +256,13 @@ void bench_report_header(const struct bench_report *r)
 	       c->peer.ib_port, c->peer.gid_index, gid_type(c->peer.roce_v2, c), c->peer.kernel);
 	printf("%s\n", rule);
 	if (p->mode == BENCH_MODE_BW)
-		printf(" %8s %12s %15s %15s %10s %13s %13s\n", "bytes", "iterations",
+		/* --op xfer: each batch's latency (post to end) beside its bandwidth. */
+		printf(" %8s %12s %15s %15s %10s %13s %13s%s\n", "bytes", "iterations",
 		       l->gbits ? "BW peak[Gb/s]" : "BW peak[MiB/s]",
 		       l->gbits ? "BW avg[Gb/s]" : "BW avg[MiB/s]", "MsgRate[Mpps]", "CPU us/msg",
-		       "peer us/msg");
+		       "peer us/msg",
+		       p->op == BENCH_OP_XFER ? "  batch t_min[us]     t_med     t_p99     t_max"
+					      : "");
 	else
 		printf(" %8s %10s %9s %9s %9s %9s %9s %9s %9s %10s %11s\n", "bytes", "iterations",
 		       "t_min[us]", "t_med", "t_avg", "t_stdev", "t_p99", "t_p99.9", "t_max",
@@ -228,9 +278,15 @@ static void print_row(const struct bench_report *r, const struct bench_result *r
 
 	bench_figures(r, res, &f);
 	if (p->mode == BENCH_MODE_BW) {
-		printf(" %8u %12llu %15.2f %15.2f %13.6f %10.2f %13.2f\n", res->size,
+		const double *v = f.lat->lat_ns;
+
+		printf(" %8u %12llu %15.2f %15.2f %13.6f %10.2f %13.2f", res->size,
 		       (unsigned long long)f.iterations, f.bw_peak_bps / div, f.bw_avg_bps / div,
 		       f.mpps, f.cpu_local_us, f.cpu_remote_us);
+		if (p->op == BENCH_OP_XFER)
+			printf(" %16.2f %9.2f %9.2f %9.2f", v[LAT_MIN] / 1e3, v[LAT_MEDIAN] / 1e3,
+			       v[LAT_P99] / 1e3, v[LAT_MAX] / 1e3);
+		printf("\n");
 	} else {
 		const double *v = f.lat->lat_ns;
 

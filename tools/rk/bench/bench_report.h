@@ -18,6 +18,8 @@
 struct bench_result {
 	uint32_t size;
 	struct bench_side_stats me, peer;
+	struct rk_xfer_stats xs; /* --op xfer: this side's layer counters over the run */
+	uint64_t xfer_cqes;	 /* ... and the completions of its batch WRs */
 };
 
 /* Figures derived from both sides' records. */

@@ -23,6 +23,7 @@
 #include "bench_report.h"
 #include "bench_rpc.h"
 #include "bench_run.h"
+#include "bench_xfer.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -52,6 +53,8 @@ static int run_once(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t
 {
 	if (c->p->op == BENCH_OP_RPC)
 		return bench_rpc_run(c, size, iters, dur_ns, run, err);
+	if (c->p->op == BENCH_OP_XFER)
+		return bench_xfer_run(c, size, iters, dur_ns, run, err);
 	if (c->p->mode == BENCH_MODE_LAT)
 		return bench_lat_run(c, size, iters, dur_ns, run, err);
 	return bench_bw_run(c, size, iters, dur_ns, run, err);
@@ -61,8 +64,8 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 		    struct bench_result *res, struct rk_error *err)
 {
 	const struct bench_params *p = c->p;
-	/* The latency engine's buffer starts clean (rpc has no buffer of rk bench's). */
-	int reset = p->mode == BENCH_MODE_LAT && p->op != BENCH_OP_RPC;
+	/* The latency engine's buffer starts clean (rpc and xfer have none of rk bench's). */
+	int reset = p->mode == BENCH_MODE_LAT && p->op != BENCH_OP_RPC && p->op != BENCH_OP_XFER;
 	uint8_t b[BENCH_RESULT_LEN];
 	struct bench_run run = {0};
 	struct bench_msg m;
@@ -72,6 +75,8 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 	if (p->warmup) {
 		if (reset)
 			bench_lat_reset(c, size);
+		if (p->op == BENCH_OP_XFER)
+			bench_xfer_reset(c, size);
 		r = barrier(c, size, 0, err);
 		r = r ?: run_once(c, size, p->warmup, 0, &run, err);
 		if (r)
@@ -79,13 +84,16 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 	}
 	if (reset)
 		bench_lat_reset(c, size);
+	if (p->op == BENCH_OP_XFER)
+		bench_xfer_reset(c, size);
 	bench_hist_reset(hist);
 	r = barrier(c, size, 1, err);
 	if (r)
 		return r;
 	memset(&run, 0, sizeof(run));
 	run.hist = hist;
-	if (p->mode == BENCH_MODE_LAT) {
+	/* --op xfer: a sample per batch, in bw mode. */
+	if (p->mode == BENCH_MODE_LAT || (p->op == BENCH_OP_XFER && c->is_client)) {
 		run.cap_samples =
 		    p->iters && p->iters < BENCH_SAMPLES_MAX ? p->iters + 1 : BENCH_SAMPLES_MAX;
 		run.samples = malloc(run.cap_samples * sizeof(*run.samples));
@@ -101,6 +109,8 @@ static int run_size(struct bench_ctx *c, uint32_t size, struct bench_hist *hist,
 	if (r)
 		return r;
 	res->size = size;
+	if (p->op == BENCH_OP_XFER)
+		res->xs = *bench_xfer_stats(c, &res->xfer_cqes);
 	bench_stats_from_run(&run, hist, &res->me);
 	bench_stats_encode(&res->me, b);
 	r = bench_ctl_send(&c->ctl, BM_RESULT, b, sizeof(b), bench_step_ms(c), err);
@@ -124,7 +134,7 @@ static int run_all(struct bench_ctx *c, struct bench_report *rep, struct rk_erro
 		return bench_fail(err, ENOMEM, "out of memory for the latency histogram");
 	bench_report_header(rep);
 	for (uint32_t size = c->p->size_min; size && !r; size = bench_next_size(c->p, size)) {
-		struct bench_result res;
+		struct bench_result res = {0};
 
 		r = run_size(c, size, hist, &res, err);
 		if (!r && bench_report_add(rep, &res))
