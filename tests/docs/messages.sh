@@ -60,6 +60,11 @@ PATH=/nonexistent SLURM_PROCID=0 SLURM_NTASKS=2 "$rk" matrix --plot "$tmp/m.png"
 	--wait 1 --rendezvous 127.0.0.1:18599 >"$tmp/out" 2>&1 || rc=$?
 head -3 "$tmp/out" | grep -q "^rk matrix: --plot: gnuplot is not installed on this host" ||
 	fail "matrix --plot without gnuplot: not said at the start: $(cat "$tmp/out")"
+# rk bench --plot without gnuplot: refused before connecting (exit 2).
+rc=0
+PATH=/nonexistent "$rk" bench --plot "$tmp/b.png" 127.0.0.1 >"$tmp/out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "^rk bench: --plot needs gnuplot" "$tmp/out" ||
+	fail "bench --plot without gnuplot: exit $rc: $(cat "$tmp/out")"
 # A kernel modprobe has no rdma_rxe for (this build machine's): the doctor
 # does not say 'modprobe rdma_rxe', it names what works (the sandbox).
 deps=/lib/modules/$(uname -r)/modules.dep

@@ -426,6 +426,13 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 		if (!(l->explicit_fields & BF_CQ_MOD))
 			p->cq_mod = BENCH_XFER_MAX_CHAIN;
 	}
+	/* Said before the run, not after it. */
+	if (l->plot_path && !cli_have_program("gnuplot")) {
+		fprintf(stderr,
+			"rk bench: --plot needs gnuplot, which is not installed here (Debian: "
+			"apt-get install gnuplot-nox)\n");
+		return -1;
+	}
 	if (l->max_size) {
 		if (p->size_min == p->size_max) {
 			fprintf(stderr, "rk bench: --max-size goes with -a\n");
