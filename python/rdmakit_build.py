@@ -7,7 +7,8 @@ their layout comes from the headers, never from this file).
 
 Where the headers and the library are found:
   RDMAKIT_INCLUDE_DIR / RDMAKIT_LIBRARY_DIR  a build tree (CMake's rk_python
-      target sets them; the library directory also goes in the rpath);
+      target sets them; the library directory also goes in the rpath, unless
+      RDMAKIT_NO_RPATH=1: a package built for the system's librdmakit);
   otherwise pkg-config rdmakit (the installed library, librdmakit-dev).
 
 Run directly (python3 rdmakit_build.py OUTDIR) it builds the extension into
@@ -674,8 +675,10 @@ def _locations():
     inc = os.environ.get("RDMAKIT_INCLUDE_DIR")
     libdir = os.environ.get("RDMAKIT_LIBRARY_DIR")
     if inc and libdir:
+        rpath = [] if os.environ.get("RDMAKIT_NO_RPATH") == "1" else \
+            ["-Wl,-rpath," + os.path.abspath(libdir)]
         return dict(include_dirs=[inc], library_dirs=[libdir], libraries=["rdmakit"],
-                    extra_link_args=["-Wl,-rpath," + os.path.abspath(libdir)])
+                    extra_link_args=rpath)
     cflags = _pkg_config("--cflags")
     libs = _pkg_config("--libs")
     return dict(include_dirs=[f[2:] for f in cflags if f.startswith("-I")],

@@ -1,7 +1,7 @@
 #!/bin/sh
 # deb_packages.sh SOURCE - the Debian packages, built and used as a user would:
 # scripts/build-deb (what 'make deb' runs: dpkg-buildpackage, lintian without
-# errors) into a directory of the test's own; apt installs the three packages;
+# errors) into a directory of the test's own; apt installs the four packages;
 # rk runs, its man pages and completion are where man and bash look; the C and
 # C++ consumers (tests/install/) build against the system's librdmakit by
 # pkg-config and by find_package with no prefix given, and print its version;
@@ -13,7 +13,7 @@
 # packages already installed.
 set -eu
 src=$(readlink -f "$1")
-pkgs="librdmakit0 librdmakit-dev rdmakit-tools"
+pkgs="librdmakit0 librdmakit-dev rdmakit-tools python3-rdmakit"
 skip() {
 	echo "SKIP: deb_packages: $*"
 	exit 77
@@ -99,6 +99,20 @@ uses_system_lib() { # BINARY: librdmakit.so.0 is the package's (/lib is /usr/lib
 		fail "$1 does not load $libdir/librdmakit.so.0: $(ldd "$1" | grep rdmakit)"
 }
 
+step "the Python package from the system's python3"
+# Out of the tree (no PYTHONPATH), as a user imports it: the package's
+# version, the library it loads is the system's, and no numpy at import.
+(cd / && env -u PYTHONPATH /usr/bin/python3 -c '
+import sys, rdmakit
+assert "numpy" not in sys.modules, "numpy imported"
+print(rdmakit.__file__, rdmakit.__version__, rdmakit.library_version())
+') >"$w/python.log" 2>&1 || fail "import rdmakit: $(cat "$w/python.log")"
+grep -q "^/usr/lib/python3/dist-packages/rdmakit/__init__.py ${version%%-*} ${version%%-*}$" \
+	"$w/python.log" || fail "python3-rdmakit: $(cat "$w/python.log")"
+uses_system_lib "$(ls /usr/lib/python3/dist-packages/rdmakit/_rk.*.so)"
+! readelf -d /usr/lib/python3/dist-packages/rdmakit/_rk.*.so | grep -qE 'R(UN)?PATH' ||
+	fail "the extension has an rpath"
+
 step "building the consumers with pkg-config"
 flags=$(pkg-config --cflags --libs rdmakit) || fail "pkg-config rdmakit"
 # shellcheck disable=SC2086 # the flags are words
@@ -111,6 +125,17 @@ for p in consumer_c consumer_cpp; do
 	"$w/$p" version | grep -q "librdmakit ${version%%-*}" || fail "pkg-config's $p: version"
 	uses_system_lib "$w/$p"
 done
+
+step "pip install ./python against the system's library (pkg-config), into a directory"
+# What a user does without the Debian package: the extension is built from
+# python/ against librdmakit-dev. Offline: setuptools and cffi are the system's.
+/usr/bin/python3 -m pip install -q --no-build-isolation --no-deps --no-index \
+	--target "$w/pip" "$src/python" >"$w/pip.log" 2>&1 || fail "pip install: $(tail -20 "$w/pip.log")"
+(cd / && PYTHONPATH="$w/pip" /usr/bin/python3 -c 'import rdmakit; print(rdmakit.__file__)') \
+	>"$w/pip-import.log" 2>&1 || fail "import of the pip-installed rdmakit: $(cat "$w/pip-import.log")"
+grep -q "^$w/pip/rdmakit/__init__.py$" "$w/pip-import.log" ||
+	fail "pip's rdmakit is not the one imported: $(cat "$w/pip-import.log")"
+uses_system_lib "$(ls "$w"/pip/rdmakit/_rk.*.so)"
 
 step "building the consumers with find_package (no prefix given)"
 cmake -S "$src/tests/install/cmake-consumer" -B "$w/cmake" -DCMAKE_IGNORE_PREFIX_PATH=/usr/local \
@@ -150,4 +175,4 @@ installed=0
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $pkgs >"$w/purge.log" 2>&1 ||
 	fail "apt-get purge: $(tail -10 "$w/purge.log")"
 [ ! -e "$libdir/librdmakit.so.0" ] && [ ! -e /usr/bin/rk ] || fail "files left after the purge"
-step "ok: built, lintian clean of errors, installed, used from C, C++, pkg-config and CMake, an echo RPC in the sandbox, purged"
+step "ok: built, lintian clean of errors, installed, used from C, C++, pkg-config, CMake and Python (package and pip), an echo RPC in the sandbox, purged"
