@@ -619,7 +619,8 @@ class RpcClient(Closable):
         NoMethodError, MessageTooBigError, DeadlineError, PeerGoneError
         ("peer gone": the connection died) or another Error.
         """
-        if type(data) is bytes and timeout is None and out is None and max_size is None:
+        if (type(data) is bytes and type(method) is int and timeout is None and out is None
+                and max_size is None):
             # The common small call: one foreign call of four arguments,
             # nothing to allocate but the answer's bytes.
             self._acquire()
@@ -628,7 +629,7 @@ class RpcClient(Closable):
                     raise closed("RpcClient")
                 try:
                     r = _fcall(self._fast, method, data, len(data))
-                except (TypeError, OverflowError):  # method: not an int, or beyond C's
+                except OverflowError:  # a method or a length beyond C's ints
                     self._prepare(method, data, timeout, out, max_size)
                     raise
                 if r >= 0:

@@ -151,10 +151,15 @@ static int check_xfer(const struct bench_params *p, char *why, size_t len)
 		 range(why, len, "notify", p->notify, 0, 1) ||
 		 range(why, len, "verify", p->verify, 0, 1))
 		return -1;
-	else if ((uint64_t)p->tx_depth * p->batch * p->size_max > BENCH_XFER_MAX_MEM)
+	/*
+	 * What each side allocates on the peer's word: the segment (a batch's
+	 * worth per batch in flight where the data lands) and the reference
+	 * pattern of one batch (bench_xfer.c alloc_side).
+	 */
+	else if (((uint64_t)p->tx_depth + 1) * p->batch * p->size_max > BENCH_XFER_MAX_MEM)
 		snprintf(why, len,
-			 "tx-depth: %u batches x %u ops x %u bytes is more memory than "
-			 "allowed (4 GiB)",
+			 "tx-depth: (%u batches + 1 reference) x %u ops x %u bytes is more "
+			 "memory than allowed (4 GiB)",
 			 p->tx_depth, p->batch, p->size_max);
 	else
 		return 0;

@@ -111,8 +111,12 @@ static void usage(FILE *f)
  */
 static const char *skip_user(const char *arg)
 {
-	const char *at = strchr(arg, '@');
+	const char *colon = strchr(arg, ':'), *at = NULL;
 
+	/* The last '@' before the host (scp's rule: me@corp.com@host). */
+	for (const char *p = arg; *p && (!colon || p < colon); p++)
+		if (*p == '@')
+			at = p;
 	if (!at || at == arg || memchr(arg, ':', (size_t)(at - arg)) ||
 	    memchr(arg, '/', (size_t)(at - arg)) || memchr(arg, '[', (size_t)(at - arg)))
 		return arg;
