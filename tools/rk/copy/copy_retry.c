@@ -264,7 +264,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		 * deadline, not a minute of reconnects, unless the user asked
 		 * for retries (a server on its way up).
 		 */
-		if (rc != RK_EXIT_OK && !st->reconnects && !fate.established && !r->retry_first) {
+		if (rc != RK_EXIT_OK && !st->reconnects && fate.unanswered && !r->retry_first) {
 			cp_first_connect_note(why, why_len);
 			return rc;
 		}

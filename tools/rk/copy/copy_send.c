@@ -163,6 +163,7 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 				  s->o->host, s->o->port, rk_error_str(&e));
 		else if (reachable_later(e.err)) {
 			s->refused = !idx && e.err == ECONNREFUSED;
+			s->unanswered = !idx && e.err != ECONNREFUSED;
 			snd_fatal_transport(s, "cannot connect %sto %s:%s: %s", which, s->o->host,
 					    s->o->port, rk_error_str(&e));
 		} else
@@ -483,6 +484,7 @@ out:
 	if (s.welcomed)
 		memcpy(fate->key, s.w.key, CP_KEY_LEN);
 	fate->refused = s.refused;
+	fate->unanswered = s.unanswered;
 out_sync:
 	pthread_cond_destroy(&s.cv);
 	pthread_mutex_destroy(&s.mu);

@@ -73,6 +73,7 @@ struct cp_send_fate {
 	int transport;
 	int established;	 /* the server welcomed the session (the data path was in use) */
 	int refused;		 /* the first lane's connect found nobody listening */
+	int unanswered;		 /* the first lane's connect found no answer at all */
 	uint8_t key[CP_KEY_LEN]; /* the session's key, once established: what a next one replaces */
 };
 

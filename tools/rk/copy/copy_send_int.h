@@ -88,9 +88,10 @@ struct sender {
 	struct cp_slot_writer wr;
 	uint32_t dlen;
 	int welcomed;
-	int fatal;     /* RK_EXIT_LOST / RK_EXIT_REFUSED once the session is over */
-	int transport; /* ... and it was the transport's doing (see cp_send_fate) */
-	int refused;   /* lane 0's connect: nobody listening */
+	int fatal;	/* RK_EXIT_LOST / RK_EXIT_REFUSED once the session is over */
+	int transport;	/* ... and it was the transport's doing (see cp_send_fate) */
+	int refused;	/* lane 0's connect: nobody listening */
+	int unanswered; /* lane 0's connect: no answer at all (no route, no reply in time) */
 	char *why;
 	size_t why_len;
 	uint64_t last_ns;
