@@ -101,6 +101,19 @@ static void pend_remove(struct rk_xfer_peer *p, struct rk_xfer_batch *b)
 		p->pend_tail = q;
 	b->pending = 0;
 	b->pend_next = NULL;
+	p->x->npending--;
+}
+
+static void pend_add(struct rk_xfer_peer *p, struct rk_xfer_batch *b)
+{
+	b->pending = 1;
+	b->pend_next = NULL;
+	if (p->pend_tail)
+		p->pend_tail->pend_next = b;
+	else
+		p->pend_head = b;
+	p->pend_tail = b;
+	p->x->npending++;
 }
 
 /* Record the batch's first failure (the outcome is fixed when it ends). */
@@ -123,7 +136,8 @@ static void fail(struct rk_xfer_batch *b, int e, enum ibv_wc_status s, const cha
 		b->why.wc_status_str = ibv_wc_status_str(s);
 	}
 	b->result = e;
-	/* Chains not posted yet never will be. */
+	/* Chains (or a notification) not posted yet never will be. */
+	b->notif_due = 0;
 	pend_remove(b->peer, b);
 	for (unsigned l = 0; l < RK_XFER_LANES_MAX; l++)
 		for (; b->next[l] < b->end[l]; b->next[l]++)
@@ -162,11 +176,15 @@ static void release(struct rk_xfer_batch *b)
 	free(b);
 }
 
-/* Disconnect the lanes @b used: their QPs go to error, nothing lands later. */
+/*
+ * Disconnect the lanes that carry @b's posted, uncompleted work: their QPs
+ * go to error, nothing of it lands later. A lane where its chains all
+ * completed, or were never posted, is left alone: other batches use it.
+ */
 static void cut_lanes(struct rk_xfer_batch *b)
 {
 	for (unsigned l = 0; l < b->peer->nlanes; l++)
-		if (b->lanes_used & (1u << l))
+		if (b->lane_out[l])
 			rk_conn_disconnect(b->peer->lanes[l], 0, NULL);
 }
 
@@ -180,6 +198,36 @@ static int post_notif(struct rk_xfer_batch *b, struct rk_wr *w)
 		   (uint64_t)b->serial << 16 | NOTIF_IDX;
 	return 0;
 }
+
+/*
+ * Post @b's deferred notification on lane 0: 1 posted, 0 no send-queue
+ * room now (it waits in the peer's FIFO), -1 the lane refused it (fail()
+ * called).
+ */
+static int notif_try(struct rk_xfer_batch *b)
+{
+	struct rk_conn *c = b->peer->lanes[0];
+	struct rk_wr w;
+	struct rk_error e;
+
+	if (rk_conn_state(c) == RK_CONN_CONNECTED && rk_sq_room(c) == 0)
+		return 0;
+	post_notif(b, &w);
+	if (rk_post(c, &w, &e) != 0) {
+		fail(b, -ECONNRESET, IBV_WC_SUCCESS, "notification not posted: %s", e.msg);
+		return -1;
+	}
+	b->notif_posted = 1;
+	b->notif_due = 0;
+	b->out++;
+	b->lane_out[0]++;
+	b->x->st.doorbells++;
+	b->x->st.wrs++;
+	b->x->st.notifs_sent++;
+	return 1;
+}
+
+static void settle(struct rk_xfer_batch *b);
 
 /* Post what can go of @b on lane @l. 1: all of it, 0: blocked by room, <0: failed. */
 static int post_lane(struct rk_xfer_batch *b, unsigned l)
@@ -228,6 +276,7 @@ static int post_lane(struct rk_xfer_batch *b, unsigned l)
 		}
 		x->st.wrs += n + extra;
 		b->out += 1 + extra; /* the chain's last WR, and the notification */
+		b->lane_out[l] += 1 + extra;
 		b->next[l] = first + n;
 		if (extra) {
 			b->notif_posted = 1;
@@ -237,19 +286,20 @@ static int post_lane(struct rk_xfer_batch *b, unsigned l)
 	return 1;
 }
 
-/* Post waiting chains in order: a batch never passes an earlier one on a lane. */
+/*
+ * Post waiting chains and deferred notifications in order: a batch never
+ * passes an earlier one on a lane.
+ */
 static void pump(struct rk_xfer_peer *p)
 {
 	unsigned blocked = 0;
 	struct rk_xfer_batch *b = p->pend_head, *nb;
 
 	for (; b; b = nb) {
-		int all = 1;
+		int all = 1, r = 1;
 
 		nb = b->pend_next;
-		for (unsigned l = 0; l < p->nlanes; l++) {
-			int r;
-
+		for (unsigned l = 0; l < p->nlanes && r >= 0; l++) {
 			if (b->next[l] == b->end[l])
 				continue;
 			if (blocked & (1u << l)) {
@@ -257,16 +307,33 @@ static void pump(struct rk_xfer_peer *p)
 				continue;
 			}
 			r = post_lane(b, l);
-			if (r < 0)
-				break; /* fail() took it out of the queue */
 			if (r == 0) {
 				blocked |= 1u << l;
 				all = 0;
 			}
 		}
+		if (r >= 0 && b->notif_due) {
+			r = blocked & 1u ? 0 : notif_try(b);
+			if (r == 0) {
+				blocked |= 1u;
+				all = 0;
+			}
+		}
+		if (r < 0) {
+			settle(b); /* fail() took it out of the queue; it may end now */
+			continue;
+		}
 		if (all && b->pending)
 			pend_remove(p, b);
 	}
+}
+
+/* Pump every peer with something waiting (any completion may have made room). */
+static void pump_all(struct rk_xfer *x)
+{
+	for (unsigned i = 0; i < x->npeers && x->npending; i++)
+		if (x->peers[i] && x->peers[i]->pend_head)
+			pump(x->peers[i]);
 }
 
 /* After a completion of @b: post the notification, end it, or release it. */
@@ -274,20 +341,16 @@ static void settle(struct rk_xfer_batch *b)
 {
 	if (!b->ended && !b->pending && !b->out) {
 		if (b->result == 0 && b->notify && !b->notif_posted) {
-			struct rk_conn *c = b->peer->lanes[0];
-			struct rk_wr w;
-			struct rk_error e;
+			int r = notif_try(b);
 
-			post_notif(b, &w);
-			if (rk_post(c, &w, &e) == 0) {
-				b->notif_posted = 1;
-				b->out++;
-				b->x->st.doorbells++;
-				b->x->st.wrs++;
-				b->x->st.notifs_sent++;
+			if (r > 0)
+				return;
+			if (r == 0) {
+				/* Lane 0's queue is full (foreign sends too): wait for room. */
+				b->notif_due = 1;
+				pend_add(b->peer, b);
 				return;
 			}
-			fail(b, -ECONNRESET, IBV_WC_SUCCESS, "notification not posted: %s", e.msg);
 		}
 		end(b);
 	}
@@ -322,8 +385,13 @@ static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_
 	} else if (w < b->nwr && signaled) {
 		b->wrs[w].done = 1;
 	}
-	if (signaled && b->out)
+	if (signaled && b->out) {
+		unsigned l = w == NOTIF_IDX ? 0 : b->wrs[w].lane;
+
 		b->out--;
+		if (b->lane_out[l])
+			b->lane_out[l]--;
+	}
 	settle(b);
 	if (p->pend_head)
 		pump(p);
@@ -356,7 +424,7 @@ static void notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc
 	}
 }
 
-int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc)
+static int claim(struct rk_xfer *x, const struct ibv_wc *wc)
 {
 	unsigned tag = (unsigned)(wc->wr_id >> 48);
 
@@ -390,6 +458,16 @@ int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc)
 		return 1;
 	}
 	return 0;
+}
+
+int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc)
+{
+	int mine = claim(x, wc);
+
+	/* Any completion, ours or not, may have freed the send-queue room chains wait for. */
+	if (x->npending)
+		pump_all(x);
+	return mine;
 }
 
 /* Check @ops and resolve them into @b->ops. */
@@ -529,12 +607,7 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 	x->slots[slot] = b;
 	x->st.batches++;
 	x->st.ops += nops;
-	b->pending = 1;
-	if (p->pend_tail)
-		p->pend_tail->pend_next = b;
-	else
-		p->pend_head = b;
-	p->pend_tail = b;
+	pend_add(p, b);
 	pump(p);
 	settle(b);
 	*out = b;
@@ -551,7 +624,10 @@ int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err)
 	if (!b->ended) {
 		struct rk_xfer_peer *p = b->peer;
 
-		for (unsigned l = 0; l < p->nlanes && b->out; l++) {
+		/* Room freed by completions nobody handed over (foreign ones). */
+		if (p->pend_head)
+			pump(p);
+		for (unsigned l = 0; l < p->nlanes && !b->ended && b->out; l++) {
 			enum rk_conn_state s = rk_conn_state(p->lanes[l]);
 			struct rk_error fe;
 
@@ -655,7 +731,8 @@ void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *p)
 			b->serial ^= 0x8000; /* nothing of it is claimed any more */
 		}
 	}
-	p->pend_head = p->pend_tail = NULL;
+	while (p->pend_head)
+		pend_remove(p, p->pend_head);
 }
 
 int rk_xfer_notif_take(struct rk_xfer_peer *p, uint32_t *value)

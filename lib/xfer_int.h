@@ -127,6 +127,7 @@ struct rk_xfer {
 	struct rk_xfer_batch **slots; /* max_batches; NULL = free */
 	uint64_t ctl_seq;	      /* ids of binds and invalidations */
 	uint32_t batch_serial;
+	unsigned npending; /* batches in the peers' FIFOs (chains or a notification waiting) */
 	uint64_t ctl_base; /* completions below it are of an earlier wait */
 	unsigned ctl_pending;
 	int ctl_status; /* the first failed one's ibv_wc_status since ctl_base, or 0 */
@@ -203,10 +204,12 @@ struct rk_xfer_batch {
 	uint8_t *op_wc;
 	struct rk__xwr *wrs;
 	unsigned next[RK_XFER_LANES_MAX], end[RK_XFER_LANES_MAX]; /* per lane, into wrs */
-	unsigned out;	     /* signaled WRs posted, not completed */
-	unsigned lanes_used; /* bit mask */
+	unsigned out;			      /* signaled WRs posted, not completed */
+	unsigned lane_out[RK_XFER_LANES_MAX]; /* the same per lane: the lanes to cut */
+	unsigned lanes_used;		      /* bit mask */
 	int has_reads;
 	int notify, notif_posted;
+	int notif_due; /* deferred notification waiting for lane 0's send-queue room */
 	uint32_t notif;
 	struct rk_xfer_batch *pend_next;
 };

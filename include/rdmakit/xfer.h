@@ -73,8 +73,12 @@
  * (create the lanes with rk_conn_opts.signal_every >= N, or the
  * connection's own policy signals more often: harmless, slower). So a
  * 64-op batch on one lane costs 4 doorbells and 4 completions. Chains that
- * do not fit the send queue wait and go out as completions free room
- * (batches in order per peer). A batch ends once, when every chain has
+ * do not fit the send queue (the lanes' queues are shared with whatever
+ * else you post on them) wait, and so does a notification, and go out as
+ * room comes back (batches in order per peer): on rk_xfer_handle() of any
+ * completion, the layer's or not, and on rk_xfer_batch_check() / _wait(),
+ * so room freed by completions you polled yourself is used too. A
+ * notification never fails for want of room. A batch ends once, when every chain has
  * completed (or failed): rk_xfer_batch_check() / rk_xfer_batch_wait()
  * give the outcome, rk_xfer_batch_op_status() the status of each op when
  * something failed (an op after the failing one on its lane is
@@ -85,9 +89,11 @@
  * whose lane fails (the peer died: IBV_WC_RETRY_EXC_ERR, the connection
  * went to error or was disconnected) fails with -ECONNRESET, "peer gone";
  * one still running at its deadline fails with -ETIMEDOUT, and the lanes
- * it used are disconnected then (their QPs go to the error state) so that
- * nothing of it lands later in memory the caller takes back. Other peers
- * go on.
+ * that carry its posted, uncompleted work are disconnected then (their QPs
+ * go to the error state) so that nothing of it lands later in memory the
+ * caller takes back; a lane where it posted nothing (chains still waiting
+ * for room) or where its chains all completed is left connected. Other
+ * peers go on.
  *
  * Notifications (rk_xfer_batch_opts.notify): the batch ends with a 0-byte
  * RDMA WRITE WITH IMMEDIATE carrying a 32-bit value to the owner, on lane
@@ -341,12 +347,15 @@ RK_API int rk_xfer_post(struct rk_xfer_peer *peer, const struct rk_xfer_op *ops,
  * was the layer's (a chain ended, a notification arrived, a bind or an
  * invalidation completed), 0 if not. O(1) except when it ends a batch's
  * lane chains (posts waiting chains, or the notification: one
- * ibv_post_send) or reposts a notification receive.
+ * ibv_post_send) or reposts a notification receive; and while chains or
+ * notifications wait for send-queue room, every call (for any completion)
+ * tries to post them.
  */
 RK_API int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc);
 
 /*
- * rk_xfer_batch_check - the batch's state now, without polling: 1 ended
+ * rk_xfer_batch_check - the batch's state now, without polling (it posts
+ * what of its peer's batches waits for room and fits now): 1 ended
  * well, 0 still running, or the negative errno it failed with (-ECONNRESET
  * peer gone, -ETIMEDOUT deadline, -EREMOTEIO refused by the owner: remote
  * access error, -EIO other), with @err. Checks the deadline (see above).

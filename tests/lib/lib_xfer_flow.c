@@ -1,0 +1,275 @@
+/*
+ * lib_xfer_flow.c - one-sided transfers (xfer.h) under pressure: full send
+ * queues, foreign completions, deadlines, notifications after READs.
+ *
+ *   lib_xfer_flow queue MODE   a batch's deferred notification meets lane 0's
+ *                              send queue full of foreign WRITEs: it waits
+ *                              and goes out once the caller polled the
+ *                              foreign completions away (handed to nobody);
+ *                              a batch stuck behind foreign sends fails at
+ *                              its deadline and leaves the lane connected
+ *   lib_xfer_flow handle MODE  completions that are not this rk_xfer's
+ *                              (another user's on the same tags, another QP)
+ *                              are returned as not ours; a notification
+ *                              already in the CQ is taken although the peer
+ *                              is gone
+ * MODE: mw (skipped where the device has no windows) or mr. Both ends run
+ * in this process over connected pairs.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lt.h"
+
+#define NLANES 2
+#define BLK    4096u
+#define BUF    (64u * 1024)
+
+struct side {
+	struct rk_conn *lanes[NLANES];
+	struct rk_xfer *x;
+	struct rk_xfer_peer *peer;
+	uint8_t *buf;
+	struct rk_xfer_seg *seg;
+};
+
+struct world {
+	struct rk_device *dev;
+	struct side own, usr;
+	struct rk_xfer_remote *rem;
+	uint64_t raddr;	  /* the owner's segment, from the descriptor */
+	uint32_t rkey[2]; /* per lane, from the descriptor */
+};
+
+static const struct rk_conn_opts conn_opts = {.sq_depth = 64, .signal_every = 16};
+
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void world_up(struct world *w, enum rk_xfer_mode mode)
+{
+	struct rk_xfer_opts xo = {.mode = mode};
+	uint8_t desc[RK_XFER_DESC_MAX];
+	struct rk_error e;
+	size_t len;
+
+	for (unsigned i = 0; i < NLANES; i++)
+		lt_pair(w->dev, &conn_opts, &conn_opts, &w->own.lanes[i], &w->usr.lanes[i]);
+	LT_CHECK(rk_xfer_create(w->dev, NULL, &xo, &e, &w->own.x), &e);
+	LT_CHECK(rk_xfer_create(w->dev, NULL, &xo, &e, &w->usr.x), &e);
+	LT_CHECK(rk_xfer_peer_create(w->own.x, w->own.lanes, NLANES, &e, &w->own.peer), &e);
+	LT_CHECK(rk_xfer_peer_create(w->usr.x, w->usr.lanes, NLANES, &e, &w->usr.peer), &e);
+	w->own.buf = rk_alloc_aligned(BUF);
+	w->usr.buf = rk_alloc_aligned(BUF);
+	if (!w->own.buf || !w->usr.buf)
+		LT_FAIL("out of memory");
+	memset(w->own.buf, 0, BUF);
+	LT_CHECK(rk_xfer_seg_reg(w->own.x, w->own.buf, BUF, RK_XFER_READ | RK_XFER_WRITE, &e,
+				 &w->own.seg),
+		 &e);
+	LT_CHECK(rk_xfer_seg_reg(w->usr.x, w->usr.buf, BUF, 0, &e, &w->usr.seg), &e);
+	LT_CHECK(rk_xfer_export(w->own.seg, w->own.peer, RK_XFER_READ | RK_XFER_WRITE, desc,
+				sizeof(desc), &len, 5000, &e),
+		 &e);
+	LT_CHECK(rk_xfer_import(w->usr.peer, desc, len, &e, &w->rem), &e);
+	/* The layout of xfer.h: address at 16, one key per lane from 32. */
+	w->raddr = le64(desc + 16);
+	for (unsigned i = 0; i < NLANES; i++)
+		w->rkey[i] = (uint32_t)le64(desc + 32 + 4 * i) & 0xffffffffu;
+}
+
+static void world_down(struct world *w)
+{
+	rk_xfer_remote_free(w->rem);
+	rk_xfer_seg_dereg(w->usr.seg);
+	rk_xfer_seg_dereg(w->own.seg);
+	rk_xfer_peer_destroy(w->usr.peer);
+	rk_xfer_peer_destroy(w->own.peer);
+	for (unsigned i = 0; i < NLANES; i++) {
+		rk_conn_destroy(w->usr.lanes[i]);
+		rk_conn_destroy(w->own.lanes[i]);
+	}
+	rk_xfer_destroy(w->usr.x);
+	rk_xfer_destroy(w->own.x);
+	rk_free_aligned(w->own.buf);
+	rk_free_aligned(w->usr.buf);
+}
+
+#define FOREIGN_ID 0x77
+
+/* Fill the user's lane @l send queue with foreign 8-byte WRITEs (inline) to the owner's last block.
+ */
+static unsigned fill(struct world *w, unsigned l)
+{
+	struct rk_conn *c = w->usr.lanes[l];
+	unsigned n = 0;
+
+	while (rk_sq_room(c) > 0) {
+		struct rk_wr wr = {.op = RK_OP_WRITE,
+				   .wr_id = FOREIGN_ID,
+				   .addr = w->usr.buf + BUF - 8,
+				   .len = 8,
+				   .remote_addr = w->raddr + BUF - 8,
+				   .rkey = w->rkey[l]};
+		struct rk_error e;
+
+		LT_CHECK(rk_post(c, &wr, &e), &e);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Poll lane @l's CQ until its send queue has @room free again. Foreign
+ * completions go to nobody (as an application's own loop would do);
+ * the layer's are handed over only when @hand.
+ */
+static void drain(struct world *w, unsigned l, unsigned room, int hand)
+{
+	struct rk_conn *c = w->usr.lanes[l];
+	int64_t until = lt_now_ms() + 10000;
+
+	while (rk_sq_room(c) < room) {
+		struct ibv_wc wc[16];
+		struct rk_error e;
+		int r = rk_cq_poll(rk_conn_cq(c), wc, 16, &e);
+
+		LT_CHECK(r, &e);
+		for (int i = 0; i < r; i++) {
+			if (wc[i].wr_id == FOREIGN_ID) {
+				if (wc[i].status != IBV_WC_SUCCESS)
+					LT_FAIL("foreign WRITE: %s",
+						ibv_wc_status_str(wc[i].status));
+			} else if (hand) {
+				rk_xfer_handle(w->usr.x, &wc[i]);
+			} else {
+				LT_FAIL("a layer completion (wr_id 0x%llx) while draining",
+					(unsigned long long)wc[i].wr_id);
+			}
+		}
+		if (lt_now_ms() > until)
+			LT_FAIL("lane %u: send queue room %u, expected %u", l, rk_sq_room(c), room);
+	}
+}
+
+/* Poll lane @l's CQ, handing everything over, until one of the layer's completions came. */
+static void one_layer_completion(struct world *w, unsigned l)
+{
+	struct rk_conn *c = w->usr.lanes[l];
+	int64_t until = lt_now_ms() + 10000;
+
+	for (;;) {
+		struct ibv_wc wc;
+		struct rk_error e;
+		int r = rk_cq_poll(rk_conn_cq(c), &wc, 1, &e);
+
+		LT_CHECK(r, &e);
+		if (r == 1) {
+			if (!rk_xfer_handle(w->usr.x, &wc))
+				LT_FAIL("lane %u: a completion not the layer's", l);
+			if (wc.status != IBV_WC_SUCCESS)
+				LT_FAIL("lane %u: %s", l, ibv_wc_status_str(wc.status));
+			return;
+		}
+		if (lt_now_ms() > until)
+			LT_FAIL("lane %u: no completion", l);
+	}
+}
+
+static void queue(struct world *w)
+{
+	unsigned room0 = rk_sq_room(w->usr.lanes[0]), n;
+	struct rk_xfer_batch_opts bo = {.timeout_ms = 20000, .notify = 1, .notif = 42};
+	struct rk_xfer_op op[2];
+	struct rk_xfer_batch *b;
+	struct rk_error e;
+	int64_t t0 = lt_now_ms();
+	uint32_t v;
+	int r;
+
+	/* A WRITE on lane 0, a READ on lane 1: the notification waits for both. */
+	lt_fill(w->usr.buf, BLK, 1);
+	lt_fill(w->own.buf + 2 * BLK, BLK, 2);
+	op[0] = (struct rk_xfer_op){RK_XFER_OP_WRITE, w->usr.seg, 0, w->rem, 0, BLK};
+	op[1] = (struct rk_xfer_op){RK_XFER_OP_READ, w->usr.seg, 2 * BLK, w->rem, 2 * BLK, BLK};
+	LT_CHECK(rk_xfer_post(w->usr.peer, op, 2, &bo, &e, &b), &e);
+	one_layer_completion(w, 0);
+	n = fill(w, 0);
+	one_layer_completion(w, 1); /* the notification is due now: lane 0 has no room */
+	r = rk_xfer_batch_check(b, &e);
+	if (r != 0)
+		LT_FAIL("the batch ended (%d: %s) with its notification unsent", r,
+			r < 0 ? e.msg : "ok");
+	printf("queue: lane 0 full (%u foreign WRITEs): notification waits, batch running\n", n);
+	/* The application polls its own completions and hands the layer nothing. */
+	drain(w, 0, room0, 0);
+	r = rk_xfer_batch_wait(b, 5000, &e);
+	if (r != 1)
+		LT_FAIL("batch after the queue drained: %d (%s)", r, e.msg);
+	rk_xfer_batch_free(b);
+	LT_CHECK(rk_xfer_notif_wait(w->own.peer, 5000, &v, &e), &e);
+	if (v != 42)
+		LT_FAIL("notification %u", v);
+	if (lt_check(w->own.buf, BLK, 1) >= 0 || lt_check(w->usr.buf + 2 * BLK, BLK, 2) >= 0)
+		LT_FAIL("READ + WRITE batch: data differs");
+	printf("queue: READ + WRITE batch notified once the room came, data checked\n");
+
+	/* Stuck behind foreign sends to its deadline: the batch fails, the lane stays. */
+	n = fill(w, 0);
+	bo = (struct rk_xfer_batch_opts){.timeout_ms = 300};
+	LT_CHECK(rk_xfer_post(w->usr.peer, op, 1, &bo, &e, &b), &e);
+	usleep(400 * 1000);
+	r = rk_xfer_batch_check(b, &e);
+	if (r != -ETIMEDOUT)
+		LT_FAIL("stuck batch after its deadline: %d (%s)", r, r < 0 ? e.msg : "");
+	if (rk_xfer_batch_op_status(b, 0, NULL) != -ECANCELED)
+		LT_FAIL("op 0 of the stuck batch: %d", rk_xfer_batch_op_status(b, 0, NULL));
+	rk_xfer_batch_free(b);
+	if (rk_conn_state(w->usr.lanes[0]) != RK_CONN_CONNECTED)
+		LT_FAIL("the deadline of a batch that posted nothing cut lane 0");
+	drain(w, 0, room0, 0);
+	lt_fill(w->usr.buf, BLK, 3);
+	LT_CHECK(rk_xfer_post(w->usr.peer, op, 1, NULL, &e, &b), &e);
+	LT_CHECK(rk_xfer_batch_wait(b, -1, &e), &e);
+	rk_xfer_batch_free(b);
+	if (lt_check(w->own.buf, BLK, 3) >= 0)
+		LT_FAIL("WRITE after the stuck batch: data differs");
+	printf("queue: stuck batch failed at its deadline (%u foreign WRITEs ahead), lane kept; "
+	       "%lld ms\n",
+	       n, (long long)(lt_now_ms() - t0));
+}
+
+int main(int argc, char **argv)
+{
+	struct world w = {0};
+	enum rk_xfer_mode mode;
+	const char *what;
+
+	lt_prog = "lib_xfer_flow";
+	if (argc < 3)
+		LT_FAIL("usage: lib_xfer_flow queue|handle mw|mr");
+	what = argv[1];
+	mode = !strcmp(argv[2], "mw") ? RK_XFER_MW : RK_XFER_MR;
+	w.dev = lt_open_device(0);
+	if (mode == RK_XFER_MW && !rk_xfer_mw_supported(w.dev)) {
+		printf("lib_xfer_flow %s mw: skipped (no memory windows)\n", what);
+		rk_device_close(w.dev);
+		return 0;
+	}
+	world_up(&w, mode);
+	if (!strcmp(what, "queue"))
+		queue(&w);
+	else
+		LT_FAIL("unknown test %s", what);
+	world_down(&w);
+	rk_device_close(w.dev);
+	printf("lib_xfer_flow %s %s: ok\n", what, argv[2]);
+	return 0;
+}
