@@ -372,7 +372,12 @@ static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_
 			b->op_err[b->wrs[w].op] = e;
 			b->op_wc[b->wrs[w].op] = (uint8_t)wc->status;
 		}
-		if (wc->status == IBV_WC_REM_ACCESS_ERR)
+		if (w == NOTIF_IDX && wc->status == IBV_WC_RNR_RETRY_EXC_ERR)
+			fail(b, -ECONNRESET, wc->status,
+			     "notification refused: the owner had no receive posted for it (it "
+			     "took no notification for the lane's RNR budget); the data landed, "
+			     "lane 0 is in error");
+		else if (wc->status == IBV_WC_REM_ACCESS_ERR)
 			fail(b, e, wc->status,
 			     "remote access error: the owner refused op %u (revoked, out of "
 			     "bounds or a forged key)",
@@ -767,9 +772,18 @@ int rk_xfer_notif_wait(struct rk_xfer_peer *p, int timeout_ms, uint32_t *value,
 			return 1;
 		for (unsigned l = 0; l < p->nlanes; l++)
 			up += rk_conn_state(p->lanes[l]) == RK_CONN_CONNECTED;
-		if (!up)
+		if (!up) {
+			/*
+			 * Notifications that arrived before the lanes went down
+			 * are still in the CQs, ahead of the flushed receives.
+			 */
+			while (!p->nq_count && rk__xfer_poll(p->x, p->lanes, p->nlanes, 0) > 0)
+				;
+			if (rk_xfer_notif_take(p, value))
+				return 1;
 			return rk_err_set(err, ECONNRESET, "rk_xfer_notif_wait",
 					  "peer gone: no lane is connected");
+		}
 		left = rk_ms_left(deadline);
 		rk__xfer_poll(p->x, p->lanes, p->nlanes, left < 0 || left > 20 ? 20 : left);
 		if (left == 0) {

@@ -106,9 +106,22 @@
  * owner's NIC and placed. Exactly one notification per batch. The owner
  * (any rk_xfer with a peer over those lanes) posts opts.notif_recvs 0-byte
  * receives per lane (the layer owns the lanes' receive queues) and queues
- * what arrives: rk_xfer_notif_take(). A full queue reposts no receive
- * until the caller takes one, so a sender that outruns the owner stalls
- * (RNR retries), never loses a notification.
+ * what arrives: rk_xfer_notif_take(). A receive is reposted as its
+ * notification is queued, while the queue (2 x notif_recvs per lane) is at
+ * most half full, and otherwise when the caller takes one.
+ *
+ * Flow control: there is no credit exchange. The owner's receives are the
+ * window: when a notification finds none posted (the owner's application
+ * took none, or handed the layer no completion, for a while), the owner's
+ * NIC answers "receiver not ready" and the sender's NIC retries for the
+ * lane's RNR budget (rk_conn_opts.rnr_retry x min_rnr_timer: with the
+ * defaults some tens of milliseconds). Past it the notification is
+ * refused: its batch fails with -ECONNRESET and IBV_WC_RNR_RETRY_EXC_ERR
+ * in the error ("notification refused"), the batch's data did land, and
+ * lane 0 is in error (reconnect to go on). So a notification is never
+ * lost silently: it is delivered, or its batch fails. A sender that must
+ * not hit this keeps at most notif_recvs notified batches unanswered by
+ * the owner (e.g. the owner answers each over RPC, which is the credit).
  *
  * Completions: the layer polls nothing on its own. Hand it every
  * completion of the lanes' CQs (rk_cq_poll, rk_wait ...) through
@@ -398,7 +411,8 @@ RK_API int rk_xfer_notif_take(struct rk_xfer_peer *peer, uint32_t *value);
 /*
  * rk_xfer_notif_wait - rk_xfer_notif_take, polling the peer's lanes' CQs
  * for up to @timeout_ms. Returns 1, -ETIMEDOUT, or -ECONNRESET once every
- * lane is down and nothing is queued.
+ * lane is down and nothing is queued (the lanes' CQs are drained first:
+ * a notification that arrived before they went down is still returned).
  */
 RK_API int rk_xfer_notif_wait(struct rk_xfer_peer *peer, int timeout_ms, uint32_t *value,
 			      struct rk_error *err);

@@ -8,6 +8,10 @@
  *                              foreign completions away (handed to nobody);
  *                              a batch stuck behind foreign sends fails at
  *                              its deadline and leaves the lane connected
+ *   lib_xfer_flow rnr MODE     the owner takes no notification: the one
+ *                              beyond its receives fails its batch (RNR
+ *                              retries exhausted), the delivered ones are
+ *                              all taken although the owner's lanes went down
  *   lib_xfer_flow handle MODE  completions that are not this rk_xfer's
  *                              (another user's on the same tags, another QP)
  *                              are returned as not ours; a notification
@@ -246,6 +250,52 @@ static void queue(struct world *w)
 	       n, (long long)(lt_now_ms() - t0));
 }
 
+/*
+ * The owner takes no notification: its receives run out, the next
+ * notification is refused (RNR) and its batch fails saying so; the ones
+ * delivered are all still taken, even after the owner's lanes went down.
+ */
+static void rnr(struct world *w)
+{
+	unsigned recvs = 16; /* rk_xfer_opts.notif_recvs's default */
+	struct rk_xfer_op op = {RK_XFER_OP_WRITE, w->usr.seg, 0, w->rem, 0, BLK};
+	struct rk_xfer_batch *b;
+	struct rk_error e;
+	int64_t t0 = lt_now_ms();
+	uint32_t v;
+	int r;
+
+	for (unsigned n = 1; n <= recvs + 1; n++) {
+		struct rk_xfer_batch_opts bo = {.timeout_ms = 10000, .notify = 1, .notif = n};
+
+		LT_CHECK(rk_xfer_post(w->usr.peer, &op, 1, &bo, &e, &b), &e);
+		r = rk_xfer_batch_wait(b, -1, &e);
+		rk_xfer_batch_free(b);
+		if (n <= recvs && r != 1)
+			LT_FAIL("notified batch %u of %u: %d (%s)", n, recvs, r, e.msg);
+		if (n > recvs) {
+			if (r != -ECONNRESET || e.wc_status != IBV_WC_RNR_RETRY_EXC_ERR)
+				LT_FAIL(
+				    "notification %u with no receive left: %d, wc status %d (%s)",
+				    n, r, e.wc_status, r < 0 ? e.msg : "");
+			printf("rnr: notification %u refused: %s\n", n, e.msg);
+		}
+	}
+	/* The owner's lanes go down before it looks: what arrived is still its. */
+	for (unsigned i = 0; i < NLANES; i++)
+		rk_conn_disconnect(w->own.lanes[i], 0, NULL);
+	for (unsigned n = 1; n <= recvs; n++) {
+		LT_CHECK(rk_xfer_notif_wait(w->own.peer, 1000, &v, &e), &e);
+		if (v != n)
+			LT_FAIL("notification %u, expected %u", v, n);
+	}
+	r = rk_xfer_notif_wait(w->own.peer, 1000, &v, &e);
+	if (r != -ECONNRESET)
+		LT_FAIL("after the %u delivered: %d", recvs, r);
+	printf("rnr: %u notifications taken after the lanes went down, then peer gone; %lld ms\n",
+	       recvs, (long long)(lt_now_ms() - t0));
+}
+
 int main(int argc, char **argv)
 {
 	struct world w = {0};
@@ -254,7 +304,7 @@ int main(int argc, char **argv)
 
 	lt_prog = "lib_xfer_flow";
 	if (argc < 3)
-		LT_FAIL("usage: lib_xfer_flow queue|handle mw|mr");
+		LT_FAIL("usage: lib_xfer_flow queue|rnr|handle mw|mr");
 	what = argv[1];
 	mode = !strcmp(argv[2], "mw") ? RK_XFER_MW : RK_XFER_MR;
 	w.dev = lt_open_device(0);
@@ -266,6 +316,8 @@ int main(int argc, char **argv)
 	world_up(&w, mode);
 	if (!strcmp(what, "queue"))
 		queue(&w);
+	else if (!strcmp(what, "rnr"))
+		rnr(&w);
 	else
 		LT_FAIL("unknown test %s", what);
 	world_down(&w);
