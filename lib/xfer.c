@@ -275,13 +275,22 @@ static int unexport(struct rk_xfer *x, struct rk__xexport *e, int timeout_ms, st
 
 	if (!e->live)
 		return 0;
-	e->live = 0;
 	if (x->mode == RK_XFER_MR) {
+		/*
+		 * A registration that failed to go may still honour its key:
+		 * the export stays live (and revocable again), not forgotten.
+		 */
 		r = ibv_dereg_mr(e->mr);
+		if (r)
+			return rk_err_ret(err, r, "ibv_dereg_mr",
+					  "revoke: the registration is still there and its key may "
+					  "still work; the export stays (revoke again)");
 		e->mr = NULL;
+		e->live = 0;
 		x->st.dereg_mr++;
-		return r ? rk_err_ret(err, r, "ibv_dereg_mr", "revoke") : 0;
+		return 0;
 	}
+	e->live = 0;
 	ctl_begin(x);
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct ibv_send_wr wr = {0};
@@ -333,8 +342,14 @@ static void export_free(struct rk_xfer *x, struct rk__xexport *e)
 				rk_warn("ibv_dealloc_mw: %s", strerror(r));
 		}
 	if (e->mr) {
-		ibv_dereg_mr(e->mr);
-		x->st.dereg_mr++;
+		int r = ibv_dereg_mr(e->mr);
+
+		if (r)
+			rk_warn("ibv_dereg_mr: %s: an exported registration is left behind (its "
+				"key may still work until the PD goes)",
+				strerror(r));
+		else
+			x->st.dereg_mr++;
 	}
 	free(e);
 }

@@ -299,7 +299,9 @@ RK_API int rk_xfer_export(struct rk_xfer_seg *seg, struct rk_xfer_peer *peer, un
  * down needs nothing: nothing reaches memory through it); MR mode:
  * ibv_dereg_mr. -ENOENT if not exported; -ETIMEDOUT if an invalidation did
  * not complete in time (the lane is then disconnected, which also ends its
- * access, and the error says so).
+ * access, and the error says so). MR mode, ibv_dereg_mr failing: its
+ * errno, and the export stays exported (the key may still work): call
+ * again; nothing is forgotten.
  */
 RK_API int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *peer, int timeout_ms,
 			  struct rk_error *err);

@@ -12,6 +12,8 @@
  *                              beyond its receives fails its batch (RNR
  *                              retries exhausted), the delivered ones are
  *                              all taken although the owner's lanes went down
+ *   lib_xfer_flow revoke mr    ibv_dereg_mr fails during a revoke: reported,
+ *                              the export stays; revoked again, the key is dead
  *   lib_xfer_flow handle MODE  completions that are not this rk_xfer's
  *                              (another user's on the same tags, another QP)
  *                              are returned as not ours; a notification
@@ -25,6 +27,23 @@
 #include <unistd.h>
 
 #include "lt.h"
+
+/*
+ * ibv_dereg_mr, wrapped at link time (-Wl,--wrap): fails while
+ * fail_dereg > 0, as a driver may (the revoke test).
+ */
+int __real_ibv_dereg_mr(struct ibv_mr *mr);
+int __wrap_ibv_dereg_mr(struct ibv_mr *mr);
+static int fail_dereg;
+
+int __wrap_ibv_dereg_mr(struct ibv_mr *mr)
+{
+	if (fail_dereg > 0) {
+		fail_dereg--;
+		return EBUSY;
+	}
+	return __real_ibv_dereg_mr(mr);
+}
 
 #define NLANES 2
 #define BLK    4096u
@@ -296,6 +315,42 @@ static void rnr(struct world *w)
 	       recvs, (long long)(lt_now_ms() - t0));
 }
 
+/*
+ * MR mode: the registration behind an export fails to go. The revoke says
+ * so and the export stays revocable; revoked again, the key is dead.
+ */
+static void dereg_fails(struct world *w)
+{
+	struct rk_xfer_op op = {RK_XFER_OP_WRITE, w->usr.seg, 0, w->rem, 0, BLK};
+	struct rk_xfer_batch *b;
+	struct rk_error e;
+	int r;
+
+	if (rk_xfer_mode(w->own.x) != RK_XFER_MR) {
+		printf("revoke: MR mode only\n");
+		return;
+	}
+	memset(w->own.buf, 0x5a, BLK);
+	fail_dereg = 1;
+	r = rk_xfer_revoke(w->own.seg, w->own.peer, 1000, &e);
+	if (r >= 0)
+		LT_FAIL("revoke with ibv_dereg_mr failing: %d", r);
+	printf("revoke: ibv_dereg_mr failed: %s\n", e.msg);
+	r = rk_xfer_revoke(w->own.seg, w->own.peer, 1000, &e);
+	if (r != 0)
+		LT_FAIL("revoke again: %d (%s)", r, e.msg);
+	lt_fill(w->usr.buf, BLK, 9);
+	LT_CHECK(rk_xfer_post(w->usr.peer, &op, 1, NULL, &e, &b), &e);
+	r = rk_xfer_batch_wait(b, -1, &e);
+	rk_xfer_batch_free(b);
+	if (r != -EREMOTEIO)
+		LT_FAIL("WRITE after the revoke: %d (%s)", r, r < 0 ? e.msg : "");
+	for (unsigned i = 0; i < BLK; i++)
+		if (w->own.buf[i] != 0x5a)
+			LT_FAIL("revoked memory changed at byte %u", i);
+	printf("revoke: revoked on the second try, WRITE refused, memory intact\n");
+}
+
 int main(int argc, char **argv)
 {
 	struct world w = {0};
@@ -304,7 +359,7 @@ int main(int argc, char **argv)
 
 	lt_prog = "lib_xfer_flow";
 	if (argc < 3)
-		LT_FAIL("usage: lib_xfer_flow queue|rnr|handle mw|mr");
+		LT_FAIL("usage: lib_xfer_flow queue|rnr|revoke|handle mw|mr");
 	what = argv[1];
 	mode = !strcmp(argv[2], "mw") ? RK_XFER_MW : RK_XFER_MR;
 	w.dev = lt_open_device(0);
@@ -318,6 +373,8 @@ int main(int argc, char **argv)
 		queue(&w);
 	else if (!strcmp(what, "rnr"))
 		rnr(&w);
+	else if (!strcmp(what, "revoke"))
+		dereg_fails(&w);
 	else
 		LT_FAIL("unknown test %s", what);
 	world_down(&w);
