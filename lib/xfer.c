@@ -167,6 +167,7 @@ int rk_xfer_seg_reg(struct rk_xfer *x, void *addr, size_t len, unsigned access,
 		return rk_err_sys(err, "ibv_reg_mr", "%zu bytes at %p, access 0x%x", len, addr,
 				  region_access(x));
 	}
+	s->made_region = s->region->refs == 1; /* a hit leaves it >= 2 */
 	s->x = x;
 	s->addr = addr;
 	s->len = len;
@@ -374,6 +375,8 @@ void rk_xfer_seg_dereg(struct rk_xfer_seg *seg)
 		;
 	if (*pp)
 		*pp = seg->next;
+	if (seg->made_region)
+		rk__xcache_seal(seg->region);
 	rk__xcache_put(&x->cache, seg->region);
 	free(seg);
 }

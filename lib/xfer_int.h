@@ -53,6 +53,7 @@ struct rk__xregion {
 	void *mr;
 	uint32_t lkey;
 	unsigned refs;
+	int sealed; /* its creator is gone: no more hits (see rk__xcache_seal) */
 	struct rk__xregion *next;
 };
 
@@ -71,6 +72,12 @@ void rk__xcache_init(struct rk__xcache *c, const struct rk__xcache_ops *ops);
  */
 int rk__xcache_get(struct rk__xcache *c, void *pd, void *addr, size_t len, int access,
 		   struct rk__xregion **out);
+/*
+ * No more hits on @r: its creator (the segment whose range it is) is
+ * going, so pages of it outside the segments still inside may be unmapped
+ * and mapped again; a new segment there must be registered anew.
+ */
+void rk__xcache_seal(struct rk__xregion *r);
 /* Drop one count; the region is deregistered and forgotten at 0. */
 void rk__xcache_put(struct rk__xcache *c, struct rk__xregion *r);
 /* Deregister every region (teardown). */
@@ -140,6 +147,7 @@ struct rk_xfer_seg {
 	unsigned access;
 	uint32_t id;
 	struct rk__xregion *region;
+	int made_region; /* it created its region (seals it when it goes) */
 	struct rk__xexport *exports;
 	struct rk_xfer_seg *next;
 };

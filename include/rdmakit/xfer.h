@@ -46,8 +46,13 @@
  * 1,000 segments inside one registered buffer cost one); one that overlaps
  * without being contained gets a region of its own. A region is
  * deregistered as soon as its last segment is, so a freed and reused
- * address is registered anew and never meets a stale registration. Lookup
- * is linear in the regions (register big buffers, carve segments).
+ * address is registered anew and never meets a stale registration. A
+ * region also stops taking hits as soon as the segment that created it
+ * (whose range it is) is deregistered, even while segments inside keep it
+ * registered: the rest of its range may have been unmapped and mapped
+ * again, and a new segment there is registered anew. So register the big
+ * buffer as a segment first and keep it while you carve segments from it.
+ * Lookup is linear in the regions (register big buffers, carve segments).
  *
  * Descriptors (rk_xfer_export / rk_xfer_import): little-endian, version 1:
  *   magic "RKXD" (4), version (1), access (1), mode (1), lanes (1),

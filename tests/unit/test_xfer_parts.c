@@ -293,6 +293,39 @@ static void cache_reuse(void **state)
 	assert_int_equal(f.live, 0);
 }
 
+/*
+ * A region outliving its creator: a segment inside keeps it registered, but
+ * the creator's pages may be unmapped and mapped again at the same address,
+ * so nothing new may hit it.
+ */
+static void cache_sealed(void **state)
+{
+	struct fake f = {0};
+	struct rk__xcache_ops ops = {fake_reg, fake_dereg, &f};
+	struct rk__xcache c;
+	struct rk__xregion *a, *inner, *again;
+	char *buf = malloc(1u << 20);
+	int pd;
+
+	(void)state;
+	assert_non_null(buf);
+	rk__xcache_init(&c, &ops);
+	assert_int_equal(rk__xcache_get(&c, &pd, buf, 1u << 20, 1, &a), 0);
+	assert_int_equal(rk__xcache_get(&c, &pd, buf + 4096, 4096, 1, &inner), 0);
+	assert_ptr_equal(inner, a); /* a hit */
+	rk__xcache_seal(a);	    /* the creating segment goes ... */
+	rk__xcache_put(&c, a);
+	assert_int_equal(f.deregs, 0); /* ... the inner one keeps the region */
+	assert_int_equal(rk__xcache_get(&c, &pd, buf + 65536, 4096, 1, &again), 0);
+	assert_ptr_not_equal(again, a); /* no hit on the sealed region */
+	assert_int_equal(f.regs, 2);
+	rk__xcache_put(&c, again);
+	rk__xcache_put(&c, inner);
+	assert_int_equal(f.live, 0);
+	rk__xcache_fini(&c);
+	free(buf);
+}
+
 /* ---- batch planner ---- */
 
 static void plan_doorbells(void **state)
@@ -374,7 +407,8 @@ int main(void)
 	    cmocka_unit_test(desc_roundtrip), cmocka_unit_test(desc_refused),
 	    cmocka_unit_test(desc_garbage),   cmocka_unit_test(cache_counts),
 	    cmocka_unit_test(cache_overlap),  cmocka_unit_test(cache_reuse),
-	    cmocka_unit_test(plan_doorbells), cmocka_unit_test(plan_split),
+	    cmocka_unit_test(cache_sealed),   cmocka_unit_test(plan_doorbells),
+	    cmocka_unit_test(plan_split),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
