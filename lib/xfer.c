@@ -381,13 +381,6 @@ void rk_xfer_seg_dereg(struct rk_xfer_seg *seg)
 	free(seg);
 }
 
-static int post_notif_recv(struct rk_xfer_peer *p, unsigned lane, struct rk_error *err)
-{
-	uint64_t id = (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)p->idx << 32 | lane;
-
-	return rk_post_recv(p->lanes[lane], NULL, 0, 0, id, err);
-}
-
 int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes,
 			struct rk_error *err, struct rk_xfer_peer **out)
 {
@@ -408,10 +401,13 @@ int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigne
 			return rk_err_set(err, EINVAL, "rk_xfer_peer_create",
 					  "lane %u: send queue %u, needs %u", i, lanes[i]->sq_depth,
 					  x->opts.chain + 2);
-		if (rk_rq_room(lanes[i]) < x->opts.notif_recvs)
+		/* Receives an earlier peer on this lane left posted are taken over. */
+		if (lanes[i]->xfer_recvs < x->opts.notif_recvs &&
+		    rk_rq_room(lanes[i]) < x->opts.notif_recvs - lanes[i]->xfer_recvs)
 			return rk_err_set(err, ENOBUFS, "rk_xfer_peer_create",
 					  "lane %u: %u free receive slots, needs %u", i,
-					  rk_rq_room(lanes[i]), x->opts.notif_recvs);
+					  rk_rq_room(lanes[i]),
+					  x->opts.notif_recvs - lanes[i]->xfer_recvs);
 	}
 	for (idx = 0; idx < x->npeers && x->peers[idx]; idx++)
 		;
@@ -441,8 +437,8 @@ int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigne
 	memcpy(p->lanes, lanes, nlanes * sizeof(struct rk_conn *));
 	x->peers[idx] = p;
 	for (unsigned i = 0; i < nlanes; i++)
-		for (unsigned k = 0; k < x->opts.notif_recvs; k++) {
-			r = post_notif_recv(p, i, err);
+		while (lanes[i]->xfer_recvs < x->opts.notif_recvs) {
+			r = rk__xfer_notif_recv(p, i, err);
 			if (r) {
 				rk_xfer_peer_destroy(p);
 				return r;

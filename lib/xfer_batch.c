@@ -69,6 +69,30 @@ int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlan
 	return 0;
 }
 
+int rk__xfer_notif_recv(struct rk_xfer_peer *p, unsigned lane, struct rk_error *err)
+{
+	uint64_t id = (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)p->idx << 32 | lane;
+	int r = rk_post_recv(p->lanes[lane], NULL, 0, 0, id, err);
+
+	if (r == 0)
+		p->lanes[lane]->xfer_recvs++;
+	return r;
+}
+
+struct rk_xfer_peer *rk__xfer_qp_peer(struct rk_xfer *x, uint32_t qp_num, unsigned *lane)
+{
+	for (unsigned i = 0; i < x->npeers; i++) {
+		struct rk_xfer_peer *p = x->peers[i];
+
+		for (unsigned l = 0; p && l < p->nlanes; l++)
+			if (rk_conn_qp_num(p->lanes[l]) == qp_num) {
+				*lane = l;
+				return p;
+			}
+	}
+	return NULL;
+}
+
 static int status_errno(enum ibv_wc_status s)
 {
 	switch (s) {
@@ -402,15 +426,24 @@ static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_
 		pump(p);
 }
 
-static void notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc *wc)
+/*
+ * A notification receive completed: 1 if it was on a lane of one of @x's
+ * peers (the one whose id it carries, or one created later on the same
+ * lane, which took the receive over), else 0.
+ */
+static int notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc *wc)
 {
 	unsigned idx = (unsigned)(wr_id >> 32) & 0xffff, lane = (unsigned)wr_id & 0xffff;
 	struct rk_xfer_peer *p = idx < x->npeers ? x->peers[idx] : NULL;
 
 	if (!p || lane >= p->nlanes || rk_conn_qp_num(p->lanes[lane]) != wc->qp_num)
-		return;
+		p = rk__xfer_qp_peer(x, wc->qp_num, &lane);
+	if (!p)
+		return 0;
+	if (p->lanes[lane]->xfer_recvs)
+		p->lanes[lane]->xfer_recvs--;
 	if (wc->status != IBV_WC_SUCCESS)
-		return; /* flushed: the lane is down, nothing to repost */
+		return 1; /* flushed: the lane is down, nothing to repost */
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IBV_WC_WITH_IMM)) {
 		p->nq[(p->nq_head + p->nq_count) % p->nq_cap] = ntohl(wc->imm_data);
 		p->nq_count++;
@@ -419,49 +452,44 @@ static void notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc
 		rk_dbg("xfer: lane %u: a %d-byte message that is no notification, ignored", lane,
 		       (int)wc->byte_len);
 	}
-	if (p->nq_count <= p->nq_cap / 2) {
-		uint64_t id = (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)idx << 32 | lane;
-
-		if (rk_post_recv(p->lanes[lane], NULL, 0, 0, id, NULL))
-			p->held[lane]++;
-	} else {
+	if (p->nq_count > p->nq_cap / 2 || rk__xfer_notif_recv(p, lane, NULL))
 		p->held[lane]++;
-	}
+	return 1;
 }
 
 static int claim(struct rk_xfer *x, const struct ibv_wc *wc)
 {
-	unsigned tag = (unsigned)(wc->wr_id >> 48);
+	unsigned tag = (unsigned)(wc->wr_id >> 48), lane;
 
 	if (tag == RK_XFER_WRID_OP) {
 		unsigned slot = (unsigned)(wc->wr_id >> 32) & 0xffff;
 		unsigned serial = (unsigned)(wc->wr_id >> 16) & 0xffff;
 		struct rk_xfer_batch *b = slot < x->opts.max_batches ? x->slots[slot] : NULL;
 
-		if (!b || b->serial != serial)
-			return 1;
 		/* another rk_xfer's on a shared CQ may carry the same tag: the QP decides */
-		for (unsigned l = 0; l < b->peer->nlanes; l++)
+		for (unsigned l = 0; b && b->serial == serial && l < b->peer->nlanes; l++)
 			if (rk_conn_qp_num(b->peer->lanes[l]) == wc->qp_num) {
 				op_completion(b, (unsigned)wc->wr_id & 0xffff, wc);
 				return 1;
 			}
-		return 0;
+		/* Of a batch released already (a flush) if on one of our lanes, else not ours. */
+		return rk__xfer_qp_peer(x, wc->qp_num, &lane) != NULL;
 	}
 	if (tag == RK_XFER_WRID_CTL) {
 		uint64_t id = wc->wr_id & 0xffffffffffffull;
 
-		if (id >= (x->ctl_base & 0xffffffffffffull) && x->ctl_pending) {
+		if (!rk__xfer_qp_peer(x, wc->qp_num, &lane))
+			return 0;
+		if (id >= (x->ctl_base & 0xffffffffffffull) &&
+		    id < (x->ctl_seq & 0xffffffffffffull) && x->ctl_pending) {
 			x->ctl_pending--;
 			if (wc->status != IBV_WC_SUCCESS && !x->ctl_status)
 				x->ctl_status = (int)wc->status;
 		}
 		return 1;
 	}
-	if (tag == RK_XFER_WRID_NOTIF) {
-		notif_arrival(x, wc->wr_id, wc);
-		return 1;
-	}
+	if (tag == RK_XFER_WRID_NOTIF)
+		return notif_arrival(x, wc->wr_id, wc);
 	return 0;
 }
 
@@ -749,10 +777,7 @@ int rk_xfer_notif_take(struct rk_xfer_peer *p, uint32_t *value)
 	p->nq_count--;
 	for (unsigned l = 0; l < p->nlanes; l++)
 		while (p->held[l] && p->nq_count <= p->nq_cap / 2) {
-			uint64_t id =
-			    (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)p->idx << 32 | l;
-
-			if (rk_post_recv(p->lanes[l], NULL, 0, 0, id, NULL))
+			if (rk__xfer_notif_recv(p, l, NULL))
 				break;
 			p->held[l]--;
 		}

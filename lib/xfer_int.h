@@ -225,6 +225,10 @@ struct rk_xfer_batch {
 /* xfer_batch.c, for xfer.c: */
 /* Poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing completions over. */
 int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms);
+/* Post a notification receive on lane @lane of @p (counted on the lane). */
+int rk__xfer_notif_recv(struct rk_xfer_peer *p, unsigned lane, struct rk_error *err);
+/* The live peer of @x with a lane on QP @qp_num (lane index in *@lane), or NULL. */
+struct rk_xfer_peer *rk__xfer_qp_peer(struct rk_xfer *x, uint32_t qp_num, unsigned *lane);
 /* Fail and release every batch of @peer (peer destroy). */
 void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *peer);
 

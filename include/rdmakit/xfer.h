@@ -131,7 +131,11 @@
  * Completions: the layer polls nothing on its own. Hand it every
  * completion of the lanes' CQs (rk_cq_poll, rk_wait ...) through
  * rk_xfer_handle(); it claims its own by wr_id (RK_XFER_WRID_* in the top
- * 16 bits) and returns 0 for the others. The blocking calls
+ * 16 bits) and QP (a lane of one of this rk_xfer's peers), and returns 0
+ * for every other: the layer's tags on a QP it has no peer on (another
+ * rk_xfer sharing the CQ, or the lanes of a peer you destroyed, flushing)
+ * are not its, so hand such a completion to the next user of the CQ; two
+ * rk_xfer on one CQ each claim only their own. The blocking calls
  * (rk_xfer_export, rk_xfer_revoke, rk_xfer_batch_wait, rk_xfer_notif_wait)
  * poll the lanes' CQs themselves, with a deadline, and pass completions
  * that are not the layer's to opts.on_foreign (dropped and counted when
@@ -271,7 +275,10 @@ RK_API size_t rk_xfer_seg_len(const struct rk_xfer_seg *seg);
  * connections, connected or not yet, in @x's PD, each with a send queue of
  * at least chain + 2). Posts opts.notif_recvs 0-byte receives on each
  * lane: the layer owns the lanes' receive queues (post nothing else there).
- * Owned by the caller.
+ * Receives an earlier (destroyed) peer left posted on a lane are counted
+ * and taken over, so a peer recreated on the same lanes posts only what is
+ * missing; notifications the earlier peer had queued and nobody took went
+ * with it. Owned by the caller.
  */
 RK_API int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes,
 			       struct rk_error *err, struct rk_xfer_peer **out);

@@ -15,10 +15,10 @@
  *   lib_xfer_flow revoke mr    ibv_dereg_mr fails during a revoke: reported,
  *                              the export stays; revoked again, the key is dead
  *   lib_xfer_flow handle MODE  completions that are not this rk_xfer's
- *                              (another user's on the same tags, another QP)
- *                              are returned as not ours; a notification
- *                              already in the CQ is taken although the peer
- *                              is gone
+ *                              (the layer's tags, another QP) are returned
+ *                              as not ours; two users on one CQ each claim
+ *                              their own; a peer recreated 10 times on its
+ *                              lanes takes their receives over
  * MODE: mw (skipped where the device has no windows) or mr. Both ends run
  * in this process over connected pairs.
  */
@@ -351,6 +351,141 @@ static void dereg_fails(struct world *w)
 	printf("revoke: revoked on the second try, WRITE refused, memory intact\n");
 }
 
+/* A completion that no rk_xfer of this process made. */
+static int claims_fake(struct rk_xfer *x, unsigned tag)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = (uint64_t)tag << 48 | (uint64_t)0x1234 << 16;
+	wc.qp_num = 0xfffff0; /* no QP of ours */
+	wc.status = IBV_WC_SUCCESS;
+	return rk_xfer_handle(x, &wc);
+}
+
+/* Two users on one CQ: each claims its own completions and returns the other's. */
+static void shared_cq(struct world *w)
+{
+	struct rk_conn_opts so = conn_opts;
+	struct rk_conn *own[2], *usr[2];
+	struct rk_xfer *x[2];
+	struct rk_xfer_peer *op[2], *up[2];
+	struct rk_xfer_remote *rem[2];
+	struct rk_xfer_batch *b[2];
+	struct rk_cq *cq;
+	struct rk_error e;
+	unsigned claimed[2] = {0, 0}, unclaimed = 0;
+	int64_t until = lt_now_ms() + 10000;
+
+	LT_CHECK(rk_cq_create(w->dev, NULL, &e, &cq), &e);
+	so.cq = cq;
+	for (unsigned i = 0; i < 2; i++) {
+		uint8_t desc[RK_XFER_DESC_MAX];
+		size_t len;
+		struct rk_xfer_op o = {RK_XFER_OP_WRITE, NULL, i * BLK, NULL, i * BLK, BLK};
+
+		lt_pair(w->dev, &conn_opts, &so, &own[i], &usr[i]);
+		LT_CHECK(rk_xfer_create(w->dev, NULL, NULL, &e, &x[i]), &e);
+		LT_CHECK(rk_xfer_peer_create(w->own.x, &own[i], 1, &e, &op[i]), &e);
+		LT_CHECK(rk_xfer_peer_create(x[i], &usr[i], 1, &e, &up[i]), &e);
+		LT_CHECK(rk_xfer_export(w->own.seg, op[i], RK_XFER_WRITE, desc, sizeof(desc), &len,
+					5000, &e),
+			 &e);
+		LT_CHECK(rk_xfer_import(up[i], desc, len, &e, &rem[i]), &e);
+		/* the local side: the world's user buffer, registered in this rk_xfer */
+		LT_CHECK(rk_xfer_seg_reg(x[i], w->usr.buf, BUF, 0, &e, &o.local), &e);
+		o.remote = rem[i];
+		lt_fill(w->usr.buf + i * BLK, BLK, 20 + i);
+		LT_CHECK(rk_xfer_post(up[i], &o, 1, NULL, &e, &b[i]), &e);
+	}
+	while (rk_xfer_batch_check(b[0], &e) == 0 || rk_xfer_batch_check(b[1], &e) == 0) {
+		struct ibv_wc wc[8];
+		int r = rk_cq_poll(cq, wc, 8, &e);
+
+		LT_CHECK(r, &e);
+		for (int k = 0; k < r; k++) {
+			if (rk_xfer_handle(x[0], &wc[k]))
+				claimed[0]++;
+			else if (rk_xfer_handle(x[1], &wc[k]))
+				claimed[1]++;
+			else
+				unclaimed++;
+		}
+		if (lt_now_ms() > until)
+			LT_FAIL("shared CQ: batches %d %d after 10 s (claimed %u %u, unclaimed %u)",
+				rk_xfer_batch_check(b[0], NULL), rk_xfer_batch_check(b[1], NULL),
+				claimed[0], claimed[1], unclaimed);
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		LT_CHECK(rk_xfer_batch_check(b[i], &e), &e);
+		if (lt_check(w->own.buf + i * BLK, BLK, 20 + i) >= 0)
+			LT_FAIL("shared CQ: user %u's data differs", i);
+	}
+	printf("handle: two users on one CQ: %u and %u completions claimed, %u unclaimed\n",
+	       claimed[0], claimed[1], unclaimed);
+	for (unsigned i = 0; i < 2; i++) {
+		rk_xfer_batch_free(b[i]);
+		rk_xfer_remote_free(rem[i]);
+		rk_xfer_peer_destroy(up[i]);
+		rk_xfer_peer_destroy(op[i]);
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		rk_conn_destroy(usr[i]);
+		rk_conn_destroy(own[i]);
+		rk_xfer_destroy(x[i]); /* deregisters its segment */
+	}
+	rk_cq_destroy(cq);
+}
+
+static void handle(struct world *w)
+{
+	struct rk_xfer_op op = {RK_XFER_OP_WRITE, w->usr.seg, 0, w->rem, 0, BLK};
+	unsigned room = rk_rq_room(w->own.lanes[0]);
+	struct rk_error e;
+
+	/* Our tags, no QP of ours: the caller's, not swallowed. */
+	if (claims_fake(w->usr.x, RK_XFER_WRID_OP) || claims_fake(w->usr.x, RK_XFER_WRID_CTL) ||
+	    claims_fake(w->usr.x, RK_XFER_WRID_NOTIF) || claims_fake(w->usr.x, 0))
+		LT_FAIL("a completion of no QP of ours was claimed");
+	printf("handle: completions of other QPs with the layer's tags returned as not ours\n");
+
+	/* The owner's peer recreated on the same lanes: its receives are taken over. */
+	for (unsigned i = 0; i < 10; i++) {
+		rk_xfer_peer_destroy(w->own.peer);
+		LT_CHECK(rk_xfer_peer_create(w->own.x, w->own.lanes, NLANES, &e, &w->own.peer), &e);
+	}
+	if (rk_rq_room(w->own.lanes[0]) != room)
+		LT_FAIL("peer recreated 10 times: %u free receive slots, was %u",
+			rk_rq_room(w->own.lanes[0]), room);
+	/* The export went with the peer: export again, import the new generation. */
+	{
+		uint8_t desc[RK_XFER_DESC_MAX];
+		size_t len;
+
+		rk_xfer_remote_free(w->rem);
+		LT_CHECK(rk_xfer_export(w->own.seg, w->own.peer, RK_XFER_READ | RK_XFER_WRITE, desc,
+					sizeof(desc), &len, 5000, &e),
+			 &e);
+		LT_CHECK(rk_xfer_import(w->usr.peer, desc, len, &e, &w->rem), &e);
+		op.remote = w->rem;
+	}
+	for (unsigned n = 1; n <= 40; n++) {
+		struct rk_xfer_batch_opts bo = {.notify = 1, .notif = n};
+		struct rk_xfer_batch *b;
+		uint32_t v;
+
+		LT_CHECK(rk_xfer_post(w->usr.peer, &op, 1, &bo, &e, &b), &e);
+		LT_CHECK(rk_xfer_batch_wait(b, -1, &e), &e);
+		rk_xfer_batch_free(b);
+		LT_CHECK(rk_xfer_notif_wait(w->own.peer, 5000, &v, &e), &e);
+		if (v != n)
+			LT_FAIL("recreated peer: notification %u, expected %u", v, n);
+	}
+	printf("handle: peer recreated 10 times on its lanes: receives taken over, 40 "
+	       "notifications\n");
+	shared_cq(w);
+}
+
 int main(int argc, char **argv)
 {
 	struct world w = {0};
@@ -373,6 +508,8 @@ int main(int argc, char **argv)
 		queue(&w);
 	else if (!strcmp(what, "rnr"))
 		rnr(&w);
+	else if (!strcmp(what, "handle"))
+		handle(&w);
 	else if (!strcmp(what, "revoke"))
 		dereg_fails(&w);
 	else
