@@ -472,7 +472,7 @@ void rk_xfer_peer_destroy(struct rk_xfer_peer *p)
 		}
 	}
 	x->peers[p->idx] = NULL;
-	free(p->gens);
+	rk__xgens_fini(&p->gens);
 	free(p->nq);
 	free(p);
 }
@@ -642,31 +642,26 @@ int rk_xfer_import(struct rk_xfer_peer *p, const void *buf, size_t len, struct r
 	if (d.lanes != p->nlanes)
 		return rk_err_set(err, EINVAL, "rk_xfer_import",
 				  "descriptor for %u lanes, this peer has %u", d.lanes, p->nlanes);
-	for (unsigned i = 0; i < p->ngens; i++)
-		if (p->gens[i].seg_id == d.seg_id)
-			g = &p->gens[i];
+	g = rk__xgens_find(&p->gens, d.seg_id);
 	if (g && d.gen < g->gen)
 		return rk_err_set(err, ESTALE, "rk_xfer_import",
 				  "segment %u: generation %u, %u was imported already", d.seg_id,
 				  d.gen, g->gen);
-	if (!g) {
-		if (p->ngens == p->gens_cap) {
-			unsigned cap = p->gens_cap ? 2 * p->gens_cap : 16;
-			struct rk__xgen *ng = realloc(p->gens, cap * sizeof(*ng));
-
-			if (!ng)
-				return rk_err_set(err, ENOMEM, "rk_xfer_import", NULL);
-			p->gens = ng;
-			p->gens_cap = cap;
-		}
-		g = &p->gens[p->ngens++];
-		g->seg_id = d.seg_id;
-		g->gen = 0;
-	}
 	rm = calloc(1, sizeof(*rm));
 	if (!rm)
 		return rk_err_set(err, ENOMEM, "rk_xfer_import", NULL);
+	if (!g) {
+		r = rk__xgens_add(&p->gens, d.seg_id, RK_XGENS_MAX, &g);
+		if (r) {
+			free(rm);
+			return rk_err_set(err, -r, "rk_xfer_import",
+					  "%u segments of this peer imported and in use (free some "
+					  "handles)",
+					  p->gens.n);
+		}
+	}
 	g->gen = d.gen;
+	g->refs++;
 	rm->peer = p;
 	rm->d = d;
 	*out = rm;
@@ -675,6 +670,13 @@ int rk_xfer_import(struct rk_xfer_peer *p, const void *buf, size_t len, struct r
 
 void rk_xfer_remote_free(struct rk_xfer_remote *r)
 {
+	struct rk__xgen *g;
+
+	if (!r)
+		return;
+	g = rk__xgens_find(&r->peer->gens, r->d.seg_id);
+	if (g && g->refs)
+		g->refs--;
 	free(r);
 }
 

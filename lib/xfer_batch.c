@@ -510,6 +510,7 @@ static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsig
 	for (unsigned i = 0; i < nops; i++) {
 		const struct rk_xfer_op *o = &ops[i];
 		const struct rk_xfer_remote *rm = o->remote;
+		const struct rk__xgen *g;
 		unsigned lane = i % p->nlanes;
 		unsigned need = o->op == RK_XFER_OP_WRITE ? RK_XFER_WRITE : RK_XFER_READ;
 
@@ -541,12 +542,11 @@ static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsig
 			return rk_err_set(err, EACCES, "rk_xfer_post",
 					  "op %u: %s, the descriptor grants 0x%x", i,
 					  need == RK_XFER_WRITE ? "WRITE" : "READ", rm->d.access);
-		for (unsigned g = 0; g < p->ngens; g++)
-			if (p->gens[g].seg_id == rm->d.seg_id && p->gens[g].gen != rm->d.gen)
-				return rk_err_set(
-				    err, ESTALE, "rk_xfer_post",
-				    "op %u: descriptor of generation %u, %u is current", i,
-				    rm->d.gen, p->gens[g].gen);
+		g = rk__xgens_find(&p->gens, rm->d.seg_id);
+		if (g && g->gen != rm->d.gen)
+			return rk_err_set(err, ESTALE, "rk_xfer_post",
+					  "op %u: descriptor of generation %u, %u is current", i,
+					  rm->d.gen, g->gen);
 		out[i].laddr = (uintptr_t)o->local->addr + o->local_off;
 		out[i].lkey = o->local->region->lkey;
 		out[i].raddr = rm->d.addr + o->remote_off;

@@ -83,6 +83,31 @@ void rk__xcache_put(struct rk__xcache *c, struct rk__xregion *r);
 /* Deregister every region (teardown). */
 void rk__xcache_fini(struct rk__xcache *c);
 
+/* ---- the importer's generations per segment (xfer_gens.c, layer 0) ---- */
+
+struct rk__xgen {
+	uint32_t seg_id, gen;
+	unsigned refs; /* imported handles of this segment not freed */
+};
+
+struct rk__xgens {
+	struct rk__xgen *v; /* sorted by seg_id */
+	unsigned n, cap;
+	uint64_t evicted;
+};
+
+#define RK_XGENS_MAX 65536u /* segments remembered per peer */
+
+/* The entry of @seg_id, or NULL. O(log n). Pointers last until the next add. */
+struct rk__xgen *rk__xgens_find(const struct rk__xgens *t, uint32_t seg_id);
+/*
+ * A new entry for @seg_id (gen 0, refs 0). At @max entries, the one of the
+ * lowest id with no refs is forgotten first. Returns 0, -EEXIST, -ENOSPC
+ * (@max entries all referenced) or -ENOMEM.
+ */
+int rk__xgens_add(struct rk__xgens *t, uint32_t seg_id, unsigned max, struct rk__xgen **out);
+void rk__xgens_fini(struct rk__xgens *t);
+
 /* ---- batch planner (xfer_plan.c, layer 0) ---- */
 
 /* One work request of a plan, in posting order: lane by lane, chain by chain. */
@@ -164,10 +189,6 @@ struct rk__xexport {
 	struct rk__xexport *next;
 };
 
-struct rk__xgen {
-	uint32_t seg_id, gen;
-};
-
 struct rk_xfer_peer {
 	struct rk_xfer *x;
 	unsigned idx;
@@ -178,8 +199,7 @@ struct rk_xfer_peer {
 	unsigned nq_cap, nq_head, nq_count;
 	unsigned held[RK_XFER_LANES_MAX]; /* receives not reposted for want of room */
 	/* the newest generation imported per segment id */
-	struct rk__xgen *gens;
-	unsigned ngens, gens_cap;
+	struct rk__xgens gens;
 	/* batches with chains not posted yet, in order */
 	struct rk_xfer_batch *pend_head, *pend_tail;
 };

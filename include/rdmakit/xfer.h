@@ -322,8 +322,14 @@ RK_API int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *peer, in
  * rk_xfer_import - check the descriptor @buf (@len bytes, hostile) sent by
  * @peer's node and make it a handle for rk_xfer_post. Refusals name the
  * field (see above): -EPROTO (truncated, magic, version, field), -EINVAL
- * (lane count), -ESTALE (older generation). O(imports of @peer). The handle
- * is owned by the caller; free it before @peer.
+ * (lane count), -ESTALE (older generation), -ENOSPC (see below). The
+ * newest generation per segment is remembered in a sorted table per peer
+ * (import and each op's check: O(log segments)) of at most 65,536
+ * segments: at the cap the entry of the owner's oldest segment that no
+ * handle uses any more is forgotten (an older descriptor of that segment
+ * is then no longer refused here; the owner's NIC still refuses its dead
+ * keys), and when all have handles the import fails with -ENOSPC. The
+ * handle is owned by the caller; free it before @peer.
  */
 RK_API int rk_xfer_import(struct rk_xfer_peer *peer, const void *buf, size_t len,
 			  struct rk_error *err, struct rk_xfer_remote **out);

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 LAYERS = {
-    0: "error explain explain_table log time tcp oob hello version xfer_desc xfer_plan xfer_cache",
+    0: "error explain explain_table log time tcp oob hello version xfer_desc xfer_plan xfer_cache xfer_gens",
     1: "device async pd mr slab pool",
     2: "cq",
     3: "conn qp_connect post",
