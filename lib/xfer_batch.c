@@ -13,11 +13,11 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "rk_internal.h"
 #include "xfer_int.h"
@@ -33,12 +33,54 @@ static void foreign(struct rk_xfer *x, const struct ibv_wc *wc)
 		x->st.foreign++;
 }
 
+/* Poll each CQ once, handing every completion over. */
+static int poll_cqs(struct rk_xfer *x, struct rk_cq *const *cqs, unsigned ncq)
+{
+	struct ibv_wc wc[16];
+	int got = 0;
+
+	for (unsigned k = 0; k < ncq; k++) {
+		int r = rk_cq_poll(cqs[k], wc, 16, NULL);
+
+		for (int i = 0; i < r; i++)
+			if (!rk_xfer_handle(x, &wc[i]))
+				foreign(x, &wc[i]);
+		got += r > 0 ? r : 0;
+	}
+	return got;
+}
+
+/*
+ * Sleep on several CQs' channels at once, up to @wait_ms: arm each, poll
+ * again (what came before arming is in the CQ, not in the fd), then
+ * poll(2) on their fds. A busy-mode CQ has no channel: then return at
+ * once and the caller spins, as that mode asks.
+ */
+static int wait_cqs(struct rk_xfer *x, struct rk_cq *const *cqs, unsigned ncq, int wait_ms)
+{
+	struct pollfd pfd[RK_XFER_LANES_MAX];
+	int got;
+
+	for (unsigned k = 0; k < ncq; k++) {
+		pfd[k].fd = rk_cq_fd(cqs[k]);
+		pfd[k].events = POLLIN;
+		if (pfd[k].fd < 0 || rk_cq_arm(cqs[k], NULL))
+			return 0;
+	}
+	got = poll_cqs(x, cqs, ncq);
+	if (got)
+		return got;
+	if (poll(pfd, ncq, wait_ms) <= 0)
+		return 0;
+	return poll_cqs(x, cqs, ncq);
+}
+
 int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms)
 {
 	struct rk_cq *cqs[RK_XFER_LANES_MAX];
 	struct ibv_wc wc[16];
 	unsigned ncq = 0;
-	int got = 0, r;
+	int got, r;
 
 	for (unsigned i = 0; i < nlanes; i++) {
 		struct rk_cq *cq = rk_conn_cq(lanes[i]);
@@ -49,24 +91,16 @@ int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlan
 		if (k == ncq)
 			cqs[ncq++] = cq;
 	}
-	for (unsigned k = 0; k < ncq; k++) {
-		r = rk_cq_poll(cqs[k], wc, 16, NULL);
-		for (int i = 0; i < r; i++)
-			if (!rk_xfer_handle(x, &wc[i]))
-				foreign(x, &wc[i]);
-		got += r > 0 ? r : 0;
-	}
-	if (got || wait_ms == 0)
+	got = poll_cqs(x, cqs, ncq);
+	if (got || wait_ms == 0 || !ncq)
 		return got;
-	if (ncq == 1) {
-		r = rk_cq_wait(cqs[0], wc, 16, wait_ms, NULL);
-		for (int i = 0; i < r; i++)
-			if (!rk_xfer_handle(x, &wc[i]))
-				foreign(x, &wc[i]);
-		return r > 0 ? r : 0;
-	}
-	usleep(200);
-	return 0;
+	if (ncq > 1)
+		return wait_cqs(x, cqs, ncq, wait_ms);
+	r = rk_cq_wait(cqs[0], wc, 16, wait_ms, NULL);
+	for (int i = 0; i < r; i++)
+		if (!rk_xfer_handle(x, &wc[i]))
+			foreign(x, &wc[i]);
+	return r > 0 ? r : 0;
 }
 
 int rk__xfer_notif_recv(struct rk_xfer_peer *p, unsigned lane, struct rk_error *err)

@@ -137,7 +137,9 @@
  * are not its, so hand such a completion to the next user of the CQ; two
  * rk_xfer on one CQ each claim only their own. The blocking calls
  * (rk_xfer_export, rk_xfer_revoke, rk_xfer_batch_wait, rk_xfer_notif_wait)
- * poll the lanes' CQs themselves, with a deadline, and pass completions
+ * poll the lanes' CQs themselves, with a deadline (sleeping on their
+ * completion channels, several at once with poll(2); spinning when a CQ
+ * is in busy mode, which has no channel), and pass completions
  * that are not the layer's to opts.on_foreign (dropped and counted when
  * NULL).
  *
