@@ -1,7 +1,8 @@
 /*
  * xfer.c - one-sided transfers (xfer.h): the set of segments, its
  * registration cache, peers, exports (memory windows or registrations),
- * revocation and imports. Batches and completions are xfer_batch.c's.
+ * revocation. Imports are xfer_import.c's, batches xfer_batch.c's, completions
+ * and waits xfer_poll.c's, notification receives xfer_notif.c's.
  *
  * A window bind or invalidation is a work request on the lane's QP: it is
  * posted signaled with an RK_XFER_WRID_CTL id and waited for by polling the
@@ -624,68 +625,4 @@ int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, int timeout_
 		return rk_err_set(err, ENOENT, "rk_xfer_revoke", "segment %u not exported to it",
 				  seg->id);
 	return unexport(seg->x, e, timeout_ms, err);
-}
-
-int rk_xfer_import(struct rk_xfer_peer *p, const void *buf, size_t len, struct rk_error *err,
-		   struct rk_xfer_remote **out)
-{
-	struct rk_xfer_remote *rm;
-	struct rk__xdesc d;
-	const char *why = "?";
-	struct rk__xgen *g = NULL;
-	int r;
-
-	r = rk__xdesc_decode(buf, len, &d, &why);
-	if (r)
-		return rk_err_set(err, -r, "rk_xfer_import", "bad descriptor (%zu bytes): %s", len,
-				  why);
-	if (d.lanes != p->nlanes)
-		return rk_err_set(err, EINVAL, "rk_xfer_import",
-				  "descriptor for %u lanes, this peer has %u", d.lanes, p->nlanes);
-	g = rk__xgens_find(&p->gens, d.seg_id);
-	if (g && d.gen < g->gen)
-		return rk_err_set(err, ESTALE, "rk_xfer_import",
-				  "segment %u: generation %u, %u was imported already", d.seg_id,
-				  d.gen, g->gen);
-	rm = calloc(1, sizeof(*rm));
-	if (!rm)
-		return rk_err_set(err, ENOMEM, "rk_xfer_import", NULL);
-	if (!g) {
-		r = rk__xgens_add(&p->gens, d.seg_id, RK_XGENS_MAX, &g);
-		if (r) {
-			free(rm);
-			return rk_err_set(err, -r, "rk_xfer_import",
-					  "%u segments of this peer imported and in use (free some "
-					  "handles)",
-					  p->gens.n);
-		}
-	}
-	g->gen = d.gen;
-	g->refs++;
-	rm->peer = p;
-	rm->d = d;
-	*out = rm;
-	return 0;
-}
-
-void rk_xfer_remote_free(struct rk_xfer_remote *r)
-{
-	struct rk__xgen *g;
-
-	if (!r)
-		return;
-	g = rk__xgens_find(&r->peer->gens, r->d.seg_id);
-	if (g && g->refs)
-		g->refs--;
-	free(r);
-}
-
-uint64_t rk_xfer_remote_len(const struct rk_xfer_remote *r)
-{
-	return r->d.len;
-}
-
-unsigned rk_xfer_remote_access(const struct rk_xfer_remote *r)
-{
-	return r->d.access;
 }

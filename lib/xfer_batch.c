@@ -1,19 +1,19 @@
 /*
  * xfer_batch.c - batches of one-sided READs and WRITEs (xfer.h): posting
- * the planned chains (xfer_plan.c) as send-queue room allows, claiming
- * completions by wr_id, per-op status, deadlines, and notifications.
+ * the planned chains (xfer_plan.c) as send-queue room allows, what a
+ * completion (claimed by xfer_poll.c) does to its batch, per-op status,
+ * deadlines, and sending notifications.
  *
  * wr_ids: RK_XFER_WRID_OP | batch slot (16 bits) | the slot's serial (16) |
  * WR index in the plan (16; NOTIF_IDX for the notification). A completion
- * whose slot holds another serial is of a batch already released: claimed
- * and ignored. A batch is done when every chain is posted and every
+ * whose slot holds another serial, on one of our lanes, is of a batch
+ * already released: claimed and ignored. A batch is done when every chain is posted and every
  * signaled WR (each chain's last, the notification) has completed; a
  * failed completion fixes the batch's result, and the rest of its
  * completions still come (the QP flushes what it held).
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,108 +24,6 @@
 
 #define NOTIF_IDX      0xffffu
 #define DEF_TIMEOUT_MS 10000
-
-static void foreign(struct rk_xfer *x, const struct ibv_wc *wc)
-{
-	if (x->opts.on_foreign)
-		x->opts.on_foreign(x->opts.foreign_arg, wc);
-	else
-		x->st.foreign++;
-}
-
-/* Poll each CQ once, handing every completion over. */
-static int poll_cqs(struct rk_xfer *x, struct rk_cq *const *cqs, unsigned ncq)
-{
-	struct ibv_wc wc[16];
-	int got = 0;
-
-	for (unsigned k = 0; k < ncq; k++) {
-		int r = rk_cq_poll(cqs[k], wc, 16, NULL);
-
-		for (int i = 0; i < r; i++)
-			if (!rk_xfer_handle(x, &wc[i]))
-				foreign(x, &wc[i]);
-		got += r > 0 ? r : 0;
-	}
-	return got;
-}
-
-/*
- * Sleep on several CQs' channels at once, up to @wait_ms: arm each, poll
- * again (what came before arming is in the CQ, not in the fd), then
- * poll(2) on their fds. A busy-mode CQ has no channel: then return at
- * once and the caller spins, as that mode asks.
- */
-static int wait_cqs(struct rk_xfer *x, struct rk_cq *const *cqs, unsigned ncq, int wait_ms)
-{
-	struct pollfd pfd[RK_XFER_LANES_MAX];
-	int got;
-
-	for (unsigned k = 0; k < ncq; k++) {
-		pfd[k].fd = rk_cq_fd(cqs[k]);
-		pfd[k].events = POLLIN;
-		if (pfd[k].fd < 0 || rk_cq_arm(cqs[k], NULL))
-			return 0;
-	}
-	got = poll_cqs(x, cqs, ncq);
-	if (got)
-		return got;
-	if (poll(pfd, ncq, wait_ms) <= 0)
-		return 0;
-	return poll_cqs(x, cqs, ncq);
-}
-
-int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms)
-{
-	struct rk_cq *cqs[RK_XFER_LANES_MAX];
-	struct ibv_wc wc[16];
-	unsigned ncq = 0;
-	int got, r;
-
-	for (unsigned i = 0; i < nlanes; i++) {
-		struct rk_cq *cq = rk_conn_cq(lanes[i]);
-		unsigned k;
-
-		for (k = 0; k < ncq && cqs[k] != cq; k++)
-			;
-		if (k == ncq)
-			cqs[ncq++] = cq;
-	}
-	got = poll_cqs(x, cqs, ncq);
-	if (got || wait_ms == 0 || !ncq)
-		return got;
-	if (ncq > 1)
-		return wait_cqs(x, cqs, ncq, wait_ms);
-	r = rk_cq_wait(cqs[0], wc, 16, wait_ms, NULL);
-	for (int i = 0; i < r; i++)
-		if (!rk_xfer_handle(x, &wc[i]))
-			foreign(x, &wc[i]);
-	return r > 0 ? r : 0;
-}
-
-int rk__xfer_notif_recv(struct rk_xfer_peer *p, unsigned lane, struct rk_error *err)
-{
-	uint64_t id = (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)p->idx << 32 | lane;
-	int r = rk_post_recv(p->lanes[lane], NULL, 0, 0, id, err);
-
-	if (r == 0)
-		p->lanes[lane]->xfer_recvs++;
-	return r;
-}
-
-struct rk_xfer_peer *rk__xfer_qp_peer(struct rk_xfer *x, uint32_t qp_num, unsigned *lane)
-{
-	for (unsigned i = 0; i < x->npeers; i++) {
-		struct rk_xfer_peer *p = x->peers[i];
-
-		for (unsigned l = 0; p && l < p->nlanes; l++)
-			if (rk_conn_qp_num(p->lanes[l]) == qp_num) {
-				*lane = l;
-				return p;
-			}
-	}
-	return NULL;
-}
 
 static int status_errno(enum ibv_wc_status s)
 {
@@ -387,7 +285,7 @@ static void pump(struct rk_xfer_peer *p)
 }
 
 /* Pump every peer with something waiting (any completion may have made room). */
-static void pump_all(struct rk_xfer *x)
+void rk__xfer_pump_all(struct rk_xfer *x)
 {
 	for (unsigned i = 0; i < x->npeers && x->npending; i++)
 		if (x->peers[i] && x->peers[i]->pend_head)
@@ -416,7 +314,7 @@ static void settle(struct rk_xfer_batch *b)
 		release(b);
 }
 
-static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc)
+void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc)
 {
 	struct rk_xfer_peer *p = b->peer;
 	int signaled = w == NOTIF_IDX || (w < b->nwr && b->wrs[w].signaled);
@@ -458,83 +356,6 @@ static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_
 	settle(b);
 	if (p->pend_head)
 		pump(p);
-}
-
-/*
- * A notification receive completed: 1 if it was on a lane of one of @x's
- * peers (the one whose id it carries, or one created later on the same
- * lane, which took the receive over), else 0.
- */
-static int notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc *wc)
-{
-	unsigned idx = (unsigned)(wr_id >> 32) & 0xffff, lane = (unsigned)wr_id & 0xffff;
-	struct rk_xfer_peer *p = idx < x->npeers ? x->peers[idx] : NULL;
-
-	if (!p || lane >= p->nlanes || rk_conn_qp_num(p->lanes[lane]) != wc->qp_num)
-		p = rk__xfer_qp_peer(x, wc->qp_num, &lane);
-	if (!p)
-		return 0;
-	if (p->lanes[lane]->xfer_recvs)
-		p->lanes[lane]->xfer_recvs--;
-	if (wc->status != IBV_WC_SUCCESS)
-		return 1; /* flushed: the lane is down, nothing to repost */
-	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IBV_WC_WITH_IMM)) {
-		p->nq[(p->nq_head + p->nq_count) % p->nq_cap] = ntohl(wc->imm_data);
-		p->nq_count++;
-		x->st.notifs_received++;
-	} else {
-		rk_dbg("xfer: lane %u: a %d-byte message that is no notification, ignored", lane,
-		       (int)wc->byte_len);
-	}
-	if (p->nq_count > p->nq_cap / 2 || rk__xfer_notif_recv(p, lane, NULL))
-		p->held[lane]++;
-	return 1;
-}
-
-static int claim(struct rk_xfer *x, const struct ibv_wc *wc)
-{
-	unsigned tag = (unsigned)(wc->wr_id >> 48), lane;
-
-	if (tag == RK_XFER_WRID_OP) {
-		unsigned slot = (unsigned)(wc->wr_id >> 32) & 0xffff;
-		unsigned serial = (unsigned)(wc->wr_id >> 16) & 0xffff;
-		struct rk_xfer_batch *b = slot < x->opts.max_batches ? x->slots[slot] : NULL;
-
-		/* another rk_xfer's on a shared CQ may carry the same tag: the QP decides */
-		for (unsigned l = 0; b && b->serial == serial && l < b->peer->nlanes; l++)
-			if (rk_conn_qp_num(b->peer->lanes[l]) == wc->qp_num) {
-				op_completion(b, (unsigned)wc->wr_id & 0xffff, wc);
-				return 1;
-			}
-		/* Of a batch released already (a flush) if on one of our lanes, else not ours. */
-		return rk__xfer_qp_peer(x, wc->qp_num, &lane) != NULL;
-	}
-	if (tag == RK_XFER_WRID_CTL) {
-		uint64_t id = wc->wr_id & 0xffffffffffffull;
-
-		if (!rk__xfer_qp_peer(x, wc->qp_num, &lane))
-			return 0;
-		if (id >= (x->ctl_base & 0xffffffffffffull) &&
-		    id < (x->ctl_seq & 0xffffffffffffull) && x->ctl_pending) {
-			x->ctl_pending--;
-			if (wc->status != IBV_WC_SUCCESS && !x->ctl_status)
-				x->ctl_status = (int)wc->status;
-		}
-		return 1;
-	}
-	if (tag == RK_XFER_WRID_NOTIF)
-		return notif_arrival(x, wc->wr_id, wc);
-	return 0;
-}
-
-int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc)
-{
-	int mine = claim(x, wc);
-
-	/* Any completion, ours or not, may have freed the send-queue room chains wait for. */
-	if (x->npending)
-		pump_all(x);
-	return mine;
 }
 
 /* Check @ops and resolve them into @b->ops. */
@@ -731,28 +552,6 @@ int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err)
 	return 1;
 }
 
-int rk_xfer_batch_wait(struct rk_xfer_batch *b, int timeout_ms, struct rk_error *err)
-{
-	int64_t deadline = timeout_ms < 0 ? b->deadline : rk_deadline(timeout_ms);
-	int r;
-
-	/* Poll at least once, even with a timeout of 0. */
-	while ((r = rk_xfer_batch_check(b, err)) == 0) {
-		int left = rk_ms_left(deadline);
-
-		rk__xfer_poll(b->x, b->peer->lanes, b->peer->nlanes,
-			      left < 0 || left > 20 ? 20 : left);
-		if (left == 0 && timeout_ms >= 0) {
-			r = rk_xfer_batch_check(b, err);
-			if (r)
-				return r;
-			return rk_err_set(err, ETIMEDOUT, "rk_xfer_batch_wait",
-					  "batch still running after %d ms", timeout_ms);
-		}
-	}
-	return r;
-}
-
 int rk_xfer_batch_op_status(const struct rk_xfer_batch *b, unsigned i,
 			    enum ibv_wc_status *wc_status)
 {
@@ -800,56 +599,4 @@ void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *p)
 	}
 	while (p->pend_head)
 		pend_remove(p, p->pend_head);
-}
-
-int rk_xfer_notif_take(struct rk_xfer_peer *p, uint32_t *value)
-{
-	if (!p->nq_count)
-		return 0;
-	*value = p->nq[p->nq_head];
-	p->nq_head = (p->nq_head + 1) % p->nq_cap;
-	p->nq_count--;
-	for (unsigned l = 0; l < p->nlanes; l++)
-		while (p->held[l] && p->nq_count <= p->nq_cap / 2) {
-			if (rk__xfer_notif_recv(p, l, NULL))
-				break;
-			p->held[l]--;
-		}
-	return 1;
-}
-
-int rk_xfer_notif_wait(struct rk_xfer_peer *p, int timeout_ms, uint32_t *value,
-		       struct rk_error *err)
-{
-	int64_t deadline = rk_deadline(timeout_ms);
-
-	for (;;) {
-		unsigned up = 0;
-		int left;
-
-		if (rk_xfer_notif_take(p, value))
-			return 1;
-		for (unsigned l = 0; l < p->nlanes; l++)
-			up += rk_conn_state(p->lanes[l]) == RK_CONN_CONNECTED;
-		if (!up) {
-			/*
-			 * Notifications that arrived before the lanes went down
-			 * are still in the CQs, ahead of the flushed receives.
-			 */
-			while (!p->nq_count && rk__xfer_poll(p->x, p->lanes, p->nlanes, 0) > 0)
-				;
-			if (rk_xfer_notif_take(p, value))
-				return 1;
-			return rk_err_set(err, ECONNRESET, "rk_xfer_notif_wait",
-					  "peer gone: no lane is connected");
-		}
-		left = rk_ms_left(deadline);
-		rk__xfer_poll(p->x, p->lanes, p->nlanes, left < 0 || left > 20 ? 20 : left);
-		if (left == 0) {
-			if (rk_xfer_notif_take(p, value))
-				return 1;
-			return rk_err_set(err, ETIMEDOUT, "rk_xfer_notif_wait",
-					  "no notification in %d ms", timeout_ms);
-		}
-	}
 }

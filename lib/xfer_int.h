@@ -138,7 +138,7 @@ long rk__xplan_count(const uint64_t *lens, unsigned nops, uint32_t split, unsign
 long rk__xplan(const uint64_t *lens, unsigned nops, unsigned lanes, unsigned chain, uint32_t split,
 	       struct rk__xwr *out, unsigned *doorbells);
 
-/* ---- the layer's objects (xfer.c, xfer_batch.c, layer 5) ---- */
+/* ---- the layer's objects (xfer*.c below, layer 5) ---- */
 
 struct ibv_mw;
 struct ibv_mr;
@@ -242,14 +242,20 @@ struct rk_xfer_batch {
 	struct rk_xfer_batch *pend_next;
 };
 
-/* xfer_batch.c, for xfer.c: */
-/* Poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing completions over. */
+/* xfer_poll.c: poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing
+ * completions over. */
 int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms);
-/* Post a notification receive on lane @lane of @p (counted on the lane). */
+/* xfer_notif.c: post a notification receive on lane @lane of @p (counted on the lane). */
 int rk__xfer_notif_recv(struct rk_xfer_peer *p, unsigned lane, struct rk_error *err);
 /* The live peer of @x with a lane on QP @qp_num (lane index in *@lane), or NULL. */
 struct rk_xfer_peer *rk__xfer_qp_peer(struct rk_xfer *x, uint32_t qp_num, unsigned *lane);
-/* Fail and release every batch of @peer (peer destroy). */
+/* xfer_batch.c: fail and release every batch of @peer (peer destroy). */
 void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *peer);
+/* xfer_batch.c, for xfer_poll.c: a completion of batch @b's WR @w (NOTIF_IDX: its notification). */
+void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc);
+/* Post what waits for send-queue room, on every peer of @x. */
+void rk__xfer_pump_all(struct rk_xfer *x);
+/* xfer_notif.c, for xfer_poll.c: a notification receive completed; 1 if @x's (see there). */
+int rk__xfer_notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc *wc);
 
 #endif
