@@ -38,7 +38,15 @@
  *    reaches what was exported to the others.
  * Either way, after rk_xfer_revoke() returns, a READ or WRITE by that peer
  * with the old descriptor fails on the peer's side (IBV_WC_REM_ACCESS_ERR,
- * its QP goes to the error state) and the memory is not touched.
+ * its QP goes to the error state) and the memory is not touched. A WRITE
+ * already running while the revoke runs may have landed in part: the
+ * packets the owner's NIC placed before the invalidation (or
+ * deregistration) took effect are in memory, the rest are refused and the
+ * WRITE fails at the peer with a remote access error; nothing of it
+ * changes memory after rk_xfer_revoke() returned (Soft-RoCE checks the key
+ * of every packet on arrival; tested with a 64 MiB WRITE, both modes: some
+ * megabytes landed, none after). So do not trust the contents of memory
+ * you revoked under a running WRITE.
  *
  * Registration cache: segments are registered through a cache of regions
  * keyed by (PD, [start, end), access) and counted by the segments inside
