@@ -82,6 +82,9 @@ int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer
 		o.notif_recvs = DEF_NOTIF_RECVS;
 	if (!o.ctl_timeout_ms)
 		o.ctl_timeout_ms = DEF_CTL_MS;
+	if (o.zero_based && o.mode != RK_XFER_MW)
+		return rk_err_set(err, EINVAL, "rk_xfer_create",
+				  "zero_based needs memory windows (mode MW)");
 	if (o.ctl_timeout_ms < 0) /* every wait has a deadline: teardown's too */
 		return rk_err_set(err, EINVAL, "rk_xfer_create", "ctl_timeout_ms %d",
 				  o.ctl_timeout_ms);
@@ -526,7 +529,9 @@ static int bind_windows(struct rk_xfer *x, struct rk_xfer_seg *seg, struct rk__x
 		wr.bind_mw.bind_info.mr = (struct ibv_mr *)seg->region->mr;
 		wr.bind_mw.bind_info.addr = (uintptr_t)seg->addr;
 		wr.bind_mw.bind_info.length = seg->len;
-		wr.bind_mw.bind_info.mw_access_flags = (unsigned)mw_access(e->access);
+		wr.bind_mw.bind_info.mw_access_flags =
+		    (unsigned)mw_access(e->access) |
+		    (x->opts.zero_based ? IBV_ACCESS_ZERO_BASED : 0); /* addressed from 0 */
 		r = ctl_post(x, p, i, &wr, err);
 		if (r) {
 			drop_windows(e, p,
@@ -609,7 +614,7 @@ int rk_xfer_export(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, unsigned acc
 	d.lanes = (uint8_t)p->nlanes;
 	d.gen = e->gen;
 	d.seg_id = seg->id;
-	d.addr = (uintptr_t)seg->addr;
+	d.addr = x->opts.zero_based ? 0 : (uintptr_t)seg->addr; /* the importer adds offsets */
 	d.len = seg->len;
 	memcpy(d.rkey, e->rkey, sizeof(d.rkey));
 	r = rk__xdesc_encode(&d, buf, cap, len);

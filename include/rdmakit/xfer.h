@@ -65,7 +65,18 @@
  * Descriptors (rk_xfer_export / rk_xfer_import): little-endian, version 1:
  *   magic "RKXD" (4), version (1), access (1), mode (1), lanes (1),
  *   generation (4), segment id (4), address (8), length (8), one rkey per
- *   lane (4 each): 36..96 bytes, RK_XFER_DESC_MAX at most. The key is the
+ *   lane (4 each): 36..96 bytes, RK_XFER_DESC_MAX at most. The address is
+ *   the segment's virtual address in the owner's process, so the peer it
+ *   is exported to learns where the owner's buffers are (address layout,
+ *   nothing more: the key bound to the lane and the window's or
+ *   registration's bounds are what grant access, and that peer may already
+ *   read or write those bytes). With opts.zero_based (MW mode) windows are
+ *   bound zero-based (IBV_ACCESS_ZERO_BASED) and the address is 0: the
+ *   peer addresses offsets. Not the default: no device attribute says
+ *   whether a NIC honours zero-based type-2 binds (Soft-RoCE does, checked;
+ *   some drivers refuse them, which fails the export), and registrations
+ *   (MR mode) are always addressed by virtual address. Importers need not
+ *   care: they address the descriptor's address plus an offset either way. The key is the
  *   capability (no MAC): protection comes from the PD and the windows bound
  *   to the lanes. Import refuses a truncated or overlong blob, another
  *   magic or version, unknown access or mode bits, a length of 0 or one
@@ -214,6 +225,7 @@ struct rk_xfer_opts {
 	int ctl_timeout_ms;   /* rk_xfer_peer_destroy's wait for invalidations; 0 = 5000 */
 	rk_xfer_foreign_fn on_foreign; /* completions the blocking calls poll, not ours */
 	void *foreign_arg;
+	int zero_based; /* MW mode: zero-based windows, descriptors carry no address */
 };
 
 /* Counters since create; plain data. */
@@ -242,8 +254,8 @@ RK_API int rk_xfer_mw_supported(const struct rk_device *dev);
 /*
  * rk_xfer_create - an empty set of segments in @pd (NULL = @dev's own PD).
  * -EOPNOTSUPP if opts.mode is RK_XFER_MW and the device has no type-2
- * windows. @opts may be NULL. Allocates the batch table; no verbs call.
- * Owned by the caller.
+ * windows; -EINVAL for opts.zero_based when the mode is not MW. @opts may be NULL. Allocates the
+ * batch table; no verbs call. Owned by the caller.
  */
 RK_API int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer_opts *opts,
 			  struct rk_error *err, struct rk_xfer **out);

@@ -21,6 +21,8 @@
  *                              lanes takes their receives over
  *   lib_xfer_flow race MODE    a 64 MiB WRITE racing the revoke of its target:
  *                              nothing changes after rk_xfer_revoke returned
+ *   lib_xfer_flow zero mw      zero-based windows: descriptors with address 0,
+ *                              ops land at their offsets
  * MODE: mw (skipped where the device has no windows) or mr. Both ends run
  * in this process over connected pairs.
  */
@@ -78,9 +80,11 @@ static uint64_t le64(const uint8_t *p)
 	return v;
 }
 
+static int zero_based; /* the zero test's worlds */
+
 static void world_up(struct world *w, enum rk_xfer_mode mode)
 {
-	struct rk_xfer_opts xo = {.mode = mode};
+	struct rk_xfer_opts xo = {.mode = mode, .zero_based = zero_based};
 	uint8_t desc[RK_XFER_DESC_MAX];
 	struct rk_error e;
 	size_t len;
@@ -542,6 +546,33 @@ static void race(struct world *w)
 	free(snap);
 }
 
+/* Zero-based windows: the descriptor carries no address, offsets land where they should. */
+static void zero(struct world *w)
+{
+	struct rk_xfer_op op[2];
+	struct rk_error e;
+
+	if (w->raddr != 0)
+		LT_FAIL("zero-based export: address 0x%llx in the descriptor",
+			(unsigned long long)w->raddr);
+	lt_fill(w->usr.buf, 3 * BLK, 31);
+	lt_fill(w->own.buf + 9 * BLK, BLK, 32);
+	op[0] = (struct rk_xfer_op){RK_XFER_OP_WRITE, w->usr.seg, 0, w->rem, 100, 3 * BLK};
+	op[1] = (struct rk_xfer_op){RK_XFER_OP_READ, w->usr.seg, 5 * BLK, w->rem, 9 * BLK, BLK};
+	{
+		struct rk_xfer_batch *b;
+
+		LT_CHECK(rk_xfer_post(w->usr.peer, op, 2, NULL, &e, &b), &e);
+		LT_CHECK(rk_xfer_batch_wait(b, -1, &e), &e);
+		rk_xfer_batch_free(b);
+	}
+	if (lt_check(w->own.buf + 100, 3 * BLK, 31) >= 0 || w->own.buf[99] != 0)
+		LT_FAIL("zero-based WRITE at offset 100: wrong place");
+	if (lt_check(w->usr.buf + 5 * BLK, BLK, 32) >= 0)
+		LT_FAIL("zero-based READ at offset 9 blocks: data differs");
+	printf("zero: descriptor address 0, WRITE at offset 100 and READ at 36 KiB in place\n");
+}
+
 int main(int argc, char **argv)
 {
 	struct world w = {0};
@@ -550,7 +581,7 @@ int main(int argc, char **argv)
 
 	lt_prog = "lib_xfer_flow";
 	if (argc < 3)
-		LT_FAIL("usage: lib_xfer_flow queue|rnr|revoke|handle|race mw|mr");
+		LT_FAIL("usage: lib_xfer_flow queue|rnr|revoke|handle|race|zero mw|mr");
 	what = argv[1];
 	mode = !strcmp(argv[2], "mw") ? RK_XFER_MW : RK_XFER_MR;
 	w.dev = lt_open_device(0);
@@ -559,11 +590,16 @@ int main(int argc, char **argv)
 		rk_device_close(w.dev);
 		return 0;
 	}
+	zero_based = !strcmp(what, "zero");
+	if (zero_based && mode != RK_XFER_MW)
+		LT_FAIL("zero-based windows: mw only");
 	world_up(&w, mode);
 	if (!strcmp(what, "queue"))
 		queue(&w);
 	else if (!strcmp(what, "rnr"))
 		rnr(&w);
+	else if (!strcmp(what, "zero"))
+		zero(&w);
 	else if (!strcmp(what, "race"))
 		race(&w);
 	else if (!strcmp(what, "handle"))
