@@ -23,6 +23,10 @@
  *                              nothing changes after rk_xfer_revoke returned
  *   lib_xfer_flow zero mw      zero-based windows: descriptors with address 0,
  *                              ops land at their offsets
+ *   lib_xfer_flow running MODE a batch freed while running (its flushes still
+ *                              claimed), the peer destroyed under a batch
+ *                              (-ECANCELED); MW: the region's own key is
+ *                              refused remotely
  * MODE: mw (skipped where the device has no windows) or mr. Both ends run
  * in this process over connected pairs.
  */
@@ -31,6 +35,8 @@
 #include <unistd.h>
 
 #include "lt.h"
+/* the segment's region, for the test that its own key grants nothing */
+#include "../../lib/xfer_int.h"
 
 /*
  * ibv_dereg_mr, wrapped at link time (-Wl,--wrap): fails while
@@ -116,6 +122,7 @@ static void world_up(struct world *w, enum rk_xfer_mode mode)
 
 static void world_down(struct world *w)
 {
+	/* running_peer destroyed the user's peer and its handle already */
 	rk_xfer_remote_free(w->rem);
 	rk_xfer_seg_dereg(w->usr.seg);
 	rk_xfer_seg_dereg(w->own.seg);
@@ -573,6 +580,101 @@ static void zero(struct world *w)
 	printf("zero: descriptor address 0, WRITE at offset 100 and READ at 36 KiB in place\n");
 }
 
+/* Hand over everything lane @l's CQ holds (flushes included) for up to @ms. */
+static unsigned hand_all(struct world *w, unsigned l, int ms, unsigned *ours)
+{
+	int64_t until = lt_now_ms() + ms;
+	unsigned n = 0;
+
+	while (lt_now_ms() < until) {
+		struct ibv_wc wc[16];
+		int r = rk_cq_poll(rk_conn_cq(w->usr.lanes[l]), wc, 16, NULL);
+
+		for (int i = 0; i < r; i++)
+			*ours += (unsigned)rk_xfer_handle(w->usr.x, &wc[i]);
+		n += r > 0 ? (unsigned)r : 0;
+	}
+	return n;
+}
+
+/*
+ * Batches freed, or their peer destroyed, while running; and (MW mode) the
+ * region registration's own key used remotely: refused.
+ */
+static void running(struct world *w)
+{
+	struct rk_xfer_op op[16];
+	struct rk_xfer_batch *b;
+	struct rk_error e;
+	unsigned ours = 0, got;
+
+	for (unsigned i = 0; i < 16; i++)
+		op[i] = (struct rk_xfer_op){RK_XFER_OP_WRITE, w->usr.seg, i * BLK,
+					    w->rem,	      i * BLK,	  BLK};
+	/* Freed while running: its lanes are cut, its flushes are still the layer's. */
+	LT_CHECK(rk_xfer_post(w->usr.peer, op, 16, NULL, &e, &b), &e);
+	rk_xfer_batch_free(b);
+	got = hand_all(w, 0, 300, &ours) + hand_all(w, 1, 300, &ours);
+	if (ours != got)
+		LT_FAIL("freed batch: %u of %u completions claimed", ours, got);
+	printf("running: batch freed while running: %u completions, all claimed; lanes %s, %s\n",
+	       got, rk_conn_state_str(rk_conn_state(w->usr.lanes[0])),
+	       rk_conn_state_str(rk_conn_state(w->usr.lanes[1])));
+	if (rk_conn_state(w->usr.lanes[0]) == RK_CONN_CONNECTED ||
+	    rk_conn_state(w->usr.lanes[1]) == RK_CONN_CONNECTED)
+		LT_FAIL("a freed running batch left a lane carrying its work connected");
+}
+
+/* The peer destroyed under a running batch: the handle reports it, frees cleanly. */
+static void running_peer(struct world *w)
+{
+	struct rk_xfer_op op = {RK_XFER_OP_WRITE, w->usr.seg, 0, w->rem, 0, BLK};
+	struct rk_xfer_batch *b;
+	struct rk_error e;
+	int r;
+
+	LT_CHECK(rk_xfer_post(w->usr.peer, &op, 1, NULL, &e, &b), &e);
+	rk_xfer_remote_free(w->rem);
+	w->rem = NULL;
+	rk_xfer_peer_destroy(w->usr.peer);
+	w->usr.peer = NULL;
+	r = rk_xfer_batch_check(b, &e);
+	if (r != -ECANCELED)
+		LT_FAIL("batch of a destroyed peer: %d", r);
+	rk_xfer_batch_free(b);
+	printf("running: peer destroyed under a batch: %s\n", e.msg);
+}
+
+/* MW mode: the registration under the windows grants nothing remotely. */
+static void region_key(struct world *w)
+{
+	struct ibv_mr *mr = w->own.seg->region->mr;
+	struct rk_wr wr = {.op = RK_OP_WRITE,
+			   .flags = RK_WR_SIGNALED,
+			   .wr_id = FOREIGN_ID,
+			   .addr = w->usr.buf,
+			   .len = 8,
+			   .remote_addr = (uintptr_t)w->own.buf,
+			   /* rxe gives a registration without remote access rkey 0: try its lkey */
+			   .rkey = mr->rkey ? mr->rkey : mr->lkey};
+	struct ibv_wc wc;
+	struct rk_error e;
+
+	memset(w->own.buf, 0x11, BLK);
+	memset(w->usr.buf, 0x22, 8);
+	LT_CHECK(rk_post(w->usr.lanes[1], &wr, &e), &e);
+	if (rk_cq_wait(rk_conn_cq(w->usr.lanes[1]), &wc, 1, 5000, &e) != 1)
+		LT_FAIL("no completion for the WRITE with the region's key");
+	if (wc.status != IBV_WC_REM_ACCESS_ERR)
+		LT_FAIL("WRITE with the region's own key: %s", ibv_wc_status_str(wc.status));
+	for (unsigned i = 0; i < BLK; i++)
+		if (w->own.buf[i] != 0x11)
+			LT_FAIL("the region's key wrote byte %u", i);
+	printf("running: the region's own key (rkey 0x%x, lkey 0x%x: tried 0x%x) refused remotely, "
+	       "memory intact\n",
+	       mr->rkey, mr->lkey, wr.rkey);
+}
+
 int main(int argc, char **argv)
 {
 	struct world w = {0};
@@ -581,7 +683,7 @@ int main(int argc, char **argv)
 
 	lt_prog = "lib_xfer_flow";
 	if (argc < 3)
-		LT_FAIL("usage: lib_xfer_flow queue|rnr|revoke|handle|race|zero mw|mr");
+		LT_FAIL("usage: lib_xfer_flow queue|rnr|revoke|handle|race|zero|running mw|mr");
 	what = argv[1];
 	mode = !strcmp(argv[2], "mw") ? RK_XFER_MW : RK_XFER_MR;
 	w.dev = lt_open_device(0);
@@ -598,7 +700,18 @@ int main(int argc, char **argv)
 		queue(&w);
 	else if (!strcmp(what, "rnr"))
 		rnr(&w);
-	else if (!strcmp(what, "zero"))
+	else if (!strcmp(what, "running")) {
+		/* each cuts lanes: a fresh pair of worlds for the next */
+		running(&w);
+		world_down(&w);
+		world_up(&w, mode);
+		running_peer(&w);
+		if (mode == RK_XFER_MW) {
+			world_down(&w);
+			world_up(&w, mode);
+			region_key(&w);
+		}
+	} else if (!strcmp(what, "zero"))
 		zero(&w);
 	else if (!strcmp(what, "race"))
 		race(&w);
