@@ -308,8 +308,9 @@ RK_API int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, 
 /*
  * rk_xfer_peer_destroy - fail its batches still running (-ECANCELED),
  * revoke what was exported to it (bounded by opts.ctl_timeout_ms; a dead
- * lane needs nothing), forget its imports. The lanes stay the caller's.
- * Accepts NULL.
+ * lane needs nothing), forget its imports. The lanes stay the caller's;
+ * completions still to come on them (flushes) are no longer the layer's:
+ * rk_xfer_handle returns 0 for them. Accepts NULL.
  */
 RK_API void rk_xfer_peer_destroy(struct rk_xfer_peer *peer);
 
