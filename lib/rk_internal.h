@@ -152,6 +152,8 @@ struct rk_conn {
 	size_t peer_data_len;
 
 	void *user;
+	/* notification receives the one-sided layer (xfer.c) has posted here */
+	uint32_t xfer_recvs;
 };
 
 #define RK_RECV_TAG (1ULL << 63)

@@ -1,7 +1,8 @@
 /*
  * xfer.c - one-sided transfers (xfer.h): the set of segments, its
  * registration cache, peers, exports (memory windows or registrations),
- * revocation and imports. Batches and completions are xfer_batch.c's.
+ * revocation. Imports are xfer_import.c's, batches xfer_batch.c's, completions
+ * and waits xfer_poll.c's, notification receives xfer_notif.c's.
  *
  * A window bind or invalidation is a work request on the lane's QP: it is
  * posted signaled with an RK_XFER_WRID_CTL id and waited for by polling the
@@ -81,6 +82,9 @@ int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer
 		o.notif_recvs = DEF_NOTIF_RECVS;
 	if (!o.ctl_timeout_ms)
 		o.ctl_timeout_ms = DEF_CTL_MS;
+	if (o.zero_based && o.mode != RK_XFER_MW)
+		return rk_err_set(err, EINVAL, "rk_xfer_create",
+				  "zero_based needs memory windows (mode MW)");
 	if (o.ctl_timeout_ms < 0) /* every wait has a deadline: teardown's too */
 		return rk_err_set(err, EINVAL, "rk_xfer_create", "ctl_timeout_ms %d",
 				  o.ctl_timeout_ms);
@@ -167,6 +171,7 @@ int rk_xfer_seg_reg(struct rk_xfer *x, void *addr, size_t len, unsigned access,
 		return rk_err_sys(err, "ibv_reg_mr", "%zu bytes at %p, access 0x%x", len, addr,
 				  region_access(x));
 	}
+	s->made_region = s->region->refs == 1; /* a hit leaves it >= 2 */
 	s->x = x;
 	s->addr = addr;
 	s->len = len;
@@ -275,13 +280,22 @@ static int unexport(struct rk_xfer *x, struct rk__xexport *e, int timeout_ms, st
 
 	if (!e->live)
 		return 0;
-	e->live = 0;
 	if (x->mode == RK_XFER_MR) {
+		/*
+		 * A registration that failed to go may still honour its key:
+		 * the export stays live (and revocable again), not forgotten.
+		 */
 		r = ibv_dereg_mr(e->mr);
+		if (r)
+			return rk_err_ret(err, r, "ibv_dereg_mr",
+					  "revoke: the registration is still there and its key may "
+					  "still work; the export stays (revoke again)");
 		e->mr = NULL;
+		e->live = 0;
 		x->st.dereg_mr++;
-		return r ? rk_err_ret(err, r, "ibv_dereg_mr", "revoke") : 0;
+		return 0;
 	}
+	e->live = 0;
 	ctl_begin(x);
 	for (unsigned i = 0; i < p->nlanes; i++) {
 		struct ibv_send_wr wr = {0};
@@ -333,8 +347,14 @@ static void export_free(struct rk_xfer *x, struct rk__xexport *e)
 				rk_warn("ibv_dealloc_mw: %s", strerror(r));
 		}
 	if (e->mr) {
-		ibv_dereg_mr(e->mr);
-		x->st.dereg_mr++;
+		int r = ibv_dereg_mr(e->mr);
+
+		if (r)
+			rk_warn("ibv_dereg_mr: %s: an exported registration is left behind (its "
+				"key may still work until the PD goes)",
+				strerror(r));
+		else
+			x->st.dereg_mr++;
 	}
 	free(e);
 }
@@ -359,15 +379,10 @@ void rk_xfer_seg_dereg(struct rk_xfer_seg *seg)
 		;
 	if (*pp)
 		*pp = seg->next;
+	if (seg->made_region)
+		rk__xcache_seal(seg->region);
 	rk__xcache_put(&x->cache, seg->region);
 	free(seg);
-}
-
-static int post_notif_recv(struct rk_xfer_peer *p, unsigned lane, struct rk_error *err)
-{
-	uint64_t id = (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)p->idx << 32 | lane;
-
-	return rk_post_recv(p->lanes[lane], NULL, 0, 0, id, err);
 }
 
 int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes,
@@ -390,10 +405,13 @@ int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigne
 			return rk_err_set(err, EINVAL, "rk_xfer_peer_create",
 					  "lane %u: send queue %u, needs %u", i, lanes[i]->sq_depth,
 					  x->opts.chain + 2);
-		if (rk_rq_room(lanes[i]) < x->opts.notif_recvs)
+		/* Receives an earlier peer on this lane left posted are taken over. */
+		if (lanes[i]->xfer_recvs < x->opts.notif_recvs &&
+		    rk_rq_room(lanes[i]) < x->opts.notif_recvs - lanes[i]->xfer_recvs)
 			return rk_err_set(err, ENOBUFS, "rk_xfer_peer_create",
 					  "lane %u: %u free receive slots, needs %u", i,
-					  rk_rq_room(lanes[i]), x->opts.notif_recvs);
+					  rk_rq_room(lanes[i]),
+					  x->opts.notif_recvs - lanes[i]->xfer_recvs);
 	}
 	for (idx = 0; idx < x->npeers && x->peers[idx]; idx++)
 		;
@@ -423,8 +441,8 @@ int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigne
 	memcpy(p->lanes, lanes, nlanes * sizeof(struct rk_conn *));
 	x->peers[idx] = p;
 	for (unsigned i = 0; i < nlanes; i++)
-		for (unsigned k = 0; k < x->opts.notif_recvs; k++) {
-			r = post_notif_recv(p, i, err);
+		while (lanes[i]->xfer_recvs < x->opts.notif_recvs) {
+			r = rk__xfer_notif_recv(p, i, err);
 			if (r) {
 				rk_xfer_peer_destroy(p);
 				return r;
@@ -458,7 +476,7 @@ void rk_xfer_peer_destroy(struct rk_xfer_peer *p)
 		}
 	}
 	x->peers[p->idx] = NULL;
-	free(p->gens);
+	rk__xgens_fini(&p->gens);
 	free(p->nq);
 	free(p);
 }
@@ -511,7 +529,9 @@ static int bind_windows(struct rk_xfer *x, struct rk_xfer_seg *seg, struct rk__x
 		wr.bind_mw.bind_info.mr = (struct ibv_mr *)seg->region->mr;
 		wr.bind_mw.bind_info.addr = (uintptr_t)seg->addr;
 		wr.bind_mw.bind_info.length = seg->len;
-		wr.bind_mw.bind_info.mw_access_flags = (unsigned)mw_access(e->access);
+		wr.bind_mw.bind_info.mw_access_flags =
+		    (unsigned)mw_access(e->access) |
+		    (x->opts.zero_based ? IBV_ACCESS_ZERO_BASED : 0); /* addressed from 0 */
 		r = ctl_post(x, p, i, &wr, err);
 		if (r) {
 			drop_windows(e, p,
@@ -594,7 +614,7 @@ int rk_xfer_export(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, unsigned acc
 	d.lanes = (uint8_t)p->nlanes;
 	d.gen = e->gen;
 	d.seg_id = seg->id;
-	d.addr = (uintptr_t)seg->addr;
+	d.addr = x->opts.zero_based ? 0 : (uintptr_t)seg->addr; /* the importer adds offsets */
 	d.len = seg->len;
 	memcpy(d.rkey, e->rkey, sizeof(d.rkey));
 	r = rk__xdesc_encode(&d, buf, cap, len);
@@ -610,66 +630,4 @@ int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, int timeout_
 		return rk_err_set(err, ENOENT, "rk_xfer_revoke", "segment %u not exported to it",
 				  seg->id);
 	return unexport(seg->x, e, timeout_ms, err);
-}
-
-int rk_xfer_import(struct rk_xfer_peer *p, const void *buf, size_t len, struct rk_error *err,
-		   struct rk_xfer_remote **out)
-{
-	struct rk_xfer_remote *rm;
-	struct rk__xdesc d;
-	const char *why = "?";
-	struct rk__xgen *g = NULL;
-	int r;
-
-	r = rk__xdesc_decode(buf, len, &d, &why);
-	if (r)
-		return rk_err_set(err, -r, "rk_xfer_import", "bad descriptor (%zu bytes): %s", len,
-				  why);
-	if (d.lanes != p->nlanes)
-		return rk_err_set(err, EINVAL, "rk_xfer_import",
-				  "descriptor for %u lanes, this peer has %u", d.lanes, p->nlanes);
-	for (unsigned i = 0; i < p->ngens; i++)
-		if (p->gens[i].seg_id == d.seg_id)
-			g = &p->gens[i];
-	if (g && d.gen < g->gen)
-		return rk_err_set(err, ESTALE, "rk_xfer_import",
-				  "segment %u: generation %u, %u was imported already", d.seg_id,
-				  d.gen, g->gen);
-	if (!g) {
-		if (p->ngens == p->gens_cap) {
-			unsigned cap = p->gens_cap ? 2 * p->gens_cap : 16;
-			struct rk__xgen *ng = realloc(p->gens, cap * sizeof(*ng));
-
-			if (!ng)
-				return rk_err_set(err, ENOMEM, "rk_xfer_import", NULL);
-			p->gens = ng;
-			p->gens_cap = cap;
-		}
-		g = &p->gens[p->ngens++];
-		g->seg_id = d.seg_id;
-		g->gen = 0;
-	}
-	rm = calloc(1, sizeof(*rm));
-	if (!rm)
-		return rk_err_set(err, ENOMEM, "rk_xfer_import", NULL);
-	g->gen = d.gen;
-	rm->peer = p;
-	rm->d = d;
-	*out = rm;
-	return 0;
-}
-
-void rk_xfer_remote_free(struct rk_xfer_remote *r)
-{
-	free(r);
-}
-
-uint64_t rk_xfer_remote_len(const struct rk_xfer_remote *r)
-{
-	return r->d.len;
-}
-
-unsigned rk_xfer_remote_access(const struct rk_xfer_remote *r)
-{
-	return r->d.access;
 }

@@ -1,12 +1,13 @@
 /*
  * xfer_batch.c - batches of one-sided READs and WRITEs (xfer.h): posting
- * the planned chains (xfer_plan.c) as send-queue room allows, claiming
- * completions by wr_id, per-op status, deadlines, and notifications.
+ * the planned chains (xfer_plan.c) as send-queue room allows, what a
+ * completion (claimed by xfer_poll.c) does to its batch, per-op status,
+ * deadlines, and sending notifications.
  *
  * wr_ids: RK_XFER_WRID_OP | batch slot (16 bits) | the slot's serial (16) |
  * WR index in the plan (16; NOTIF_IDX for the notification). A completion
- * whose slot holds another serial is of a batch already released: claimed
- * and ignored. A batch is done when every chain is posted and every
+ * whose slot holds another serial, on one of our lanes, is of a batch
+ * already released: claimed and ignored. A batch is done when every chain is posted and every
  * signaled WR (each chain's last, the notification) has completed; a
  * failed completion fixes the batch's result, and the rest of its
  * completions still come (the QP flushes what it held).
@@ -17,57 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "rk_internal.h"
 #include "xfer_int.h"
 
 #define NOTIF_IDX      0xffffu
 #define DEF_TIMEOUT_MS 10000
-
-static void foreign(struct rk_xfer *x, const struct ibv_wc *wc)
-{
-	if (x->opts.on_foreign)
-		x->opts.on_foreign(x->opts.foreign_arg, wc);
-	else
-		x->st.foreign++;
-}
-
-int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms)
-{
-	struct rk_cq *cqs[RK_XFER_LANES_MAX];
-	struct ibv_wc wc[16];
-	unsigned ncq = 0;
-	int got = 0, r;
-
-	for (unsigned i = 0; i < nlanes; i++) {
-		struct rk_cq *cq = rk_conn_cq(lanes[i]);
-		unsigned k;
-
-		for (k = 0; k < ncq && cqs[k] != cq; k++)
-			;
-		if (k == ncq)
-			cqs[ncq++] = cq;
-	}
-	for (unsigned k = 0; k < ncq; k++) {
-		r = rk_cq_poll(cqs[k], wc, 16, NULL);
-		for (int i = 0; i < r; i++)
-			if (!rk_xfer_handle(x, &wc[i]))
-				foreign(x, &wc[i]);
-		got += r > 0 ? r : 0;
-	}
-	if (got || wait_ms == 0)
-		return got;
-	if (ncq == 1) {
-		r = rk_cq_wait(cqs[0], wc, 16, wait_ms, NULL);
-		for (int i = 0; i < r; i++)
-			if (!rk_xfer_handle(x, &wc[i]))
-				foreign(x, &wc[i]);
-		return r > 0 ? r : 0;
-	}
-	usleep(200);
-	return 0;
-}
 
 static int status_errno(enum ibv_wc_status s)
 {
@@ -101,6 +57,19 @@ static void pend_remove(struct rk_xfer_peer *p, struct rk_xfer_batch *b)
 		p->pend_tail = q;
 	b->pending = 0;
 	b->pend_next = NULL;
+	p->x->npending--;
+}
+
+static void pend_add(struct rk_xfer_peer *p, struct rk_xfer_batch *b)
+{
+	b->pending = 1;
+	b->pend_next = NULL;
+	if (p->pend_tail)
+		p->pend_tail->pend_next = b;
+	else
+		p->pend_head = b;
+	p->pend_tail = b;
+	p->x->npending++;
 }
 
 /* Record the batch's first failure (the outcome is fixed when it ends). */
@@ -123,7 +92,8 @@ static void fail(struct rk_xfer_batch *b, int e, enum ibv_wc_status s, const cha
 		b->why.wc_status_str = ibv_wc_status_str(s);
 	}
 	b->result = e;
-	/* Chains not posted yet never will be. */
+	/* Chains (or a notification) not posted yet never will be. */
+	b->notif_due = 0;
 	pend_remove(b->peer, b);
 	for (unsigned l = 0; l < RK_XFER_LANES_MAX; l++)
 		for (; b->next[l] < b->end[l]; b->next[l]++)
@@ -162,11 +132,15 @@ static void release(struct rk_xfer_batch *b)
 	free(b);
 }
 
-/* Disconnect the lanes @b used: their QPs go to error, nothing lands later. */
+/*
+ * Disconnect the lanes that carry @b's posted, uncompleted work: their QPs
+ * go to error, nothing of it lands later. A lane where its chains all
+ * completed, or were never posted, is left alone: other batches use it.
+ */
 static void cut_lanes(struct rk_xfer_batch *b)
 {
 	for (unsigned l = 0; l < b->peer->nlanes; l++)
-		if (b->lanes_used & (1u << l))
+		if (b->lane_out[l])
 			rk_conn_disconnect(b->peer->lanes[l], 0, NULL);
 }
 
@@ -180,6 +154,36 @@ static int post_notif(struct rk_xfer_batch *b, struct rk_wr *w)
 		   (uint64_t)b->serial << 16 | NOTIF_IDX;
 	return 0;
 }
+
+/*
+ * Post @b's deferred notification on lane 0: 1 posted, 0 no send-queue
+ * room now (it waits in the peer's FIFO), -1 the lane refused it (fail()
+ * called).
+ */
+static int notif_try(struct rk_xfer_batch *b)
+{
+	struct rk_conn *c = b->peer->lanes[0];
+	struct rk_wr w;
+	struct rk_error e;
+
+	if (rk_conn_state(c) == RK_CONN_CONNECTED && rk_sq_room(c) == 0)
+		return 0;
+	post_notif(b, &w);
+	if (rk_post(c, &w, &e) != 0) {
+		fail(b, -ECONNRESET, IBV_WC_SUCCESS, "notification not posted: %s", e.msg);
+		return -1;
+	}
+	b->notif_posted = 1;
+	b->notif_due = 0;
+	b->out++;
+	b->lane_out[0]++;
+	b->x->st.doorbells++;
+	b->x->st.wrs++;
+	b->x->st.notifs_sent++;
+	return 1;
+}
+
+static void settle(struct rk_xfer_batch *b);
 
 /* Post what can go of @b on lane @l. 1: all of it, 0: blocked by room, <0: failed. */
 static int post_lane(struct rk_xfer_batch *b, unsigned l)
@@ -228,6 +232,7 @@ static int post_lane(struct rk_xfer_batch *b, unsigned l)
 		}
 		x->st.wrs += n + extra;
 		b->out += 1 + extra; /* the chain's last WR, and the notification */
+		b->lane_out[l] += 1 + extra;
 		b->next[l] = first + n;
 		if (extra) {
 			b->notif_posted = 1;
@@ -237,19 +242,20 @@ static int post_lane(struct rk_xfer_batch *b, unsigned l)
 	return 1;
 }
 
-/* Post waiting chains in order: a batch never passes an earlier one on a lane. */
+/*
+ * Post waiting chains and deferred notifications in order: a batch never
+ * passes an earlier one on a lane.
+ */
 static void pump(struct rk_xfer_peer *p)
 {
 	unsigned blocked = 0;
 	struct rk_xfer_batch *b = p->pend_head, *nb;
 
 	for (; b; b = nb) {
-		int all = 1;
+		int all = 1, r = 1;
 
 		nb = b->pend_next;
-		for (unsigned l = 0; l < p->nlanes; l++) {
-			int r;
-
+		for (unsigned l = 0; l < p->nlanes && r >= 0; l++) {
 			if (b->next[l] == b->end[l])
 				continue;
 			if (blocked & (1u << l)) {
@@ -257,16 +263,33 @@ static void pump(struct rk_xfer_peer *p)
 				continue;
 			}
 			r = post_lane(b, l);
-			if (r < 0)
-				break; /* fail() took it out of the queue */
 			if (r == 0) {
 				blocked |= 1u << l;
 				all = 0;
 			}
 		}
+		if (r >= 0 && b->notif_due) {
+			r = blocked & 1u ? 0 : notif_try(b);
+			if (r == 0) {
+				blocked |= 1u;
+				all = 0;
+			}
+		}
+		if (r < 0) {
+			settle(b); /* fail() took it out of the queue; it may end now */
+			continue;
+		}
 		if (all && b->pending)
 			pend_remove(p, b);
 	}
+}
+
+/* Pump every peer with something waiting (any completion may have made room). */
+void rk__xfer_pump_all(struct rk_xfer *x)
+{
+	for (unsigned i = 0; i < x->npeers && x->npending; i++)
+		if (x->peers[i] && x->peers[i]->pend_head)
+			pump(x->peers[i]);
 }
 
 /* After a completion of @b: post the notification, end it, or release it. */
@@ -274,20 +297,16 @@ static void settle(struct rk_xfer_batch *b)
 {
 	if (!b->ended && !b->pending && !b->out) {
 		if (b->result == 0 && b->notify && !b->notif_posted) {
-			struct rk_conn *c = b->peer->lanes[0];
-			struct rk_wr w;
-			struct rk_error e;
+			int r = notif_try(b);
 
-			post_notif(b, &w);
-			if (rk_post(c, &w, &e) == 0) {
-				b->notif_posted = 1;
-				b->out++;
-				b->x->st.doorbells++;
-				b->x->st.wrs++;
-				b->x->st.notifs_sent++;
+			if (r > 0)
+				return;
+			if (r == 0) {
+				/* Lane 0's queue is full (foreign sends too): wait for room. */
+				b->notif_due = 1;
+				pend_add(b->peer, b);
 				return;
 			}
-			fail(b, -ECONNRESET, IBV_WC_SUCCESS, "notification not posted: %s", e.msg);
 		}
 		end(b);
 	}
@@ -295,7 +314,7 @@ static void settle(struct rk_xfer_batch *b)
 		release(b);
 }
 
-static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc)
+void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc)
 {
 	struct rk_xfer_peer *p = b->peer;
 	int signaled = w == NOTIF_IDX || (w < b->nwr && b->wrs[w].signaled);
@@ -309,7 +328,12 @@ static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_
 			b->op_err[b->wrs[w].op] = e;
 			b->op_wc[b->wrs[w].op] = (uint8_t)wc->status;
 		}
-		if (wc->status == IBV_WC_REM_ACCESS_ERR)
+		if (w == NOTIF_IDX && wc->status == IBV_WC_RNR_RETRY_EXC_ERR)
+			fail(b, -ECONNRESET, wc->status,
+			     "notification refused: the owner had no receive posted for it (it "
+			     "took no notification for the lane's RNR budget); the data landed, "
+			     "lane 0 is in error");
+		else if (wc->status == IBV_WC_REM_ACCESS_ERR)
 			fail(b, e, wc->status,
 			     "remote access error: the owner refused op %u (revoked, out of "
 			     "bounds or a forged key)",
@@ -322,74 +346,16 @@ static void op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_
 	} else if (w < b->nwr && signaled) {
 		b->wrs[w].done = 1;
 	}
-	if (signaled && b->out)
+	if (signaled && b->out) {
+		unsigned l = w == NOTIF_IDX ? 0 : b->wrs[w].lane;
+
 		b->out--;
+		if (b->lane_out[l])
+			b->lane_out[l]--;
+	}
 	settle(b);
 	if (p->pend_head)
 		pump(p);
-}
-
-static void notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc *wc)
-{
-	unsigned idx = (unsigned)(wr_id >> 32) & 0xffff, lane = (unsigned)wr_id & 0xffff;
-	struct rk_xfer_peer *p = idx < x->npeers ? x->peers[idx] : NULL;
-
-	if (!p || lane >= p->nlanes || rk_conn_qp_num(p->lanes[lane]) != wc->qp_num)
-		return;
-	if (wc->status != IBV_WC_SUCCESS)
-		return; /* flushed: the lane is down, nothing to repost */
-	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IBV_WC_WITH_IMM)) {
-		p->nq[(p->nq_head + p->nq_count) % p->nq_cap] = ntohl(wc->imm_data);
-		p->nq_count++;
-		x->st.notifs_received++;
-	} else {
-		rk_dbg("xfer: lane %u: a %d-byte message that is no notification, ignored", lane,
-		       (int)wc->byte_len);
-	}
-	if (p->nq_count <= p->nq_cap / 2) {
-		uint64_t id = (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)idx << 32 | lane;
-
-		if (rk_post_recv(p->lanes[lane], NULL, 0, 0, id, NULL))
-			p->held[lane]++;
-	} else {
-		p->held[lane]++;
-	}
-}
-
-int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc)
-{
-	unsigned tag = (unsigned)(wc->wr_id >> 48);
-
-	if (tag == RK_XFER_WRID_OP) {
-		unsigned slot = (unsigned)(wc->wr_id >> 32) & 0xffff;
-		unsigned serial = (unsigned)(wc->wr_id >> 16) & 0xffff;
-		struct rk_xfer_batch *b = slot < x->opts.max_batches ? x->slots[slot] : NULL;
-
-		if (!b || b->serial != serial)
-			return 1;
-		/* another rk_xfer's on a shared CQ may carry the same tag: the QP decides */
-		for (unsigned l = 0; l < b->peer->nlanes; l++)
-			if (rk_conn_qp_num(b->peer->lanes[l]) == wc->qp_num) {
-				op_completion(b, (unsigned)wc->wr_id & 0xffff, wc);
-				return 1;
-			}
-		return 0;
-	}
-	if (tag == RK_XFER_WRID_CTL) {
-		uint64_t id = wc->wr_id & 0xffffffffffffull;
-
-		if (id >= (x->ctl_base & 0xffffffffffffull) && x->ctl_pending) {
-			x->ctl_pending--;
-			if (wc->status != IBV_WC_SUCCESS && !x->ctl_status)
-				x->ctl_status = (int)wc->status;
-		}
-		return 1;
-	}
-	if (tag == RK_XFER_WRID_NOTIF) {
-		notif_arrival(x, wc->wr_id, wc);
-		return 1;
-	}
-	return 0;
 }
 
 /* Check @ops and resolve them into @b->ops. */
@@ -399,6 +365,7 @@ static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsig
 	for (unsigned i = 0; i < nops; i++) {
 		const struct rk_xfer_op *o = &ops[i];
 		const struct rk_xfer_remote *rm = o->remote;
+		const struct rk__xgen *g;
 		unsigned lane = i % p->nlanes;
 		unsigned need = o->op == RK_XFER_OP_WRITE ? RK_XFER_WRITE : RK_XFER_READ;
 
@@ -430,12 +397,11 @@ static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsig
 			return rk_err_set(err, EACCES, "rk_xfer_post",
 					  "op %u: %s, the descriptor grants 0x%x", i,
 					  need == RK_XFER_WRITE ? "WRITE" : "READ", rm->d.access);
-		for (unsigned g = 0; g < p->ngens; g++)
-			if (p->gens[g].seg_id == rm->d.seg_id && p->gens[g].gen != rm->d.gen)
-				return rk_err_set(
-				    err, ESTALE, "rk_xfer_post",
-				    "op %u: descriptor of generation %u, %u is current", i,
-				    rm->d.gen, p->gens[g].gen);
+		g = rk__xgens_find(&p->gens, rm->d.seg_id);
+		if (g && g->gen != rm->d.gen)
+			return rk_err_set(err, ESTALE, "rk_xfer_post",
+					  "op %u: descriptor of generation %u, %u is current", i,
+					  rm->d.gen, g->gen);
 		out[i].laddr = (uintptr_t)o->local->addr + o->local_off;
 		out[i].lkey = o->local->region->lkey;
 		out[i].raddr = rm->d.addr + o->remote_off;
@@ -529,12 +495,7 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 	x->slots[slot] = b;
 	x->st.batches++;
 	x->st.ops += nops;
-	b->pending = 1;
-	if (p->pend_tail)
-		p->pend_tail->pend_next = b;
-	else
-		p->pend_head = b;
-	p->pend_tail = b;
+	pend_add(p, b);
 	pump(p);
 	settle(b);
 	*out = b;
@@ -551,7 +512,10 @@ int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err)
 	if (!b->ended) {
 		struct rk_xfer_peer *p = b->peer;
 
-		for (unsigned l = 0; l < p->nlanes && b->out; l++) {
+		/* Room freed by completions nobody handed over (foreign ones). */
+		if (p->pend_head)
+			pump(p);
+		for (unsigned l = 0; l < p->nlanes && !b->ended && b->out; l++) {
 			enum rk_conn_state s = rk_conn_state(p->lanes[l]);
 			struct rk_error fe;
 
@@ -586,28 +550,6 @@ int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err)
 		return b->result;
 	}
 	return 1;
-}
-
-int rk_xfer_batch_wait(struct rk_xfer_batch *b, int timeout_ms, struct rk_error *err)
-{
-	int64_t deadline = timeout_ms < 0 ? b->deadline : rk_deadline(timeout_ms);
-	int r;
-
-	/* Poll at least once, even with a timeout of 0. */
-	while ((r = rk_xfer_batch_check(b, err)) == 0) {
-		int left = rk_ms_left(deadline);
-
-		rk__xfer_poll(b->x, b->peer->lanes, b->peer->nlanes,
-			      left < 0 || left > 20 ? 20 : left);
-		if (left == 0 && timeout_ms >= 0) {
-			r = rk_xfer_batch_check(b, err);
-			if (r)
-				return r;
-			return rk_err_set(err, ETIMEDOUT, "rk_xfer_batch_wait",
-					  "batch still running after %d ms", timeout_ms);
-		}
-	}
-	return r;
 }
 
 int rk_xfer_batch_op_status(const struct rk_xfer_batch *b, unsigned i,
@@ -655,51 +597,6 @@ void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *p)
 			b->serial ^= 0x8000; /* nothing of it is claimed any more */
 		}
 	}
-	p->pend_head = p->pend_tail = NULL;
-}
-
-int rk_xfer_notif_take(struct rk_xfer_peer *p, uint32_t *value)
-{
-	if (!p->nq_count)
-		return 0;
-	*value = p->nq[p->nq_head];
-	p->nq_head = (p->nq_head + 1) % p->nq_cap;
-	p->nq_count--;
-	for (unsigned l = 0; l < p->nlanes; l++)
-		while (p->held[l] && p->nq_count <= p->nq_cap / 2) {
-			uint64_t id =
-			    (uint64_t)RK_XFER_WRID_NOTIF << 48 | (uint64_t)p->idx << 32 | l;
-
-			if (rk_post_recv(p->lanes[l], NULL, 0, 0, id, NULL))
-				break;
-			p->held[l]--;
-		}
-	return 1;
-}
-
-int rk_xfer_notif_wait(struct rk_xfer_peer *p, int timeout_ms, uint32_t *value,
-		       struct rk_error *err)
-{
-	int64_t deadline = rk_deadline(timeout_ms);
-
-	for (;;) {
-		unsigned up = 0;
-		int left;
-
-		if (rk_xfer_notif_take(p, value))
-			return 1;
-		for (unsigned l = 0; l < p->nlanes; l++)
-			up += rk_conn_state(p->lanes[l]) == RK_CONN_CONNECTED;
-		if (!up)
-			return rk_err_set(err, ECONNRESET, "rk_xfer_notif_wait",
-					  "peer gone: no lane is connected");
-		left = rk_ms_left(deadline);
-		rk__xfer_poll(p->x, p->lanes, p->nlanes, left < 0 || left > 20 ? 20 : left);
-		if (left == 0) {
-			if (rk_xfer_notif_take(p, value))
-				return 1;
-			return rk_err_set(err, ETIMEDOUT, "rk_xfer_notif_wait",
-					  "no notification in %d ms", timeout_ms);
-		}
-	}
+	while (p->pend_head)
+		pend_remove(p, p->pend_head);
 }

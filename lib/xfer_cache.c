@@ -7,7 +7,12 @@
  * on). A region goes at its last reference: nothing is kept for later, so a
  * range freed and allocated again (same address, other pages) is always
  * registered anew - a cache keyed on the address alone would hand out a
- * registration of the old pages. The verbs calls are injected (ops), so
+ * registration of the old pages. For the same reason a region stops
+ * taking hits once the segment that created it (whose range it is) goes,
+ * even while segments inside keep it registered: the rest of its range may
+ * have been unmapped and mapped again (a partial munmap, then mmap at the
+ * same address), and a new segment there must not get the old pages. The
+ * verbs calls are injected (ops), so
  * the unit tests count them on a host without a device.
  */
 #include <errno.h>
@@ -32,7 +37,8 @@ int rk__xcache_get(struct rk__xcache *c, void *pd, void *addr, size_t len, int a
 	if (!len || end < start)
 		return -EINVAL;
 	for (r = c->head; r; r = r->next)
-		if (r->pd == pd && r->access == access && r->start <= start && end <= r->end) {
+		if (!r->sealed && r->pd == pd && r->access == access && r->start <= start &&
+		    end <= r->end) {
 			r->refs++;
 			c->hits++;
 			*out = r;
@@ -60,6 +66,11 @@ int rk__xcache_get(struct rk__xcache *c, void *pd, void *addr, size_t len, int a
 	c->nregions++;
 	*out = r;
 	return 0;
+}
+
+void rk__xcache_seal(struct rk__xregion *r)
+{
+	r->sealed = 1;
 }
 
 void rk__xcache_put(struct rk__xcache *c, struct rk__xregion *r)

@@ -53,6 +53,7 @@ struct rk__xregion {
 	void *mr;
 	uint32_t lkey;
 	unsigned refs;
+	int sealed; /* its creator is gone: no more hits (see rk__xcache_seal) */
 	struct rk__xregion *next;
 };
 
@@ -71,10 +72,41 @@ void rk__xcache_init(struct rk__xcache *c, const struct rk__xcache_ops *ops);
  */
 int rk__xcache_get(struct rk__xcache *c, void *pd, void *addr, size_t len, int access,
 		   struct rk__xregion **out);
+/*
+ * No more hits on @r: its creator (the segment whose range it is) is
+ * going, so pages of it outside the segments still inside may be unmapped
+ * and mapped again; a new segment there must be registered anew.
+ */
+void rk__xcache_seal(struct rk__xregion *r);
 /* Drop one count; the region is deregistered and forgotten at 0. */
 void rk__xcache_put(struct rk__xcache *c, struct rk__xregion *r);
 /* Deregister every region (teardown). */
 void rk__xcache_fini(struct rk__xcache *c);
+
+/* ---- the importer's generations per segment (xfer_gens.c, layer 0) ---- */
+
+struct rk__xgen {
+	uint32_t seg_id, gen;
+	unsigned refs; /* imported handles of this segment not freed */
+};
+
+struct rk__xgens {
+	struct rk__xgen *v; /* sorted by seg_id */
+	unsigned n, cap;
+	uint64_t evicted;
+};
+
+#define RK_XGENS_MAX 65536u /* segments remembered per peer */
+
+/* The entry of @seg_id, or NULL. O(log n). Pointers last until the next add. */
+struct rk__xgen *rk__xgens_find(const struct rk__xgens *t, uint32_t seg_id);
+/*
+ * A new entry for @seg_id (gen 0, refs 0). At @max entries, the one of the
+ * lowest id with no refs is forgotten first. Returns 0, -EEXIST, -ENOSPC
+ * (@max entries all referenced) or -ENOMEM.
+ */
+int rk__xgens_add(struct rk__xgens *t, uint32_t seg_id, unsigned max, struct rk__xgen **out);
+void rk__xgens_fini(struct rk__xgens *t);
 
 /* ---- batch planner (xfer_plan.c, layer 0) ---- */
 
@@ -106,7 +138,7 @@ long rk__xplan_count(const uint64_t *lens, unsigned nops, uint32_t split, unsign
 long rk__xplan(const uint64_t *lens, unsigned nops, unsigned lanes, unsigned chain, uint32_t split,
 	       struct rk__xwr *out, unsigned *doorbells);
 
-/* ---- the layer's objects (xfer.c, xfer_batch.c, layer 5) ---- */
+/* ---- the layer's objects (xfer*.c below, layer 5) ---- */
 
 struct ibv_mw;
 struct ibv_mr;
@@ -127,6 +159,7 @@ struct rk_xfer {
 	struct rk_xfer_batch **slots; /* max_batches; NULL = free */
 	uint64_t ctl_seq;	      /* ids of binds and invalidations */
 	uint32_t batch_serial;
+	unsigned npending; /* batches in the peers' FIFOs (chains or a notification waiting) */
 	uint64_t ctl_base; /* completions below it are of an earlier wait */
 	unsigned ctl_pending;
 	int ctl_status; /* the first failed one's ibv_wc_status since ctl_base, or 0 */
@@ -139,6 +172,7 @@ struct rk_xfer_seg {
 	unsigned access;
 	uint32_t id;
 	struct rk__xregion *region;
+	int made_region; /* it created its region (seals it when it goes) */
 	struct rk__xexport *exports;
 	struct rk_xfer_seg *next;
 };
@@ -155,10 +189,6 @@ struct rk__xexport {
 	struct rk__xexport *next;
 };
 
-struct rk__xgen {
-	uint32_t seg_id, gen;
-};
-
 struct rk_xfer_peer {
 	struct rk_xfer *x;
 	unsigned idx;
@@ -169,8 +199,7 @@ struct rk_xfer_peer {
 	unsigned nq_cap, nq_head, nq_count;
 	unsigned held[RK_XFER_LANES_MAX]; /* receives not reposted for want of room */
 	/* the newest generation imported per segment id */
-	struct rk__xgen *gens;
-	unsigned ngens, gens_cap;
+	struct rk__xgens gens;
 	/* batches with chains not posted yet, in order */
 	struct rk_xfer_batch *pend_head, *pend_tail;
 };
@@ -203,18 +232,30 @@ struct rk_xfer_batch {
 	uint8_t *op_wc;
 	struct rk__xwr *wrs;
 	unsigned next[RK_XFER_LANES_MAX], end[RK_XFER_LANES_MAX]; /* per lane, into wrs */
-	unsigned out;	     /* signaled WRs posted, not completed */
-	unsigned lanes_used; /* bit mask */
+	unsigned out;			      /* signaled WRs posted, not completed */
+	unsigned lane_out[RK_XFER_LANES_MAX]; /* the same per lane: the lanes to cut */
+	unsigned lanes_used;		      /* bit mask */
 	int has_reads;
 	int notify, notif_posted;
+	int notif_due; /* deferred notification waiting for lane 0's send-queue room */
 	uint32_t notif;
 	struct rk_xfer_batch *pend_next;
 };
 
-/* xfer_batch.c, for xfer.c: */
-/* Poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing completions over. */
+/* xfer_poll.c: poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing
+ * completions over. */
 int rk__xfer_poll(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes, int wait_ms);
-/* Fail and release every batch of @peer (peer destroy). */
+/* xfer_notif.c: post a notification receive on lane @lane of @p (counted on the lane). */
+int rk__xfer_notif_recv(struct rk_xfer_peer *p, unsigned lane, struct rk_error *err);
+/* The live peer of @x with a lane on QP @qp_num (lane index in *@lane), or NULL. */
+struct rk_xfer_peer *rk__xfer_qp_peer(struct rk_xfer *x, uint32_t qp_num, unsigned *lane);
+/* xfer_batch.c: fail and release every batch of @peer (peer destroy). */
 void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *peer);
+/* xfer_batch.c, for xfer_poll.c: a completion of batch @b's WR @w (NOTIF_IDX: its notification). */
+void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc);
+/* Post what waits for send-queue room, on every peer of @x. */
+void rk__xfer_pump_all(struct rk_xfer *x);
+/* xfer_notif.c, for xfer_poll.c: a notification receive completed; 1 if @x's (see there). */
+int rk__xfer_notif_arrival(struct rk_xfer *x, uint64_t wr_id, const struct ibv_wc *wc);
 
 #endif

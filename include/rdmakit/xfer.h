@@ -38,7 +38,15 @@
  *    reaches what was exported to the others.
  * Either way, after rk_xfer_revoke() returns, a READ or WRITE by that peer
  * with the old descriptor fails on the peer's side (IBV_WC_REM_ACCESS_ERR,
- * its QP goes to the error state) and the memory is not touched.
+ * its QP goes to the error state) and the memory is not touched. A WRITE
+ * already running while the revoke runs may have landed in part: the
+ * packets the owner's NIC placed before the invalidation (or
+ * deregistration) took effect are in memory, the rest are refused and the
+ * WRITE fails at the peer with a remote access error; nothing of it
+ * changes memory after rk_xfer_revoke() returned (Soft-RoCE checks the key
+ * of every packet on arrival; tested with a 64 MiB WRITE, both modes: some
+ * megabytes landed, none after). So do not trust the contents of memory
+ * you revoked under a running WRITE.
  *
  * Registration cache: segments are registered through a cache of regions
  * keyed by (PD, [start, end), access) and counted by the segments inside
@@ -46,13 +54,29 @@
  * 1,000 segments inside one registered buffer cost one); one that overlaps
  * without being contained gets a region of its own. A region is
  * deregistered as soon as its last segment is, so a freed and reused
- * address is registered anew and never meets a stale registration. Lookup
- * is linear in the regions (register big buffers, carve segments).
+ * address is registered anew and never meets a stale registration. A
+ * region also stops taking hits as soon as the segment that created it
+ * (whose range it is) is deregistered, even while segments inside keep it
+ * registered: the rest of its range may have been unmapped and mapped
+ * again, and a new segment there is registered anew. So register the big
+ * buffer as a segment first and keep it while you carve segments from it.
+ * Lookup is linear in the regions (register big buffers, carve segments).
  *
  * Descriptors (rk_xfer_export / rk_xfer_import): little-endian, version 1:
  *   magic "RKXD" (4), version (1), access (1), mode (1), lanes (1),
  *   generation (4), segment id (4), address (8), length (8), one rkey per
- *   lane (4 each): 36..96 bytes, RK_XFER_DESC_MAX at most. The key is the
+ *   lane (4 each): 36..96 bytes, RK_XFER_DESC_MAX at most. The address is
+ *   the segment's virtual address in the owner's process, so the peer it
+ *   is exported to learns where the owner's buffers are (address layout,
+ *   nothing more: the key bound to the lane and the window's or
+ *   registration's bounds are what grant access, and that peer may already
+ *   read or write those bytes). With opts.zero_based (MW mode) windows are
+ *   bound zero-based (IBV_ACCESS_ZERO_BASED) and the address is 0: the
+ *   peer addresses offsets. Not the default: no device attribute says
+ *   whether a NIC honours zero-based type-2 binds (Soft-RoCE does, checked;
+ *   some drivers refuse them, which fails the export), and registrations
+ *   (MR mode) are always addressed by virtual address. Importers need not
+ *   care: they address the descriptor's address plus an offset either way. The key is the
  *   capability (no MAC): protection comes from the PD and the windows bound
  *   to the lanes. Import refuses a truncated or overlong blob, another
  *   magic or version, unknown access or mode bits, a length of 0 or one
@@ -73,8 +97,12 @@
  * (create the lanes with rk_conn_opts.signal_every >= N, or the
  * connection's own policy signals more often: harmless, slower). So a
  * 64-op batch on one lane costs 4 doorbells and 4 completions. Chains that
- * do not fit the send queue wait and go out as completions free room
- * (batches in order per peer). A batch ends once, when every chain has
+ * do not fit the send queue (the lanes' queues are shared with whatever
+ * else you post on them) wait, and so does a notification, and go out as
+ * room comes back (batches in order per peer): on rk_xfer_handle() of any
+ * completion, the layer's or not, and on rk_xfer_batch_check() / _wait(),
+ * so room freed by completions you polled yourself is used too. A
+ * notification never fails for want of room. A batch ends once, when every chain has
  * completed (or failed): rk_xfer_batch_check() / rk_xfer_batch_wait()
  * give the outcome, rk_xfer_batch_op_status() the status of each op when
  * something failed (an op after the failing one on its lane is
@@ -85,9 +113,11 @@
  * whose lane fails (the peer died: IBV_WC_RETRY_EXC_ERR, the connection
  * went to error or was disconnected) fails with -ECONNRESET, "peer gone";
  * one still running at its deadline fails with -ETIMEDOUT, and the lanes
- * it used are disconnected then (their QPs go to the error state) so that
- * nothing of it lands later in memory the caller takes back. Other peers
- * go on.
+ * that carry its posted, uncompleted work are disconnected then (their QPs
+ * go to the error state) so that nothing of it lands later in memory the
+ * caller takes back; a lane where it posted nothing (chains still waiting
+ * for room) or where its chains all completed is left connected. Other
+ * peers go on.
  *
  * Notifications (rk_xfer_batch_opts.notify): the batch ends with a 0-byte
  * RDMA WRITE WITH IMMEDIATE carrying a 32-bit value to the owner, on lane
@@ -100,16 +130,35 @@
  * owner's NIC and placed. Exactly one notification per batch. The owner
  * (any rk_xfer with a peer over those lanes) posts opts.notif_recvs 0-byte
  * receives per lane (the layer owns the lanes' receive queues) and queues
- * what arrives: rk_xfer_notif_take(). A full queue reposts no receive
- * until the caller takes one, so a sender that outruns the owner stalls
- * (RNR retries), never loses a notification.
+ * what arrives: rk_xfer_notif_take(). A receive is reposted as its
+ * notification is queued, while the queue (2 x notif_recvs per lane) is at
+ * most half full, and otherwise when the caller takes one.
+ *
+ * Flow control: there is no credit exchange. The owner's receives are the
+ * window: when a notification finds none posted (the owner's application
+ * took none, or handed the layer no completion, for a while), the owner's
+ * NIC answers "receiver not ready" and the sender's NIC retries for the
+ * lane's RNR budget (rk_conn_opts.rnr_retry x min_rnr_timer: with the
+ * defaults some tens of milliseconds). Past it the notification is
+ * refused: its batch fails with -ECONNRESET and IBV_WC_RNR_RETRY_EXC_ERR
+ * in the error ("notification refused"), the batch's data did land, and
+ * lane 0 is in error (reconnect to go on). So a notification is never
+ * lost silently: it is delivered, or its batch fails. A sender that must
+ * not hit this keeps at most notif_recvs notified batches unanswered by
+ * the owner (e.g. the owner answers each over RPC, which is the credit).
  *
  * Completions: the layer polls nothing on its own. Hand it every
  * completion of the lanes' CQs (rk_cq_poll, rk_wait ...) through
  * rk_xfer_handle(); it claims its own by wr_id (RK_XFER_WRID_* in the top
- * 16 bits) and returns 0 for the others. The blocking calls
+ * 16 bits) and QP (a lane of one of this rk_xfer's peers), and returns 0
+ * for every other: the layer's tags on a QP it has no peer on (another
+ * rk_xfer sharing the CQ, or the lanes of a peer you destroyed, flushing)
+ * are not its, so hand such a completion to the next user of the CQ; two
+ * rk_xfer on one CQ each claim only their own. The blocking calls
  * (rk_xfer_export, rk_xfer_revoke, rk_xfer_batch_wait, rk_xfer_notif_wait)
- * poll the lanes' CQs themselves, with a deadline, and pass completions
+ * poll the lanes' CQs themselves, with a deadline (sleeping on their
+ * completion channels, several at once with poll(2); spinning when a CQ
+ * is in busy mode, which has no channel), and pass completions
  * that are not the layer's to opts.on_foreign (dropped and counted when
  * NULL).
  *
@@ -176,6 +225,7 @@ struct rk_xfer_opts {
 	int ctl_timeout_ms;   /* rk_xfer_peer_destroy's wait for invalidations; 0 = 5000 */
 	rk_xfer_foreign_fn on_foreign; /* completions the blocking calls poll, not ours */
 	void *foreign_arg;
+	int zero_based; /* MW mode: zero-based windows, descriptors carry no address */
 };
 
 /* Counters since create; plain data. */
@@ -204,8 +254,8 @@ RK_API int rk_xfer_mw_supported(const struct rk_device *dev);
 /*
  * rk_xfer_create - an empty set of segments in @pd (NULL = @dev's own PD).
  * -EOPNOTSUPP if opts.mode is RK_XFER_MW and the device has no type-2
- * windows. @opts may be NULL. Allocates the batch table; no verbs call.
- * Owned by the caller.
+ * windows; -EINVAL for opts.zero_based when the mode is not MW. @opts may be NULL. Allocates the
+ * batch table; no verbs call. Owned by the caller.
  */
 RK_API int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer_opts *opts,
 			  struct rk_error *err, struct rk_xfer **out);
@@ -247,7 +297,10 @@ RK_API size_t rk_xfer_seg_len(const struct rk_xfer_seg *seg);
  * connections, connected or not yet, in @x's PD, each with a send queue of
  * at least chain + 2). Posts opts.notif_recvs 0-byte receives on each
  * lane: the layer owns the lanes' receive queues (post nothing else there).
- * Owned by the caller.
+ * Receives an earlier (destroyed) peer left posted on a lane are counted
+ * and taken over, so a peer recreated on the same lanes posts only what is
+ * missing; notifications the earlier peer had queued and nobody took went
+ * with it. Owned by the caller.
  */
 RK_API int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigned nlanes,
 			       struct rk_error *err, struct rk_xfer_peer **out);
@@ -255,8 +308,9 @@ RK_API int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, 
 /*
  * rk_xfer_peer_destroy - fail its batches still running (-ECANCELED),
  * revoke what was exported to it (bounded by opts.ctl_timeout_ms; a dead
- * lane needs nothing), forget its imports. The lanes stay the caller's.
- * Accepts NULL.
+ * lane needs nothing), forget its imports. The lanes stay the caller's;
+ * completions still to come on them (flushes) are no longer the layer's:
+ * rk_xfer_handle returns 0 for them. Accepts NULL.
  */
 RK_API void rk_xfer_peer_destroy(struct rk_xfer_peer *peer);
 
@@ -280,7 +334,9 @@ RK_API int rk_xfer_export(struct rk_xfer_seg *seg, struct rk_xfer_peer *peer, un
  * down needs nothing: nothing reaches memory through it); MR mode:
  * ibv_dereg_mr. -ENOENT if not exported; -ETIMEDOUT if an invalidation did
  * not complete in time (the lane is then disconnected, which also ends its
- * access, and the error says so).
+ * access, and the error says so). MR mode, ibv_dereg_mr failing: its
+ * errno, and the export stays exported (the key may still work): call
+ * again; nothing is forgotten.
  */
 RK_API int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *peer, int timeout_ms,
 			  struct rk_error *err);
@@ -289,8 +345,14 @@ RK_API int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *peer, in
  * rk_xfer_import - check the descriptor @buf (@len bytes, hostile) sent by
  * @peer's node and make it a handle for rk_xfer_post. Refusals name the
  * field (see above): -EPROTO (truncated, magic, version, field), -EINVAL
- * (lane count), -ESTALE (older generation). O(imports of @peer). The handle
- * is owned by the caller; free it before @peer.
+ * (lane count), -ESTALE (older generation), -ENOSPC (see below). The
+ * newest generation per segment is remembered in a sorted table per peer
+ * (import and each op's check: O(log segments)) of at most 65,536
+ * segments: at the cap the entry of the owner's oldest segment that no
+ * handle uses any more is forgotten (an older descriptor of that segment
+ * is then no longer refused here; the owner's NIC still refuses its dead
+ * keys), and when all have handles the import fails with -ENOSPC. The
+ * handle is owned by the caller; free it before @peer.
  */
 RK_API int rk_xfer_import(struct rk_xfer_peer *peer, const void *buf, size_t len,
 			  struct rk_error *err, struct rk_xfer_remote **out);
@@ -341,12 +403,15 @@ RK_API int rk_xfer_post(struct rk_xfer_peer *peer, const struct rk_xfer_op *ops,
  * was the layer's (a chain ended, a notification arrived, a bind or an
  * invalidation completed), 0 if not. O(1) except when it ends a batch's
  * lane chains (posts waiting chains, or the notification: one
- * ibv_post_send) or reposts a notification receive.
+ * ibv_post_send) or reposts a notification receive; and while chains or
+ * notifications wait for send-queue room, every call (for any completion)
+ * tries to post them.
  */
 RK_API int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc);
 
 /*
- * rk_xfer_batch_check - the batch's state now, without polling: 1 ended
+ * rk_xfer_batch_check - the batch's state now, without polling (it posts
+ * what of its peer's batches waits for room and fits now): 1 ended
  * well, 0 still running, or the negative errno it failed with (-ECONNRESET
  * peer gone, -ETIMEDOUT deadline, -EREMOTEIO refused by the owner: remote
  * access error, -EIO other), with @err. Checks the deadline (see above).
@@ -389,7 +454,8 @@ RK_API int rk_xfer_notif_take(struct rk_xfer_peer *peer, uint32_t *value);
 /*
  * rk_xfer_notif_wait - rk_xfer_notif_take, polling the peer's lanes' CQs
  * for up to @timeout_ms. Returns 1, -ETIMEDOUT, or -ECONNRESET once every
- * lane is down and nothing is queued.
+ * lane is down and nothing is queued (the lanes' CQs are drained first:
+ * a notification that arrived before they went down is still returned).
  */
 RK_API int rk_xfer_notif_wait(struct rk_xfer_peer *peer, int timeout_ms, uint32_t *value,
 			      struct rk_error *err);

@@ -293,6 +293,84 @@ static void cache_reuse(void **state)
 	assert_int_equal(f.live, 0);
 }
 
+/*
+ * A region outliving its creator: a segment inside keeps it registered, but
+ * the creator's pages may be unmapped and mapped again at the same address,
+ * so nothing new may hit it.
+ */
+static void cache_sealed(void **state)
+{
+	struct fake f = {0};
+	struct rk__xcache_ops ops = {fake_reg, fake_dereg, &f};
+	struct rk__xcache c;
+	struct rk__xregion *a, *inner, *again;
+	char *buf = malloc(1u << 20);
+	int pd;
+
+	(void)state;
+	assert_non_null(buf);
+	rk__xcache_init(&c, &ops);
+	assert_int_equal(rk__xcache_get(&c, &pd, buf, 1u << 20, 1, &a), 0);
+	assert_int_equal(rk__xcache_get(&c, &pd, buf + 4096, 4096, 1, &inner), 0);
+	assert_ptr_equal(inner, a); /* a hit */
+	rk__xcache_seal(a);	    /* the creating segment goes ... */
+	rk__xcache_put(&c, a);
+	assert_int_equal(f.deregs, 0); /* ... the inner one keeps the region */
+	assert_int_equal(rk__xcache_get(&c, &pd, buf + 65536, 4096, 1, &again), 0);
+	assert_ptr_not_equal(again, a); /* no hit on the sealed region */
+	assert_int_equal(f.regs, 2);
+	rk__xcache_put(&c, again);
+	rk__xcache_put(&c, inner);
+	assert_int_equal(f.live, 0);
+	rk__xcache_fini(&c);
+	free(buf);
+}
+
+/* ---- the importer's generation table ---- */
+
+static void gens_sorted_capped(void **state)
+{
+	struct rk__xgens t = {0};
+	struct rk__xgen *g;
+	uint32_t id = 12345;
+
+	(void)state;
+	/* 1,000 ids in a scrambled order: each found, none else. */
+	for (unsigned i = 0; i < 1000; i++) {
+		id = id * 1103515245u + 12345u;
+		assert_int_equal(rk__xgens_add(&t, id | 1, 100000, &g), 0);
+		assert_int_equal(g->seg_id, id | 1);
+		g->gen = i + 1;
+	}
+	assert_int_equal(t.n, 1000);
+	for (unsigned i = 1; i < t.n; i++)
+		assert_true(t.v[i - 1].seg_id < t.v[i].seg_id);
+	id = 12345;
+	for (unsigned i = 0; i < 1000; i++) {
+		id = id * 1103515245u + 12345u;
+		g = rk__xgens_find(&t, id | 1);
+		assert_non_null(g);
+		assert_int_equal(g->gen, i + 1);
+		assert_null(rk__xgens_find(&t, id & ~1u));
+	}
+	assert_int_equal(rk__xgens_add(&t, t.v[0].seg_id, 100000, &g), -EEXIST);
+	rk__xgens_fini(&t);
+
+	/* At the cap the lowest unreferenced id goes; all referenced: refused. */
+	for (uint32_t s = 1; s <= 4; s++) {
+		assert_int_equal(rk__xgens_add(&t, s, 4, &g), 0);
+		g->refs = s != 2; /* segment 2 has no handle left */
+	}
+	assert_int_equal(rk__xgens_add(&t, 9, 4, &g), 0);
+	g->refs = 1;
+	assert_null(rk__xgens_find(&t, 2));
+	assert_non_null(rk__xgens_find(&t, 1));
+	assert_int_equal(t.evicted, 1);
+	assert_int_equal(rk__xgens_add(&t, 10, 4, &g), -ENOSPC);
+	assert_int_equal(t.n, 4);
+	rk__xgens_fini(&t);
+}
+
 /* ---- batch planner ---- */
 
 static void plan_doorbells(void **state)
@@ -374,6 +452,7 @@ int main(void)
 	    cmocka_unit_test(desc_roundtrip), cmocka_unit_test(desc_refused),
 	    cmocka_unit_test(desc_garbage),   cmocka_unit_test(cache_counts),
 	    cmocka_unit_test(cache_overlap),  cmocka_unit_test(cache_reuse),
+	    cmocka_unit_test(cache_sealed),   cmocka_unit_test(gens_sorted_capped),
 	    cmocka_unit_test(plan_doorbells), cmocka_unit_test(plan_split),
 	};
 
