@@ -229,6 +229,7 @@ int cp_copy(struct cp_send_opts *o, const struct cp_retry_opts *r, struct cp_pla
 		st->chunk = o->chunk;
 		st->depth = o->depth;
 		st->ack_timeout = o->ack_timeout;
+		memset(&fate, 0, sizeof(fate));
 		rc = cp_send(o, plan, &fate, why, why_len);
 		/*
 		 * The next session names this one, so that the server ends it
