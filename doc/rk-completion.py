@@ -13,7 +13,8 @@ import re
 import subprocess
 import sys
 
-OPT_RE = re.compile(r"^\s+(?:(-[A-Za-z0-9]),?\s+)?(--[a-z][a-z0-9-]*)(?:[ =]([A-Z][A-Z0-9_]*(?:\.[a-z]+)?(?:\[[^\]]*\])?))?(\s+(.*))?$")
+# "--json[=FILE]": an optional value, only ever after '=' (not completed after a blank).
+OPT_RE = re.compile(r"^\s+(?:(-[A-Za-z0-9]),?\s+)?(--[a-z][a-z0-9-]*)(?:\[=[A-Z][A-Z0-9_]*\])?(?:[ =]([A-Z][A-Z0-9_]*(?:\.[a-z]+)?(?:\[[^\]]*\])?))?(\s+(.*))?$")
 SHORT_RE = re.compile(r"^\s+(-[A-Za-z0-9])\s+([A-Z][A-Z0-9_]*)?")
 
 

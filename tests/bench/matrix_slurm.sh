@@ -102,7 +102,7 @@ matrix() {
 		sh -c '[ "$SLURM_PROCID" != 3 ] || sleep "$0"; exec "$@"' "${2:-0}" \
 		"$RK" matrix --intra --munge-socket /run/rkslurm/munge.sock \
 		--poll event --lat-mult 30 --bw-frac 0.5 --duration 1 --lat-duration 1 --watchdog 10 \
-		--wait 60 --json "$W/$1.json" >"$W/$1.out" 2>&1 || rc=$?
+		--wait 60 --json="$W/$1.json" >"$W/$1.out" 2>&1 || rc=$?
 	cat "$W/$1.out"
 	echo "matrix_slurm: $1: exit $rc in $(($(date +%s) - start)) s"
 	[ -f "$W/$1.json" ] || fail "$1: no JSON"

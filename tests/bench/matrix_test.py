@@ -109,7 +109,7 @@ def case_mpi():
     # Retests are matrix_slurm's: here every pair runs once (4 ranks on 2 CPUs contend).
     tok = ["--token-file", token_file()]
     rc, out = run([*MPIRUN, "-np", "4", "-x", "RK_MATRIX_ADDR=" + ADDR, RK, "matrix", "--intra",
-                   "--no-retest", *SHORT, *tok, "--json", js, "--plot", png], 150)
+                   "--no-retest", *SHORT, *tok, "--json=" + js, "--plot", png], 150)
     if rc != 0:
         fail("mpirun -np 4: exit %d" % rc)
     if "from\\to" not in out:
@@ -143,7 +143,7 @@ def case_failures():
     env.update(SLURM_NTASKS="4", RK_MATRIX_ADDR=ADDR)
     cmd = [RK, "matrix", "--intra", "--no-retest", "--duration", "1", "--lat-duration", "1",
            "--watchdog", "4", "--wait", "12", "--token-file", token_file()]
-    procs = [subprocess.Popen(cmd + (["--json", js] if r == 0 else []),
+    procs = [subprocess.Popen(cmd + (["--json=" + js] if r == 0 else []),
                               env=dict(env, SLURM_PROCID=str(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(3)]
     time.sleep(8)  # rank 2 has joined (rank 0 waits up to --wait for rank 3)
@@ -232,7 +232,7 @@ def case_strangers():
         return subprocess.Popen(cmd + list(extra), env=dict(env, SLURM_PROCID=str(r)),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    procs = {0: start(0, ["--json", js])}
+    procs = {0: start(0, ["--json=" + js])}
     host, port = ADDR, rdv_port
     forged = {"t": "result", "round": 0, "dev": "rxe0",
               "legs": [{"status": 0, "v": [999999.0, 0], "why": ""}] * 3}
@@ -353,7 +353,7 @@ def case_impostor():
     t = threading.Thread(target=impostor, args=(base + 3, stop, seen), daemon=True)
     t.start()
     time.sleep(0.5)
-    procs = [subprocess.Popen(cmd + (["--json", js] if r == 0 else []),
+    procs = [subprocess.Popen(cmd + (["--json=" + js] if r == 0 else []),
                               env=dict(env, SLURM_PROCID=str(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(2)]
     outs = []

@@ -153,7 +153,7 @@ echo "--- $(date +%T) without a token"
 
 # No token at the listener: any rk doctor client. One that says hello and stalls holds
 # the test (up to the listener's --timeout for its facts); another is told so at once.
-listen lis2.log --timeout 4000
+listen lis2.log --timeout 4000ms
 touch "$W/hold/go"
 ready "$W/hold.out"
 echo "--- $(date +%T) the stalled client is there"

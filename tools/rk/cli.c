@@ -267,3 +267,142 @@ int cli_unhex(const char *s, size_t s_len, uint8_t *out, size_t max)
 	}
 	return (int)(s_len / 2);
 }
+
+int cli_is_bare_number(const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+int cli_parse_duration(const char *s, uint64_t *ms)
+{
+	static const struct {
+		const char *name;
+		uint64_t ms;
+	} units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"", 1000}};
+	uint64_t whole = 0, frac = 0, frac_div = 1;
+	const char *p = s;
+	int digits = 0;
+
+	if (!s)
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++, digits++) {
+		if (whole > (UINT64_MAX - 9) / 10)
+			return -1;
+		whole = whole * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p == '.') {
+		for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+			if (frac_div > 1000000) /* finer than a nanosecond: not a duration */
+				return -1;
+			frac = frac * 10 + (uint64_t)(*p - '0');
+			frac_div *= 10;
+		}
+	}
+	if (!digits)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		uint64_t u = units[i].ms;
+
+		if (strcmp(p, units[i].name) != 0)
+			continue;
+		/* whole * u + frac * u / frac_div, exact in milliseconds or refused */
+		if (whole > UINT64_MAX / u || (frac * u) % frac_div)
+			return -1;
+		if (whole * u > UINT64_MAX - frac * u / frac_div)
+			return -1;
+		*ms = whole * u + frac * u / frac_div;
+		return 0;
+	}
+	return -1;
+}
+
+const char *cli_fmt_duration(uint64_t ms, char *buf, size_t len)
+{
+	if (ms && ms % 3600000 == 0)
+		snprintf(buf, len, "%lluh", (unsigned long long)(ms / 3600000));
+	else if (ms && ms % 60000 == 0)
+		snprintf(buf, len, "%llum", (unsigned long long)(ms / 60000));
+	else if (ms % 1000 == 0)
+		snprintf(buf, len, "%llus", (unsigned long long)(ms / 1000));
+	else
+		snprintf(buf, len, "%llums", (unsigned long long)ms);
+	return buf;
+}
+
+int cli_duration_opt(const char *cmd, const char *synopsis, const char *opt, const char *arg,
+		     uint64_t min_ms, uint64_t max_ms, uint64_t step_ms, uint64_t *ms)
+{
+	char lo[32], hi[32];
+	uint64_t v;
+
+	if (cli_parse_duration(arg, &v) == 0 && v >= min_ms && v <= max_ms &&
+	    (step_ms <= 1 || v % step_ms == 0)) {
+		*ms = v;
+		return 0;
+	}
+	return cli_usage_error(cmd, synopsis,
+			       "%s '%s': expected a duration from %s to %s%s (a number and a "
+			       "unit: 500ms, 30s, 2m, 1h; a bare number is seconds)",
+			       opt, arg, cli_fmt_duration(min_ms, lo, sizeof(lo)),
+			       cli_fmt_duration(max_ms, hi, sizeof(hi)),
+			       step_ms == 1000 ? " in whole seconds" : "");
+}
+
+const char *cli_json_path(const char *optarg)
+{
+	return optarg && *optarg ? optarg : "-";
+}
+
+int cli_json_to_stdout(const char *path)
+{
+	return path && strcmp(path, "-") == 0;
+}
+
+const char *cli_json_legacy_file(const char *cmd, int argc, char **argv, const char *optarg)
+{
+	if (!optarg && optind < argc && argv[optind][0] != '-') {
+		cli_deprecated(cmd, "'--json FILE'", "--json=FILE");
+		return argv[optind++];
+	}
+	return cli_json_path(optarg);
+}
+
+int cli_json_emit(const char *cmd, const char *path, const char *text)
+{
+	char tmp[4096];
+	FILE *f;
+	int bad;
+
+	if (!path || cli_json_to_stdout(path)) {
+		printf("%s\n", text);
+		return fflush(stdout) ? -1 : 0;
+	}
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >= sizeof(tmp)) {
+		fprintf(stderr, "rk %s: --json %s: name too long\n", cmd, path);
+		return -1;
+	}
+	f = fopen(tmp, "w");
+	if (!f) {
+		fprintf(stderr, "rk %s: --json %s: %s\n", cmd, tmp, strerror(errno));
+		return -1;
+	}
+	bad = fprintf(f, "%s\n", text) < 0;
+	bad |= fclose(f) != 0;
+	if (bad || rename(tmp, path)) {
+		fprintf(stderr, "rk %s: --json %s: %s\n", cmd, path, strerror(errno ? errno : EIO));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+void cli_deprecated(const char *cmd, const char *old, const char *now)
+{
+	fprintf(stderr, "rk %s: warning: %s is deprecated and goes in the next release; write %s\n",
+		cmd, old, now);
+}

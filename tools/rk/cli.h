@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <rdmakit/error.h>
 
@@ -28,6 +29,75 @@ int cli_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
  * does not fit.
  */
 int cli_split_host_port(const char *arg, char *host, size_t host_len, char *port, size_t port_len);
+
+/*
+ * Durations, the one way every rk command reads them (--timeout, --idle,
+ * --duration, --watchdog, --wait ...): a number with a unit, "500ms",
+ * "30s", "2m", "1h", a fraction allowed ("1.5s"); a bare number is seconds.
+ *
+ * cli_parse_duration - @s into milliseconds in *@ms. Returns 0, or -1 on
+ * junk, a value that is not a whole number of milliseconds, or overflow.
+ */
+int cli_parse_duration(const char *s, uint64_t *ms);
+
+/* cli_is_bare_number - whether @s is digits only (a duration without unit). */
+int cli_is_bare_number(const char *s);
+
+/* cli_fmt_duration - @ms as "1h", "2m", "30s", "1500ms" (the largest exact unit); returns @buf. */
+const char *cli_fmt_duration(uint64_t ms, char *buf, size_t len);
+
+/*
+ * cli_duration_opt - option @opt's value @arg as a duration from @min_ms to
+ * @max_ms, a whole multiple of @step_ms (1000: whole seconds), into *@ms.
+ * Returns 0, or cli_usage_error's RK_EXIT_USAGE with the range and the
+ * accepted forms said.
+ */
+int cli_duration_opt(const char *cmd, const char *synopsis, const char *opt, const char *arg,
+		     uint64_t min_ms, uint64_t max_ms, uint64_t step_ms, uint64_t *ms);
+
+/*
+ * --json[=FILE], the same in every command: getopt_long's optional_argument
+ * (so "--json=FILE", never "--json FILE"); without FILE (or with "-") the
+ * document goes to stdout, with FILE it is written there whole (a
+ * temporary renamed into place, so a reader never sees half of it).
+ *
+ * cli_json_path - what --json's @optarg selects: "-" for stdout, else FILE.
+ */
+const char *cli_json_path(const char *optarg);
+
+/* cli_json_to_stdout - whether @path (from cli_json_path, or NULL: no --json) is stdout. */
+int cli_json_to_stdout(const char *path);
+
+/*
+ * cli_json_legacy_file - for a command without operands whose --json took
+ * a FILE as the next word ("--json FILE", rk matrix and rk bench before
+ * --json[=FILE]): when --json came without '=' and the next word is not an
+ * option, take it as FILE (optind moves past it) and warn once, naming
+ * --json=FILE. Returns FILE, or @optarg's reading when there is none.
+ * Call right after getopt_long returned --json.
+ */
+const char *cli_json_legacy_file(const char *cmd, int argc, char **argv, const char *optarg);
+
+/*
+ * cli_json_emit - @text and a newline to stdout (@path "-") or into FILE
+ * @path (written to PATH.tmpPID, then renamed). Returns 0, or -1 with
+ * "rk CMD: --json FILE: reason" printed to stderr.
+ */
+int cli_json_emit(const char *cmd, const char *path, const char *text);
+
+/*
+ * cli_deprecated - the one-line warning for a spelling kept for one more
+ * release: "rk CMD: warning: OLD is deprecated and goes in the next
+ * release; write NEW". Printed on stderr, once per use.
+ */
+void cli_deprecated(const char *cmd, const char *old, const char *now);
+
+/*
+ * cli_print_options - the option vocabulary every rk command shares (rk
+ * help options, the table in README.md): @check 0 the table for people,
+ * 1 the same facts as tab-separated lines for tests/docs/options_vocab.py.
+ */
+void cli_print_options(FILE *out, int check);
 
 /* cli_fmt_bytes - "1.50 MiB" into @buf; returns @buf. */
 const char *cli_fmt_bytes(uint64_t bytes, char *buf, size_t len);

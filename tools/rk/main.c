@@ -2,6 +2,7 @@
  * rk - the rdmakit command line.
  *
  *   rk help            list subcommands
+ *   rk help options    the options every subcommand shares (cli_options.c)
  *   rk --version       print the version
  *   rk SUBCOMMAND ...  run a subcommand; "rk SUBCOMMAND --help" explains it
  */
@@ -10,6 +11,7 @@
 
 #include <rdmakit/version.h>
 
+#include "cli.h"
 #include "commands.h"
 
 static int cmd_help(int argc, char **argv);
@@ -23,7 +25,7 @@ const struct rk_command rk_commands[] = {
     {"doctor", "check this host's RDMA set-up and say the fix for what is wrong", rk_cmd_doctor},
     {"explain", "what a completion status, errno, CM event or reject means, and the fix",
      rk_cmd_explain},
-    {"help", "list subcommands, or explain one: rk help SUBCOMMAND", cmd_help},
+    {"help", "list subcommands, or explain one: rk help SUBCOMMAND | options", cmd_help},
     {"version", "print the rdmakit version", cmd_version},
     {NULL, NULL, NULL},
 };
@@ -42,11 +44,20 @@ static void usage(FILE *out)
 	for (const struct rk_command *c = rk_commands; c->name; c++)
 		fprintf(out, "  %-10s %s\n", c->name, c->summary);
 	fprintf(out, "\nexit codes: 0 success, 1 the operation failed, 2 bad command line,\n"
-		     "3 refused by the peer, 4 peer unreachable or lost (rk copy)\n");
+		     "3 refused by the peer, 4 peer unreachable or lost (rk copy)\n"
+		     "\noptions mean the same in every subcommand: 'rk help options' lists them\n");
 }
 
 static int cmd_help(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "options") == 0) {
+		if (argc > 3 || (argc == 3 && strcmp(argv[2], "--check") != 0)) {
+			fprintf(stderr, "usage: rk help options [--check]\n");
+			return RK_EXIT_USAGE;
+		}
+		cli_print_options(stdout, argc == 3);
+		return RK_EXIT_OK;
+	}
 	if (argc > 1) {
 		const struct rk_command *c = find_command(argv[1]);
 		char help[] = "--help";

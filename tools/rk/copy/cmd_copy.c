@@ -62,9 +62,10 @@ static void usage(FILE *f)
 	    "                        if locked memory is short; 1..%d)\n"
 	    "      --num-qp N        stripe over N connections (1..8, default 1)\n"
 	    "      --token-file FILE access token, if the server requires one\n"
-	    "      --dev NAME        local RDMA device (default $RK_DEV, else the one the route\n"
+	    "  -d, --dev NAME        local RDMA device (default $RK_DEV, else the one the route\n"
 	    "                        to HOST leaves by)\n"
-	    "      --timeout SECONDS give up on a server silent this long (default 30)\n"
+	    "      --timeout DURATION  give up on a server silent this long (default 30s;\n"
+	    "                        500ms, 30s, 2m: a bare number is seconds)\n"
 	    "      --retries N       reconnect up to N times after the connection fails (no\n"
 	    "                        ACK from the server, server gone or restarting, not\n"
 	    "                        answering) and resume from what the server verified;\n"
@@ -77,9 +78,10 @@ static void usage(FILE *f)
 	    "                        (wrong host or port) are not retried; a first connect\n"
 	    "                        that finds no answer at all is retried only when\n"
 	    "                        --retries is given. Default %d, 0: fail at once\n"
-	    "      --retry-window SECONDS  stop retrying once nothing has moved for this\n"
-	    "                        long (default %d)\n"
-	    "      --json            print a machine-readable summary on stdout\n"
+	    "      --retry-window DURATION  stop retrying once nothing has moved for this\n"
+	    "                        long (default %ds; whole seconds)\n"
+	    "      --json[=FILE]     a machine-readable summary on stdout (nothing else\n"
+	    "                        there), or into FILE beside the usual output\n"
 	    "      --progress        the progress line also when stderr is not a terminal\n"
 	    "                        (one plain line a second)\n"
 	    "  -q, --quiet           no progress bar and no summary line; errors only\n"
@@ -278,8 +280,8 @@ static void refusal_summary(const struct tally *t)
 	fprintf(stderr, "%s\n", line);
 }
 
-static void print_json(const struct cp_plan *p, const struct tally *t, double secs, int rc,
-		       const char *fatal, const struct cp_retry_stats *rs)
+static void print_json(const char *path, const struct cp_plan *p, const struct tally *t,
+		       double secs, int rc, const char *fatal, const struct cp_retry_stats *rs)
 {
 	json_object *o = json_object_new_object(), *errs = json_object_new_array();
 	char why[256];
@@ -321,7 +323,8 @@ static void print_json(const struct cp_plan *p, const struct tally *t, double se
 	if (fatal && *fatal)
 		json_object_object_add(o, "error", json_object_new_string(fatal));
 	json_object_object_add(o, "errors", errs);
-	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	(void)cli_json_emit("copy", path,
+			    json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 }
 
@@ -330,7 +333,8 @@ static void print_json(const struct cp_plan *p, const struct tally *t, double se
  * @n operands in @ops; @so holds the options parsed.
  */
 static int pull(int n, char **ops, const struct cp_send_opts *so, const struct cp_retry_opts *ro,
-		int recursive, int idle_ms, const char *token_file, int quiet, int json)
+		int recursive, int idle_ms, const char *token_file, int quiet,
+		const char *json_path)
 {
 	char host[256] = "", port[16], h2[256] = "", p2[16], why[256];
 	uint8_t token[CP_TOKEN_LEN];
@@ -348,7 +352,8 @@ static int pull(int n, char **ops, const struct cp_send_opts *so, const struct c
 				 .retry_first = ro->retry_first,
 				 .progress = so->progress_mode,
 				 .quiet = quiet,
-				 .json = json};
+				 .json = cli_json_to_stdout(json_path),
+				 .json_path = json_path};
 	const char *path;
 
 	if (n - 1 > CP_PULL_MAX_SRC) {
@@ -391,25 +396,25 @@ int rk_cmd_copy(int argc, char **argv)
 	    {"resume", no_argument, NULL, 'R'},
 	    {"force", no_argument, NULL, 'f'},
 	    {"chunk", required_argument, NULL, 'C'},
-	    {"depth", required_argument, NULL, 'd'},
+	    {"depth", required_argument, NULL, 'E'},
 	    {"num-qp", required_argument, NULL, 'n'},
 	    {"token-file", required_argument, NULL, 't'},
-	    {"dev", required_argument, NULL, 'D'},
+	    {"dev", required_argument, NULL, 'd'},
 	    {"timeout", required_argument, NULL, 'T'},
 	    {"retries", required_argument, NULL, 'e'},
 	    {"retry-window", required_argument, NULL, 'w'},
-	    {"json", no_argument, NULL, 'j'},
+	    {"json", optional_argument, NULL, 'j'},
 	    {"progress", no_argument, NULL, 'P'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct cp_send_opts so = {.port = CP_DEFAULT_PORT, .chunk = CP_CHUNK_DEFAULT};
-	uint64_t v, timeout = 30;
+	uint64_t v, timeout_ms = 30000;
 	int recursive = 0, json = 0, quiet = 0, progress = 0, c, rc, started;
 	char host[256], port[16], why[512];
 	uint8_t token[CP_TOKEN_LEN];
-	const char *dest, *token_file = NULL;
+	const char *dest, *token_file = NULL, *json_path = NULL;
 	struct cp_retry_opts ro = {.retries = CP_RETRIES_DEFAULT, .window_s = CP_WINDOW_DEFAULT};
 	struct cp_retry_stats rs;
 	struct cp_progress prog;
@@ -420,7 +425,7 @@ int rk_cmd_copy(int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "rfqh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "rfqhd:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			recursive = 1;
@@ -439,7 +444,7 @@ int rk_cmd_copy(int argc, char **argv)
 			}
 			so.chunk = (uint32_t)v;
 			break;
-		case 'd':
+		case 'E':
 			if (cli_parse_uint(optarg, 1, CP_MAX_SLOTS, &v)) {
 				fprintf(stderr, "rk copy: --depth must be 1..%d\n", CP_MAX_SLOTS);
 				return RK_EXIT_USAGE;
@@ -456,14 +461,13 @@ int rk_cmd_copy(int argc, char **argv)
 		case 't':
 			token_file = optarg;
 			break;
-		case 'D':
+		case 'd':
 			so.dev = optarg;
 			break;
 		case 'T':
-			if (cli_parse_uint(optarg, 1, 3600, &timeout)) {
-				fprintf(stderr, "rk copy: --timeout must be 1..3600 seconds\n");
+			if (cli_duration_opt("copy", synopsis, "--timeout", optarg, 1000, 3600000,
+					     1, &timeout_ms))
 				return RK_EXIT_USAGE;
-			}
 			break;
 		case 'e':
 			if (cli_parse_uint(optarg, 0, 1000, &v)) {
@@ -474,18 +478,17 @@ int rk_cmd_copy(int argc, char **argv)
 			ro.retry_first = 1;
 			break;
 		case 'w':
-			if (cli_parse_uint(optarg, 1, 86400, &v)) {
-				fprintf(stderr,
-					"rk copy: --retry-window must be 1..86400 seconds\n");
+			if (cli_duration_opt("copy", synopsis, "--retry-window", optarg, 1000,
+					     86400000, 1000, &v))
 				return RK_EXIT_USAGE;
-			}
-			ro.window_s = (unsigned)v;
+			ro.window_s = (unsigned)(v / 1000);
 			break;
 		case 'P':
 			progress = 1;
 			break;
 		case 'j':
-			json = 1;
+			json_path = cli_json_path(optarg);
+			json = cli_json_to_stdout(json_path);
 			break;
 		case 'q':
 			quiet = 1;
@@ -494,7 +497,7 @@ int rk_cmd_copy(int argc, char **argv)
 			usage(stdout);
 			return RK_EXIT_OK;
 		default:
-			return cli_option_error("copy", synopsis, argv, "rfqh", opts);
+			return cli_option_error("copy", synopsis, argv, "rfqhd:", opts);
 		}
 	}
 	/*
@@ -518,8 +521,8 @@ int rk_cmd_copy(int argc, char **argv)
 	    !parse_target(argv[optind], host, sizeof(host), port, sizeof(port), &dest)) {
 		for (int i = optind; i < argc - 1; i++)
 			user_note(argv[i], quiet || json);
-		return pull(argc - optind, argv + optind, &so, &ro, recursive, (int)timeout * 1000,
-			    token_file, quiet, json);
+		return pull(argc - optind, argv + optind, &so, &ro, recursive, (int)timeout_ms,
+			    token_file, quiet, json_path);
 	}
 	if (parse_target(argv[argc - 1], host, sizeof(host), port, sizeof(port), &dest)) {
 		fprintf(stderr, "rk copy: neither '%s' nor '%s' is HOST[:PORT]:PATH\n",
@@ -529,7 +532,7 @@ int rk_cmd_copy(int argc, char **argv)
 	user_note(argv[argc - 1], quiet || json);
 	so.host = host;
 	so.port = port;
-	so.idle_ms = (int)timeout * 1000;
+	so.idle_ms = (int)timeout_ms;
 	if (token_file) {
 		if (cp_token_load(token_file, token, why, sizeof(why))) {
 			fprintf(stderr, "rk copy: token: %s\n", why);
@@ -561,9 +564,9 @@ int rk_cmd_copy(int argc, char **argv)
 		rc = RK_EXIT_FAILURE;
 	else if (!rc && t.refused)
 		rc = RK_EXIT_REFUSED;
-	if (json) {
-		print_json(&plan, &t, secs, rc, rc ? why : NULL, &rs);
-	} else if (!quiet && (started || !rc)) {
+	if (json_path)
+		print_json(json_path, &plan, &t, secs, rc, rc ? why : NULL, &rs);
+	if (!json && !quiet && (started || !rc)) {
 		char bytes[32], rate[32];
 
 		char again[64] = "";

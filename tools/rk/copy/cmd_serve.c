@@ -56,6 +56,17 @@ struct serve_opts {
 	int serve_reads;
 };
 
+/* A duration option's value (cli_parse_duration) as whole seconds in [@min, @max]; 0 or -1. */
+static int parse_secs(const char *val, uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t ms;
+
+	if (cli_parse_duration(val, &ms) || ms % 1000 || ms / 1000 < min || ms / 1000 > max)
+		return -1;
+	*out = ms / 1000;
+	return 0;
+}
+
 /*
  * Set option @code to @val, from a flag or from the configuration file,
  * with the same parsers either way. @val of 'r' is NULL from the flag,
@@ -97,13 +108,13 @@ static int set_opt(struct serve_opts *o, int code, const char *val)
 	case 'f':
 		return cli_parse_uint(val, 1, UINT32_MAX - 1, &o->max_files);
 	case 'i':
-		return cli_parse_uint(val, 1, 86400, &o->idle);
+		return parse_secs(val, 1, 86400, &o->idle);
 	case 'b':
 		return cli_parse_size(val, &o->max_bytes);
 	case 'o':
 		return cli_parse_uint(val, 1, CP_SERVE_MAX_OPEN, &o->max_open);
 	case 'A':
-		return cli_parse_uint(val, 0, 10ull * 365 * 86400, &o->tmp_age);
+		return parse_secs(val, 0, 10ull * 365 * 86400, &o->tmp_age);
 	case 'R':
 		return cli_parse_size(val, &o->max_ring) ||
 			       o->max_ring < CP_HDR_SIZE + CP_CHUNK_MIN || o->max_ring > (1u << 30)
@@ -159,8 +170,8 @@ static void usage(FILE *f)
 	    "(XXH3-128), under DIR and nowhere else.\n"
 	    "\n"
 	    "options:\n"
-	    "  -d, --dir DIR            directory to write into (required)\n"
-	    "  -a, --addr ADDR          local address to listen on (also picks the device)\n"
+	    "      --dir DIR            directory to write into (required)\n"
+	    "      --addr ADDR          local address to listen on (also picks the device)\n"
 	    "  -p, --port PORT          port (default %s)\n"
 	    "      --dev NAME           RDMA device (default: the one owning ADDR, $RK_DEV,\n"
 	    "                           or the only one)\n"
@@ -179,16 +190,16 @@ static void usage(FILE *f)
 	    "      --max-open N         files open at once per session (default and most %u;\n"
 	    "                           lowered at start so that --max-clients sessions fit in\n"
 	    "                           the fd limit, whose soft value is raised to the hard)\n"
-	    "      --idle SECONDS       drop a session that moves less than 1 MiB of file data\n"
+	    "      --idle DURATION      drop a session that moves less than 1 MiB of file data\n"
 	    "                           in this long (each file or directory made counts 4 KiB;\n"
-	    "                           default 60)\n"
+	    "                           default 60s; whole seconds, a bare number is seconds)\n"
 	    "      --max-ring SIZE      registered ring per session (default 64M); lowered at\n"
 	    "                           start so that --max-clients sessions fit in the\n"
 	    "                           locked-memory limit; a client whose chunk does not\n"
 	    "                           fit in one slot is refused\n"
-	    "      --tmp-age SECONDS    remove temporaries (.NAME.rkpart) of abandoned transfers\n"
+	    "      --tmp-age DURATION   remove temporaries (.NAME.rkpart) of abandoned transfers\n"
 	    "                           untouched this long, at start and while running\n"
-	    "                           (default 86400; 0: never)\n"
+	    "                           (default 24h; whole seconds; 0: never)\n"
 	    "\n"
 	    "service:\n"
 	    "      --config FILE        settings from FILE: 'key = value' lines, keys the long\n"
@@ -476,7 +487,7 @@ int rk_cmd_serve(int argc, char **argv)
 			       .max_ring = 64u << 20};
 	struct sc_file cf = {0};
 	const char *config = NULL;
-	int c, rc;
+	int c, rc, idx = -1;
 
 	/* First the file, then the flags over it: find --config (and --help) first. */
 	optind = 1;
@@ -496,7 +507,16 @@ int rk_cmd_serve(int argc, char **argv)
 		return RK_EXIT_USAGE;
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "d:a:p:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:a:p:h", opts, &idx)) != -1) {
+		/*
+		 * -d DIR and -a ADDR: one more release, then -d is --dev as in
+		 * every rk command, and -a is rk bench's --all (rk help options).
+		 */
+		if (idx < 0 && c == 'd')
+			cli_deprecated("serve", "-d DIR", "--dir DIR (-d will be --dev)");
+		else if (idx < 0 && c == 'a')
+			cli_deprecated("serve", "-a ADDR", "--addr ADDR");
+		idx = -1;
 		if (c != 'C' && set_opt(&o, c, c == 'r' ? NULL : optarg)) {
 			fprintf(stderr, "rk serve: bad option value: %s\n", optarg);
 			sc_free(&cf);

@@ -47,7 +47,7 @@ static void report(const struct cp_pull_opts *o, const struct cp_recv_stats *st,
 	char bytes[32], rate[32];
 	double bps = secs > 0 ? (double)st->bytes * 8 / secs : 0;
 
-	if (o->json) {
+	if (o->json_path) {
 		json_object *j = json_object_new_object();
 
 		if (!j)
@@ -66,9 +66,11 @@ static void report(const struct cp_pull_opts *o, const struct cp_recv_stats *st,
 		json_object_object_add(j, "exit_code", json_object_new_int(rc));
 		if (fatal)
 			json_object_object_add(j, "error", json_object_new_string(fatal));
-		printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+		(void)cli_json_emit("copy", o->json_path,
+				    json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
 		json_object_put(j);
-		return;
+		if (o->json)
+			return;
 	}
 	if (o->quiet)
 		return;

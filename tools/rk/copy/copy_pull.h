@@ -25,7 +25,8 @@ struct cp_pull_opts {
 	int retry_first;
 	int progress; /* an enum cp_progress_mode */ /* --retries given: retry a first connect that
 							finds no answer */
-	int quiet, json;
+	int quiet, json;       /* json: the report is JSON on stdout, nothing else there */
+	const char *json_path; /* --json[=FILE]: "-" (stdout) or FILE; NULL: no JSON */
 };
 
 /*

@@ -26,11 +26,11 @@
 _Static_assert(CP_TOKEN_LEN == DOC_TOKEN_LEN, "rk doctor's hello carries rk copy's token digest");
 
 static const char synopsis[] =
-    "usage: rk doctor [--json]                       this host\n"
-    "       rk doctor [--json] [--timeout MS] [--token-file F] HOST[:PORT]\n"
-    "                                             this host, HOST and the link\n"
-    "       rk doctor --listen [--addr A] [--port P] [--once] [--timeout MS]\n"
-    "                 [--token-file F]\n";
+    "usage: rk doctor [--json[=FILE]]                 this host\n"
+    "       rk doctor [--json[=FILE]] [--timeout DURATION] [--token-file FILE]\n"
+    "                 HOST[:PORT]                     this host, HOST and the link\n"
+    "       rk doctor --listen [--addr ADDR] [--port PORT] [--once]\n"
+    "                 [--timeout DURATION] [--token-file FILE]\n";
 
 static void usage(FILE *out)
 {
@@ -51,16 +51,20 @@ static void usage(FILE *out)
 		"status or CM event, the likely causes in order and what to check on which host;\n"
 		"every step has a deadline and the report says how far the test got.\n"
 		"\n"
-		"  --json          the verdicts and the facts as one JSON object on stdout\n"
-		"  --timeout MS    deadline of each step of the two-host test (default %d;\n"
-		"                  the listener takes the client's, up to its own)\n"
-		"  --listen        serve rk doctor HOST from other hosts, one test at a time\n"
-		"  --addr A        the address to listen on (default: any)\n"
-		"  --port P        TCP port (default %s; HOST:PORT on the other side)\n"
-		"  --once          with --listen: serve one test, then exit\n"
-		"  --token-file F  the access token (a file as for rk copy / rk serve): the\n"
-		"                  listener admits only clients that send it; the client sends it\n"
-		"  -h, --help      this text\n"
+		"  --json[=FILE]        the verdicts and the facts as one JSON object on stdout\n"
+		"                       (instead of the lines), or into FILE (beside them)\n"
+		"  --timeout DURATION   deadline of each step of the two-host test (default\n"
+		"                       %ds; 100ms..60s; the listener takes the client's, up to\n"
+		"                       its own). A bare number is read as milliseconds this\n"
+		"                       release, with a warning: write 5000ms or 5s\n"
+		"  --listen             serve rk doctor HOST from other hosts, one test at a time\n"
+		"  --addr ADDR          the address to listen on (default: any)\n"
+		"  --port PORT          TCP port (default %s; HOST:PORT on the other side)\n"
+		"  --once               with --listen: serve one test, then exit\n"
+		"  --token-file FILE    the access token (a file as for rk copy / rk serve): the\n"
+		"                       listener admits only clients that send it; the client\n"
+		"                       sends it\n"
+		"  -h, --help           this text\n"
 		"\n"
 		"The listener tells a connection nothing (not even its facts) until it has said\n"
 		"hello as rk doctor does, in a first message of at most %d bytes within %d ms,\n"
@@ -72,14 +76,14 @@ static void usage(FILE *out)
 		"after %d x the listener's --timeout + %d s. Refusals are logged to stderr.\n"
 		"\n"
 		"exit: 0 nothing is \u2717, 1 something is, 2 bad command line or token file\n",
-		DOC_DEFAULT_STEP_MS, DOC_DEFAULT_PORT, DOC_HELLO_MAX, DOC_HELLO_MS, DOC_PENDING_MAX,
-		DOC_LINK_STEPS + 3, DOC_LOCAL_CHECKS_MS / 1000);
+		DOC_DEFAULT_STEP_MS / 1000, DOC_DEFAULT_PORT, DOC_HELLO_MAX, DOC_HELLO_MS,
+		DOC_PENDING_MAX, DOC_LINK_STEPS + 3, DOC_LOCAL_CHECKS_MS / 1000);
 }
 
 int rk_cmd_doctor(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},
+	    {"json", optional_argument, NULL, 'j'},
 	    {"listen", no_argument, NULL, 'l'},
 	    {"addr", required_argument, NULL, 'a'},
 	    {"port", required_argument, NULL, 'p'},
@@ -89,7 +93,8 @@ int rk_cmd_doctor(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *addr = NULL, *port = DOC_DEFAULT_PORT, *target = NULL, *token_file = NULL;
+	const char *addr = NULL, *port = DOC_DEFAULT_PORT, *target = NULL, *token_file = NULL,
+		   *json_path = NULL;
 	uint8_t token[CP_TOKEN_LEN];
 	char why[256];
 	struct doc_report r;
@@ -101,7 +106,8 @@ int rk_cmd_doctor(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
-			json = 1;
+			json_path = cli_json_path(optarg);
+			json = cli_json_to_stdout(json_path);
 			break;
 		case 'l':
 			listen = 1;
@@ -120,11 +126,24 @@ int rk_cmd_doctor(int argc, char **argv)
 			token_file = optarg;
 			break;
 		case 't':
-			if (cli_parse_uint(optarg, DOC_STEP_MS_MIN, DOC_STEP_MS_MAX, &step_ms) == 0)
+			/*
+			 * A bare number was milliseconds here (seconds in every
+			 * other rk command): so read one more release, said.
+			 */
+			if (cli_is_bare_number(optarg) &&
+			    cli_parse_uint(optarg, DOC_STEP_MS_MIN, DOC_STEP_MS_MAX, &step_ms) ==
+				0) {
+				fprintf(stderr,
+					"rk doctor: warning: --timeout %s is read as milliseconds "
+					"this release and as seconds in the next; write %sms or "
+					"%gs\n",
+					optarg, optarg, (double)step_ms / 1000);
 				break;
-			fprintf(stderr, "rk doctor: --timeout: %d..%d ms\n", DOC_STEP_MS_MIN,
-				DOC_STEP_MS_MAX);
-			return RK_EXIT_USAGE;
+			}
+			if (cli_duration_opt("doctor", synopsis, "--timeout", optarg,
+					     DOC_STEP_MS_MIN, DOC_STEP_MS_MAX, 1, &step_ms))
+				return RK_EXIT_USAGE;
+			break;
 		case 'h':
 			usage(stdout);
 			return RK_EXIT_OK;
@@ -137,7 +156,7 @@ int rk_cmd_doctor(int argc, char **argv)
 	if (optind < argc)
 		return cli_usage_error("doctor", synopsis, "unexpected argument '%s'",
 				       argv[optind]);
-	if (listen && (target || json))
+	if (listen && (target || json_path))
 		return cli_usage_error("doctor", synopsis,
 				       "--listen takes neither HOST nor --json");
 	if (!listen && (addr || once || port_set))
@@ -160,8 +179,11 @@ int rk_cmd_doctor(int argc, char **argv)
 			printf("\nwith %s:\n", target);
 		doc_peer_run(&r, target, (int)step_ms, token_file ? token : NULL);
 	}
-	if (json) {
+	if (!json)
+		printf("\n%d \u2717, %d !, %d not checked\n", r.nfail, r.nwarn, r.nskip);
+	if (json_path) {
 		struct json_object *o = json_object_new_object();
+		int bad;
 
 		json_object_object_add(o, "rk_version", json_object_new_string(rk_version()));
 		if (target)
@@ -172,11 +194,14 @@ int rk_cmd_doctor(int argc, char **argv)
 		json_object_object_add(o, "not_checked", json_object_new_int(r.nskip));
 		json_object_object_add(o, "checks", r.checks);
 		json_object_object_add(o, "facts", r.facts);
-		printf("%s\n", json_object_to_json_string_ext(
-				   o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(o);
+		bad =
+		    cli_json_emit("doctor", json_path,
+				  json_object_to_json_string_ext(
+				      o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(o); /* with r.checks and r.facts */
+		if (bad)
+			return RK_EXIT_FAILURE;
 	} else {
-		printf("\n%d \u2717, %d !, %d not checked\n", r.nfail, r.nwarn, r.nskip);
 		doc_report_free(&r);
 	}
 	return r.nfail ? RK_EXIT_FAILURE : RK_EXIT_OK;

@@ -71,7 +71,7 @@ static const struct option long_opts[] = {
     {"dev", required_argument, NULL, OPT_DEV},
     {"watchdog", required_argument, NULL, OPT_WATCHDOG},
     {"wait", required_argument, NULL, OPT_WAIT},
-    {"json", required_argument, NULL, OPT_JSON},
+    {"json", optional_argument, NULL, OPT_JSON},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"poll", required_argument, NULL, OPT_POLL},
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
@@ -97,8 +97,9 @@ static void usage(FILE *out)
 	    "\n"
 	    "what each pair measures (every rank must give the same; others are refused):\n"
 	    "  --size SIZE          WRITE bandwidth message size (default 1M), each direction\n"
-	    "  --duration SEC       seconds per bandwidth direction (default 2)\n"
-	    "  --lat-duration SEC   seconds of 64 B WRITE latency (default 1)\n"
+	    "  --duration DURATION  per bandwidth direction (default 2s; whole seconds, a\n"
+	    "                       bare number is seconds)\n"
+	    "  --lat-duration DURATION  of 64 B WRITE latency (default 1s)\n"
 	    "  --poll MODE          busy (default) | event | adaptive: how completions are\n"
 	    "                       awaited; not busy, the latency run is WRITE WITH IMMEDIATE\n"
 	    "                       (a receive completion to wait for); event where a host\n"
@@ -109,10 +110,10 @@ static void usage(FILE *out)
 	    "  --intra              also pairs of ranks on the same host (skipped otherwise)\n"
 	    "  --quick              one round only (n / 2 links)\n"
 	    "  --pairs FILE         only these pairs: \"A B\" rank numbers a line, '#' comments\n"
-	    "  --port BASE          a pair's server listens on BASE + 3 x rank + 0..2\n"
+	    "  --port PORT          a pair's server listens on PORT + 3 x rank + 0..2\n"
 	    "                       (default %u; TCP and rdma_cm)\n"
-	    "  --watchdog SEC       a session with no progress this long fails (default 10)\n"
-	    "  --wait SEC           how long rank 0 waits for every rank to join (default 60)\n"
+	    "  --watchdog DURATION  a session with no progress this long fails (default 10s)\n"
+	    "  --wait DURATION      how long rank 0 waits for every rank to join (default 60s)\n"
 	    "\n"
 	    "this rank:\n"
 	    "  --rendezvous HOST[:PORT]  where rank 0 listens (default: RK_MATRIX_ADDR, or\n"
@@ -120,11 +121,13 @@ static void usage(FILE *out)
 	    "                       rk-matrix-mpi: rank 0's host name; port %s)\n"
 	    "  --addr ADDR          this rank's RDMA address (default: the local address of\n"
 	    "                       its connection to rank 0)\n"
-	    "  --dev DEV            the RDMA device (default: the one that routes to the peer)\n"
+	    "  -d, --dev NAME       the RDMA device (default: the one that routes to the peer)\n"
 	    "  --listen-any         rank 0: the rendezvous on every address (default: only\n"
 	    "                       the rendezvous address, unless that is a loopback\n"
 	    "                       address rank 0's host name resolves to)\n"
-	    "  --json FILE          rank 0: every rank and pair as one JSON document\n"
+	    "  --json[=FILE]        rank 0: every rank and pair as one JSON document on\n"
+	    "                       stdout (the text report then goes to stderr), or into\n"
+	    "                       FILE ('--json FILE': one more release, with a warning)\n"
 	    "  --plot FILE          rank 0: the bandwidth heatmap as PNG (gnuplot)\n"
 	    "\n"
 	    "who may join (rank 0 refuses and logs any other hello; every rank the same):\n"
@@ -185,6 +188,17 @@ static int parse_frac(const char *opt, const char *arg, double min, double max, 
 	return 0;
 }
 
+/* A duration in whole seconds, @min..@max (cli_duration_opt says what is wrong). */
+static int parse_secs(const char *opt, const char *arg, uint32_t min, uint32_t max, uint32_t *out)
+{
+	uint64_t ms;
+
+	if (cli_duration_opt("matrix", synopsis, opt, arg, min * 1000ull, max * 1000ull, 1000, &ms))
+		return -1;
+	*out = (uint32_t)(ms / 1000);
+	return 0;
+}
+
 static int apply(int c, const char *arg, struct mx_opts *o)
 {
 	uint64_t size;
@@ -196,9 +210,9 @@ static int apply(int c, const char *arg, struct mx_opts *o)
 		o->size = (uint32_t)size;
 		return 0;
 	case OPT_DURATION:
-		return parse_u32("--duration", arg, 1, 3600, &o->duration_s);
+		return parse_secs("--duration", arg, 1, 3600, &o->duration_s);
 	case OPT_LAT_DURATION:
-		return parse_u32("--lat-duration", arg, 1, 3600, &o->lat_duration_s);
+		return parse_secs("--lat-duration", arg, 1, 3600, &o->lat_duration_s);
 	case OPT_BW_FRAC:
 		return parse_frac("--bw-frac", arg, 0, 1, &o->bw_frac);
 	case OPT_LAT_MULT:
@@ -227,9 +241,9 @@ static int apply(int c, const char *arg, struct mx_opts *o)
 		o->dev = arg;
 		return 0;
 	case OPT_WATCHDOG:
-		return parse_u32("--watchdog", arg, 1, 3600, &o->watchdog_s);
+		return parse_secs("--watchdog", arg, 1, 3600, &o->watchdog_s);
 	case OPT_WAIT:
-		return parse_u32("--wait", arg, 1, 86400, &o->wait_s);
+		return parse_secs("--wait", arg, 1, 86400, &o->wait_s);
 	case OPT_JSON:
 		o->json_path = arg;
 		return 0;
@@ -276,13 +290,19 @@ static int parse(int argc, char **argv, struct mx_opts *o)
 	o->wait_s = 60;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hd:", long_opts, NULL)) != -1) {
+		if (c == 'd')
+			c = OPT_DEV;
+		if (c == OPT_JSON) { /* --json[=FILE]; "--json FILE" one more release */
+			o->json_path = cli_json_legacy_file("matrix", argc, argv, optarg);
+			continue;
+		}
 		if (c == 'h') {
 			usage(stdout);
 			return 1;
 		}
 		if (c == '?' || c == ':') {
-			cli_option_error("matrix", synopsis, argv, "h", long_opts);
+			cli_option_error("matrix", synopsis, argv, "hd:", long_opts);
 			return -1;
 		}
 		if (apply(c, optarg, o))
@@ -362,6 +382,9 @@ static json_object *params_json(const struct mx_opts *o)
 }
 
 /* Rank 0's report, after the matrix. */
+/* --json without FILE: the real stdout, kept for the JSON alone; stdout is stderr meanwhile. */
+static int json_fd = -1;
+
 static int report(struct mx_coord *c, const struct mx_opts *o)
 {
 	struct rk_error err;
@@ -372,7 +395,12 @@ static int report(struct mx_coord *c, const struct mx_opts *o)
 		cli_report(MATRIX_PROG, "rendezvous", &c->err);
 		return RK_EXIT_FAILURE;
 	}
-	mx_report_text(&c->m, o);
+	mx_report_text(&c->m, o); /* on stderr when the JSON takes stdout (json_fd) */
+	if (json_fd >= 0 && (fflush(stdout) || dup2(json_fd, STDOUT_FILENO) < 0)) {
+		bench_fail(&err, errno, "--json: stdout: %s", strerror(errno));
+		cli_report(MATRIX_PROG, "json", &err);
+		return RK_EXIT_FAILURE;
+	}
 	if (o->json_path && mx_report_json(&c->m, o, o->json_path, &err)) {
 		cli_report(MATRIX_PROG, "json", &err);
 		bad = 1;
@@ -405,6 +433,15 @@ int rk_cmd_matrix(int argc, char **argv)
 	if (read_pairs(&o)) {
 		free(o.pairs_text);
 		return RK_EXIT_USAGE;
+	}
+	if (cli_json_to_stdout(o.json_path)) {
+		fflush(stdout);
+		json_fd = dup(STDOUT_FILENO);
+		if (json_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+			fprintf(stderr, "rk matrix: --json: stdout: %s\n", strerror(errno));
+			free(o.pairs_text);
+			return RK_EXIT_FAILURE;
+		}
 	}
 	if (mx_launch_start(&la, &argc, &argv, o.rdv, why, sizeof(why))) {
 		fprintf(stderr, "rk matrix: %s\n", why);
@@ -476,5 +513,9 @@ out:
 	json_object_put(params);
 	mx_launch_end(&la);
 	free(o.pairs_text);
+	if (json_fd >= 0) {
+		close(json_fd);
+		json_fd = -1;
+	}
 	return rc;
 }

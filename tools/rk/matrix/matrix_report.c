@@ -13,6 +13,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_ctl.h"
+#include "cli.h"
 #include "matrix_report.h"
 
 static const char *verdict_name(uint32_t v)
@@ -265,6 +266,14 @@ int mx_report_json(const struct mx_matrix *m, const struct mx_opts *o, const cha
 	json_object *doc = matrix_json(m, o);
 	char tmp[4096];
 	int r = 0;
+
+	if (cli_json_to_stdout(path)) { /* --json without FILE */
+		printf("%s\n", json_object_to_json_string_ext(
+				   doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(doc);
+		return fflush(stdout) ? bench_fail(err, EIO, "--json: stdout: %s", strerror(errno))
+				      : 0;
+	}
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >= sizeof(tmp)) {
 		json_object_put(doc);
