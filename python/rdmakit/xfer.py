@@ -15,7 +15,9 @@ with RemoteAccessError and touches nothing.
 A Peer is 1..16 connections (lanes) to one other node, made with rdma_cm:
 ``Xfer.connect(host, port, lanes=2)`` on one side, ``Xfer.listen(port)``
 and ``Listener.accept()`` on the other. A batch's ops are striped over the
-lanes.
+lanes. ``Xfer.connect_lane(host, port, app_id)`` makes a Peer of one lane
+to a server of another protocol (its own hello, its accept's private data
+returned).
 
     import rdmakit
     from rdmakit import Read
@@ -36,10 +38,10 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Dict, Optional, Union
+from typing import Dict, Optional, Tuple, Union
 
 from ._rk import ffi, lib
-from ._util import Closable, check_int, closed, raise_error, track
+from ._util import U32_MAX, Closable, check_int, closed, raise_error, track
 from .device import Device
 from .xfer_base import LANES_APP_ID, READ, WRITE, Access, OpStatus, _free_batch, _Lock, _TOKEN_LEN
 from .xfer_batch import Batch, Op, Read, Write
@@ -143,7 +145,30 @@ class Xfer(Closable):
         n = check_int(lanes, "lanes", 1, lib.RK_XFER_LANES_MAX)
         token = os.urandom(_TOKEN_LEN)
         hellos = [(LANES_APP_ID, i | n << 8, token) for i in range(n)]
-        return connect_lanes(self, host, port, hellos, mode, timeout, src_addr)
+        return connect_lanes(self, host, port, hellos, mode, timeout, src_addr)[0]
+
+    def connect_lane(self, host: str, port: Union[int, str], app_id: int, *, app_arg: int = 0,
+                     token: bytes = b"", mode: str = "busy", timeout: Optional[float] = None,
+                     src_addr: Optional[str] = None) -> Tuple["Peer", bytes]:
+        """A peer of one lane to a server of another protocol: one rdma_cm
+        connection to ``host``:``port`` whose hello carries ``app_id``,
+        ``app_arg`` (each 0..2**32-1) and ``token`` (0..32 bytes), not this
+        package's lane hello (that is Xfer.connect, to a Listener). Returns
+        the Peer and the private data the server sent with its accept (up
+        to 128 bytes, b"" when none; the transport may pad it with zeros:
+        the server's protocol says which bytes count). ``mode``,
+        ``timeout``, ``src_addr``: as connect(). Costs one connection
+        handshake (a few milliseconds). Raises RefusedError (nobody
+        listens, or the server rejected the hello: its reason in the
+        message), DeadlineError, or another Error."""
+        aid = check_int(app_id, "app_id", 0, U32_MAX)
+        arg = check_int(app_arg, "app_arg", 0, U32_MAX)
+        if not isinstance(token, (bytes, bytearray, memoryview)):
+            raise TypeError("token: bytes expected, not %s" % type(token).__name__)
+        tok = bytes(token)
+        if len(tok) > lib.RK_HELLO_TOKEN_MAX:
+            raise ValueError("token: %d bytes, at most %d" % (len(tok), lib.RK_HELLO_TOKEN_MAX))
+        return connect_lanes(self, host, port, [(aid, arg, tok)], mode, timeout, src_addr)
 
     def listen(self, port: Union[int, str] = 0, *, addr: Optional[str] = None,
                mode: str = "busy", max_pending: int = 8) -> "Listener":

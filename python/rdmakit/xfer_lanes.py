@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
 def connect_lanes(xfer: "Xfer", host: str, port: Union[int, str],
                   hellos: List[Tuple[int, int, bytes]], mode: str, timeout: Optional[float],
-                  src_addr: Optional[str]) -> Peer:
+                  src_addr: Optional[str]) -> Tuple[Peer, bytes]:
     """A Peer of len(hellos) lanes to ``host``:``port``, lane i connected
-    with hello i (app_id, app_arg, token), one after the other (for
-    Xfer.connect, which makes the hellos)."""
+    with hello i (app_id, app_arg, token), one after the other; and the
+    private data the server accepted lane 0 with (copied). Xfer.connect
+    and Xfer.connect_lane, which check the hellos."""
     n = len(hellos)
     wm = wait_mode(mode)
     ms = _finite_ms(timeout, "timeout", 0)
@@ -51,7 +52,10 @@ def connect_lanes(xfer: "Xfer", host: str, port: Union[int, str],
             if r < 0:
                 raise_error(r, err)
             conns.append(out[0])
-        return Peer(xfer, cq, conns, mode, "%s:%s" % (host, port))
+        ln = ffi.new("size_t *")
+        p = lib.rk_conn_peer_data(conns[0], ln)
+        data = ffi.unpack(ffi.cast("char *", p), ln[0]) if p != ffi.NULL else b""
+        return Peer(xfer, cq, conns, mode, "%s:%s" % (host, port)), data
     except BaseException:
         for c in reversed(conns):
             lib.rk_conn_destroy(c)
