@@ -248,6 +248,7 @@ struct rk_cm_connect_opts {
 };
 int rk_cm_connect(struct rk_device *dev, const struct rk_cm_connect_opts *opts,
 		  struct rk_error *err, struct rk_conn **out);
+const void *rk_conn_peer_data(const struct rk_conn *conn, size_t *len);
 struct rk_listener;
 struct rk_cm_request;
 struct rk_listen_opts {

@@ -235,6 +235,28 @@ def test_xfer_objects_need_their_parents():
         rdmakit.Op(None, None)
 
 
+def test_connect_lane_checks_its_arguments_first():
+    # Checked before the Xfer or the network is touched: no device needed.
+    lane = rdmakit.Xfer.connect_lane
+    for kw, exc, word in (
+            (dict(app_id=-1), ValueError, "app_id"),
+            (dict(app_id=1 << 32), ValueError, "app_id"),
+            (dict(app_id="KVC1"), TypeError, "app_id"),
+            (dict(app_id=1, app_arg=1 << 32), ValueError, "app_arg"),
+            (dict(app_id=1, token="abc"), TypeError, "token"),
+            (dict(app_id=1, token=bytes(33)), ValueError, "token.*at most 32"),
+            (dict(app_id=1, mode="sleepy"), ValueError, "mode"),
+            (dict(app_id=1, timeout=-1.0), ValueError, "timeout"),
+            (dict(app_id=1, timeout=math.inf), ValueError, "timeout"),
+            (dict(app_id=1, src_addr=7), TypeError, "src_addr")):
+        with pytest.raises(exc, match=word):
+            lane(None, "127.0.0.1", 7550, **kw)
+    with pytest.raises(TypeError, match="host"):
+        lane(None, None, 7550, 1)
+    with pytest.raises(TypeError):
+        lane(None, "127.0.0.1", 7550)  # app_id is required
+
+
 def test_segment_buffers_are_checked_like_answers():
     # Segment takes its buffer through out_buffer, with a 64-bit limit.
     with pytest.raises(ValueError, match="buf.*at most 5"):

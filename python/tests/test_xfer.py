@@ -361,7 +361,11 @@ time.sleep(120)
 
 
 def test_owner_killed_mid_batch(dev):
-    # The owner dies while a 256 MiB READ batch runs: "peer gone" well within its deadline.
+    # The owner dies while a 256 MiB READ batch runs: the batch fails well within its
+    # deadline and the peer is gone. The dead owner's kernel frees its memory and its
+    # lanes in no fixed order: a READ in flight meets either the lanes' disconnect
+    # (PeerGoneError) or, when the memory went first, the owner's NIC refusing it
+    # (RemoteAccessError; seen with the guest loaded by other tests).
     proc = subprocess.Popen([sys.executable, "-c", OWNER_PROC, str(PORT + 2)],
                             stdout=subprocess.PIPE, text=True)
     usr = rdmakit.Xfer(dev)
@@ -373,10 +377,17 @@ def test_owner_killed_mid_batch(dev):
         b = up.post([Read(lseg, rem)] * 4, timeout=60)
         proc.kill()
         t0 = time.monotonic()
-        with pytest.raises(rdmakit.PeerGoneError) as ei:
+        with pytest.raises((rdmakit.PeerGoneError, rdmakit.RemoteAccessError)) as ei:
             b.wait()
-        assert ei.value.errno == errno.ECONNRESET and "peer gone" in str(ei.value)
+        if isinstance(ei.value, rdmakit.PeerGoneError):
+            assert ei.value.errno == errno.ECONNRESET and "peer gone" in str(ei.value)
+        else:
+            assert ei.value.errno == errno.EREMOTEIO
+            assert errno.EREMOTEIO in [b.op_status(i).errno for i in range(4)]
+        print("owner killed: %s after %.2f s" % (type(ei.value).__name__, time.monotonic() - t0))
         assert time.monotonic() - t0 < 30
+        with pytest.raises(rdmakit.PeerGoneError):  # every lane down, within the same 30 s
+            up.notif_wait(max(0.1, 30 - (time.monotonic() - t0)))
         assert not up.alive
         with pytest.raises(rdmakit.PeerGoneError):
             up.post(Read(lseg, rem, 8))
