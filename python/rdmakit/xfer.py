@@ -188,11 +188,14 @@ class Xfer(Closable):
 
     def _reap(self, peer=None):
         """Free the dropped batches that ended (all of @peer's). Lock held."""
+        # Swapped out first: a Batch finalised meanwhile (garbage collection
+        # on this thread) appends to the new list, not to one being replaced.
+        orphans, self._orphans = self._orphans, []
         keep, done = [], []
-        for o in self._orphans:
+        for o in orphans:
             (done if o[1] is peer or lib.rk_xfer_batch_check(o[0], ffi.NULL) != 0
              else keep).append(o)
-        self._orphans[:] = keep
+        self._orphans.extend(keep)
         for h, p, _ in done:
             _free_batch(h, p)
 
@@ -213,6 +216,18 @@ class Xfer(Closable):
     def close(self) -> None:
         """Close the peers (their batches are canceled), listeners and
         segments, then the set. Idempotent."""
+        # The listeners first, without the set's lock: an accept under way
+        # holds its listener's lock and takes the set's to make its Peer, so
+        # closing a listener under the set's lock could wait for it forever.
+        with self._lock:
+            if self._closed:
+                return
+            listeners = [c for c in self._children if isinstance(c, Listener)]
+        for c in listeners:
+            try:
+                c.close()
+            except Exception:
+                pass
         with self._lock:
             if self._closed:
                 return

@@ -311,10 +311,12 @@ class Peer(Closable):
             if b._b != ffi.NULL and b._result is None and b._keep and any(
                     o.local is seg for o in b._keep):
                 b._free_locked()
+        x = self._xfer
+        orphans, x._orphans = x._orphans, []  # as Xfer._reap: finalisers append to the new one
         keep, done = [], []
-        for o in self._xfer._orphans:
+        for o in orphans:
             (done if o[1] is self and any(op.local is seg for op in o[2]) else keep).append(o)
-        self._xfer._orphans[:] = keep
+        x._orphans.extend(keep)
         for h, p, _ in done:
             _free_batch(h, p)
 

@@ -22,7 +22,11 @@ class Segment(Closable):
     ``buf`` is any writable, C-contiguous object with the buffer protocol
     (bytearray, memoryview, mmap, numpy array, ...): registered in place,
     never copied. The segment holds a view of it, so while registered it
-    cannot be freed, resized or (mmap) closed; close() lets it go.
+    cannot be freed, resized or (mmap) closed; close() lets it go. One
+    exception the buffer protocol cannot stop: numpy's
+    ``ndarray.resize(..., refcheck=False)`` moves the array's memory
+    whatever holds a view of it, and the NIC then reaches freed memory;
+    never resize a registered array that way.
 
     ``access``: what exports of it may grant (READ | WRITE, the default;
     0 for a batch's local buffers only). Registration goes through the
