@@ -33,7 +33,9 @@
  *     KV_M_BYE (3)     request: u64 ticket. The server revokes the
  *                      descriptor; a READ with it fails afterwards at the
  *                      client (remote access error). answer: empty.
- *                      codes:   EINVAL, ENOENT, EPERM as KV_M_HELLO.
+ *                      codes:   EINVAL, ENOENT, EPERM as KV_M_HELLO;
+ *                               EIO (the revoke timed out and the lane
+ *                               was disconnected: access ended anyway).
  *
  *     Binding: the first KV_M_HELLO or KV_M_BYE with a ticket binds its
  *     lane to the RPC connection that sent it; later ones for that lane
