@@ -16,40 +16,53 @@
 #include <string.h>
 
 #include "kv_cache.h"
+#include "kv_wire.h"
 
 static void usage(FILE *f)
 {
-	ex_pair_usage(f,
-		      "A block cache read one-sided: keys found by RPC, blocks read by RDMA READ\n"
-		      "with a descriptor the server exports to each client, every block checked.\n",
-		      "7550",
-		      "                    (data lanes on PORT + 1)\n"
-		      "  -b, --blocks N    server: blocks of 4 KiB held, 1..65536 (default 256)\n"
-		      "  -n, --clients N   server: exit after N clients said bye and left, 0 = "
-		      "never\n"
-		      "                    (default 1)\n"
-		      "  -m, --mode M      server: access control, auto|mw|mr (default auto:\n"
-		      "                    memory windows where the device has them)\n"
-		      "  -k, --keys N      client: look up keys 0..N-1, 1..1000000 (default 300)\n"
-		      "  -B, --batch N     client: blocks per READ batch, 1..%d (default 16)\n",
-		      KV_BATCH_MAX);
+	ex_pair_usage(
+	    f,
+	    "A block cache read one-sided: keys found by RPC, blocks read by RDMA READ\n"
+	    "with a descriptor the server exports to each client, every block checked.\n",
+	    "7550",
+	    "                    (data lanes on PORT + 1)\n"
+	    "  -b, --blocks N    server: blocks of 4 KiB held, 1..65536 (default 256)\n"
+	    "  -n, --clients N   server: exit after N clients said bye and left, 0 = "
+	    "never\n"
+	    "                    (default 1)\n"
+	    "  -m, --mode M      server: access control, auto|mw|mr (default auto:\n"
+	    "                    memory windows where the device has them)\n"
+	    "  -l, --lease S     server: a client's access ends S seconds after its last\n"
+	    "                    hello or lookup, 1..3600 (default 30)\n"
+	    "  -k, --keys N      client: look up keys 0..N-1, 1..1000000 (default 300)\n"
+	    "  -B, --batch N     client: blocks per READ batch, 1..%d (default 16)\n",
+	    KV_BATCH_MAX);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"server", no_argument, NULL, 's'},	       {"client", no_argument, NULL, 'c'},
-	    {"port", required_argument, NULL, 'p'},    {"blocks", required_argument, NULL, 'b'},
-	    {"clients", required_argument, NULL, 'n'}, {"mode", required_argument, NULL, 'm'},
-	    {"keys", required_argument, NULL, 'k'},    {"batch", required_argument, NULL, 'B'},
-	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0}};
-	struct kv_args a = {
-	    .pair.port = "7550", .blocks = 256, .clients = 1, .keys = 300, .batch = 16};
+	static const struct option opts[] = {{"server", no_argument, NULL, 's'},
+					     {"client", no_argument, NULL, 'c'},
+					     {"port", required_argument, NULL, 'p'},
+					     {"blocks", required_argument, NULL, 'b'},
+					     {"clients", required_argument, NULL, 'n'},
+					     {"mode", required_argument, NULL, 'm'},
+					     {"lease", required_argument, NULL, 'l'},
+					     {"keys", required_argument, NULL, 'k'},
+					     {"batch", required_argument, NULL, 'B'},
+					     {"help", no_argument, NULL, 'h'},
+					     {NULL, 0, NULL, 0}};
+	struct kv_args a = {.pair.port = "7550",
+			    .blocks = 256,
+			    .clients = 1,
+			    .lease_s = KV_LEASE_MS / 1000,
+			    .keys = 300,
+			    .batch = 16};
 	long port;
 	int opt;
 
 	ex_set_prog(argv[0]);
-	while ((opt = getopt_long(argc, argv, "scp:b:n:m:k:B:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "scp:b:n:m:l:k:B:h", opts, NULL)) != -1) {
 		if (ex_pair_option(&a.pair, opt, optarg, usage))
 			continue;
 		if (opt == 'b')
@@ -57,6 +70,8 @@ int main(int argc, char **argv)
 		else if (opt == 'n')
 			a.clients =
 			    ex_opt_num(optarg, 0, 1000000, "--clients: a number in 0..1000000");
+		else if (opt == 'l')
+			a.lease_s = ex_opt_num(optarg, 1, 3600, "--lease: seconds, 1..3600");
 		else if (opt == 'k')
 			a.keys = ex_opt_num(optarg, 1, 1000000, "--keys: a number in 1..1000000");
 		else if (opt == 'B')

@@ -18,6 +18,7 @@ struct kv_args {
 	long blocks;		/* server: blocks held */
 	long clients;		/* server: exit after this many said bye and left; 0 = never */
 	enum rk_xfer_mode mode; /* server: how access is controlled */
+	long lease_s;		/* server: access lasts this long after a hello or lookup */
 	long keys;		/* client: keys looked up, 0 .. keys - 1 */
 	long batch;		/* client: blocks per READ batch */
 };

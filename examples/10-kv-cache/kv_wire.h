@@ -13,16 +13,45 @@
  *                               rk_xfer_import's input). It grants RDMA
  *                               READ of nblocks * block_size bytes, on the
  *                               data lane that received the ticket only.
+ *                               Saying hello again gives the same
+ *                               descriptor and renews the lease (below).
+ *                               If the lane's handshake has not ended at
+ *                               the server yet, the answer waits for it
+ *                               (at most KV_ESTABLISH_MS).
  *                      codes:   EINVAL (request not 8 bytes), ENOENT (no
- *                               such ticket), EALREADY (said bye), EIO.
+ *                               such ticket, or its lane closed), EPERM
+ *                               (the lane is bound to another RPC
+ *                               connection), EALREADY (said bye), EBUSY
+ *                               (a hello for that lane is still waiting),
+ *                               EIO.
  *     KV_M_LOOKUP (2)  request: n u64 keys, 1 <= n <= KV_LOOKUP_MAX.
  *                      answer:  n u64: the byte offset of each key's block
- *                               in the segment, or KV_ABSENT.
+ *                               in the segment, or KV_ABSENT. Renews the
+ *                               lease of every lane bound to this RPC
+ *                               connection.
  *                      codes:   EINVAL (a length not 8 * (1..256)).
  *     KV_M_BYE (3)     request: u64 ticket. The server revokes the
  *                      descriptor; a READ with it fails afterwards at the
  *                      client (remote access error). answer: empty.
- *                      codes:   EINVAL, ENOENT as KV_M_HELLO.
+ *                      codes:   EINVAL, ENOENT, EPERM as KV_M_HELLO;
+ *                               EIO (the revoke timed out and the lane
+ *                               was disconnected: access ended anyway).
+ *
+ *     Binding: the first KV_M_HELLO or KV_M_BYE with a ticket binds its
+ *     lane to the RPC connection that sent it; later ones for that lane
+ *     from any other RPC connection get EPERM. So say hello and bye on
+ *     the same RPC connection. Known limits: the server knows an RPC
+ *     connection by its peer's address and port only (rpc.h tells a
+ *     handler no more), so once that connection has closed, a new one
+ *     from the same host that gets the same port passes for it; and the
+ *     ticket travels in clear in the lane's rdma_cm private data (as all
+ *     RDMA traffic does): whoever watches the wire can present it first.
+ *
+ *     The lease: access ends KV_LEASE_MS (the server's --lease may set
+ *     another) after the last KV_M_HELLO or KV_M_LOOKUP of the RPC
+ *     connection the lane is bound to; the server then revokes the
+ *     descriptor and closes the lane. A client that reads for longer
+ *     renews it (a KV_M_LOOKUP of one key does).
  *
  *  2. The data lane on PORT + 1: an rdma_cm connection (rk_cm_connect)
  *     whose hello (cm.h) has app_id KV_APP_ID, app_arg 0, no token. The
@@ -30,10 +59,18 @@
  *     are the u64 ticket, random, naming this lane (the transport may pad
  *     it: ignore the rest). The client makes the lane one rk_xfer_peer of
  *     one lane (in the rk_xfer's PD), says KV_M_HELLO with the ticket and
- *     READs blocks on the lane; it never posts on the lane itself. A lane
- *     that has not said hello within KV_CLAIM_MS, or has said bye and
- *     lingers that long, is closed; at most 16 lanes at once (more are
- *     refused busy). Access lasts while the lane is up, until KV_M_BYE.
+ *     READs blocks on the lane; it never posts on the lane itself. Limits
+ *     (each closes the lane, or refuses its connect busy):
+ *      - the handshake must end (the client's rdma_cm ESTABLISHED, which
+ *        sends the server its ready-to-use message) within
+ *        KV_ESTABLISH_MS of the server's accept;
+ *      - the lane must say hello within KV_CLAIM_MS of that;
+ *      - the lease, above;
+ *      - after bye it may linger KV_CLAIM_MS, no more;
+ *      - at most KV_LANES_MAX lanes at once, KV_LANES_PER_ADDR of them
+ *        from one address (any port).
+ *     Access lasts while the lane is up and its lease runs, until
+ *     KV_M_BYE.
  *
  * The data: the server holds keys 0 .. nblocks - 1, each in a block of its
  * own (in a shuffled order, so ask: KV_M_LOOKUP). Word i (u64) of the
@@ -46,17 +83,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KV_APP_ID     0x4b564331u /* "KVC1": the data lane's rdma_cm hello */
-#define KV_M_HELLO    1
-#define KV_M_LOOKUP   2
-#define KV_M_BYE      3
-#define KV_BLOCK_SIZE 4096u
-#define KV_LOOKUP_MAX 256u /* keys per KV_M_LOOKUP: 2 KiB, sent inline */
-#define KV_ABSENT     UINT64_MAX
-#define KV_TICKET_LEN 8u
-#define KV_HELLO_HDR  8u /* block_size, nblocks before the descriptor */
-#define KV_CLAIM_MS   10000
-#define KV_GOLDEN     0x9e3779b97f4a7c15ull
+#define KV_APP_ID	  0x4b564331u /* "KVC1": the data lane's rdma_cm hello */
+#define KV_M_HELLO	  1
+#define KV_M_LOOKUP	  2
+#define KV_M_BYE	  3
+#define KV_BLOCK_SIZE	  4096u
+#define KV_LOOKUP_MAX	  256u /* keys per KV_M_LOOKUP: 2 KiB, sent inline */
+#define KV_ABSENT	  UINT64_MAX
+#define KV_TICKET_LEN	  8u
+#define KV_HELLO_HDR	  8u /* block_size, nblocks before the descriptor */
+#define KV_CLAIM_MS	  10000
+#define KV_ESTABLISH_MS	  3000	/* a lane's handshake, from the server's accept */
+#define KV_LEASE_MS	  30000 /* access without a hello or lookup (server default) */
+#define KV_LANES_MAX	  16	/* lanes at once: each pins a QP and its queues */
+#define KV_LANES_PER_ADDR 4	/* ... from one address: a quarter of them */
+#define KV_GOLDEN	  0x9e3779b97f4a7c15ull
 
 /* splitmix64's finaliser: a fixed, well-mixed function of x. */
 static inline uint64_t kv_mix(uint64_t x)
