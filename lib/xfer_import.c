@@ -73,3 +73,8 @@ unsigned rk_xfer_remote_access(const struct rk_xfer_remote *r)
 {
 	return r->d.access;
 }
+
+enum rk_xfer_mode rk_xfer_remote_mode(const struct rk_xfer_remote *r)
+{
+	return (enum rk_xfer_mode)r->d.mode;
+}

@@ -277,8 +277,7 @@ static void read_blocks(struct kv *k, const uint64_t *off, struct rk_xfer_seg *l
  */
 static void other_lane(struct kv *k, struct rk_xfer_seg *lseg, uint8_t *buf, uint64_t off0)
 {
-	/* xfer.h has no accessor for it: byte 6 of the (checked) descriptor. */
-	int windows = k->desc[6] == RK_XFER_MW;
+	int windows = rk_xfer_remote_mode(k->blocks) == RK_XFER_MW;
 	struct rk_xfer_op op = {
 	    .op = RK_XFER_OP_READ, .local = lseg, .remote_off = off0, .len = KV_BLOCK_SIZE};
 	struct rk_xfer_remote *r2;

@@ -363,6 +363,13 @@ RK_API void rk_xfer_remote_free(struct rk_xfer_remote *r);
 /* rk_xfer_remote_len, _access - what the descriptor grants. */
 RK_API uint64_t rk_xfer_remote_len(const struct rk_xfer_remote *r);
 RK_API unsigned rk_xfer_remote_access(const struct rk_xfer_remote *r);
+/*
+ * rk_xfer_remote_mode - how the owner protects what the descriptor grants
+ * (RK_XFER_MW: windows bound to this peer's lanes; RK_XFER_MR: a
+ * registration, honoured by every QP of the owner's PD). A field of the
+ * checked descriptor: free, no I/O; thread-safe while @r lives.
+ */
+RK_API enum rk_xfer_mode rk_xfer_remote_mode(const struct rk_xfer_remote *r);
 
 enum rk_xfer_opcode {
 	RK_XFER_OP_READ = 0,  /* remote -> local */
