@@ -334,6 +334,7 @@ int rk_xfer_import(struct rk_xfer_peer *peer, const void *buf, size_t len,
 void rk_xfer_remote_free(struct rk_xfer_remote *r);
 uint64_t rk_xfer_remote_len(const struct rk_xfer_remote *r);
 unsigned rk_xfer_remote_access(const struct rk_xfer_remote *r);
+enum rk_xfer_mode rk_xfer_remote_mode(const struct rk_xfer_remote *r);
 enum rk_xfer_opcode { RK_XFER_OP_READ, RK_XFER_OP_WRITE, ... };
 struct rk_xfer_op {
 	enum rk_xfer_opcode op;

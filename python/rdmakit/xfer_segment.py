@@ -178,6 +178,9 @@ class Remote(Closable):
         """The exported segment's length in bytes."""
         self.access: Access = Access(lib.rk_xfer_remote_access(handle) & 3)
         """What the descriptor grants."""
+        self.mode: str = "mw" if lib.rk_xfer_remote_mode(handle) == lib.RK_XFER_MW else "mr"
+        """How the owner protects it: "mw" (windows bound to this peer's
+        lanes) or "mr" (a registration every QP of the owner's PD honours)."""
         peer._remotes.add(self)
         peer._holds += 1
 

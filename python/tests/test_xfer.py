@@ -87,6 +87,7 @@ def test_sizes_numpy_every_byte(world):
     assert rseg.export(op) == desc  # exporting again: the same descriptor
     rem = up.import_remote(desc)
     assert rem.length == remote_mem.nbytes and rem.access == READ | WRITE
+    assert rem.mode == own.mode  # the owner's protection, as the descriptor says
     for k, n in enumerate((1, 4096, MiB)):
         off = 7 if n == 1 else 4096
         src = np.empty(n, dtype=np.uint8)
