@@ -627,8 +627,15 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 		return;
 	}
 	if (!same_file(f)) {
+		/*
+		 * Another transfer of this file took the name over (a session of
+		 * a killed client's run or of a resume racing it): what the name
+		 * holds is its temporary, not ours, so it is neither committed nor
+		 * removed here, and the client hears "busy": it tries the file
+		 * again once that transfer ended (up to date, or resumed).
+		 */
 		ffail(fs, "%s: the temporary was replaced under its name; not committed", f->name);
-		fail_file(fs, c, f, CP_E_IO, EIO, f->size, 1);
+		fail_file(fs, c, f, CP_E_BUSY, 0, f->size, 0);
 		return;
 	}
 	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
