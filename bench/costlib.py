@@ -117,16 +117,18 @@ class Profile:
     def functions(self):
         return set(self.self_cost) | {e[0] for e in self.edges} | {e[1] for e in self.edges}
 
-    def excluded(self, event="Ir"):
+    def excluded(self, event="Ir", clock_callers=True):
         """The cost of the non-per-operation work named in EXCLUDE_* (see
         the module comment): qsort's inclusive cost at each call from
-        outside it, and the inclusive cost of every caller of gettimeofday."""
+        outside it, and (clock_callers) the inclusive cost of every caller
+        of gettimeofday."""
         i = self.ev(event)
         if i is None:
             return 0
         v = 0
         callers = {caller for (caller, callee) in self.edges
-                   if callee[1] in EXCLUDE_CALLERS_OF and caller[1] not in EXCLUDE_CALLERS_OF}
+                   if clock_callers and callee[1] in EXCLUDE_CALLERS_OF
+                   and caller[1] not in EXCLUDE_CALLERS_OF}
         for caller in callers:
             v += self.inclusive(caller, event)
         for (caller, callee), c in self.edges.items():
@@ -135,11 +137,11 @@ class Profile:
                 v += c[1 + i]
         return v
 
-    def excluded_clock(self):
+    def excluded_clock(self, clock_callers=True):
         """The clock reads (sysCount) made from the excluded work: those of
         the callers of gettimeofday that excluded() takes out."""
         i = self.ev("sysCount")
-        if i is None:
+        if i is None or not clock_callers:
             return 0
         callers = {caller for (caller, callee) in self.edges
                    if callee[1] in EXCLUDE_CALLERS_OF and caller[1] not in EXCLUDE_CALLERS_OF}
@@ -265,21 +267,26 @@ def _parse(lines):
 
 # --- figures of one run ----------------------------------------------------
 
-def run_figures(prof, provider, poll_fns):
+def run_figures(prof, provider, poll_fns, exclude_clock_callers=True):
     """The figures of one run that the fit needs.
 
     provider   basename of the verbs provider library (librxe-rdmav34.so)
     poll_fns   names (in that object) of its poll function(s)
+    exclude_clock_callers
+               False for a program whose timed loop itself reads the
+               clock with gettimeofday (ucx_perftest): only its sort is
+               taken out then, and its few calibration reads stay in the
+               constant term, which the slope drops.
     Returns dict: ir (instructions without the excluded work), sys (system
     calls without the excluded ones and without clock reads), clock (the
     clock reads outside the excluded work), doorbells, polls (W),
     excluded_ir.
     """
-    exc_ir = prof.excluded("Ir")
-    exc_sys = prof.excluded("sysCount")
+    exc_ir = prof.excluded("Ir", exclude_clock_callers)
+    exc_sys = prof.excluded("sysCount", exclude_clock_callers)
     clock = prof.self_of(lambda f: f in CLOCK_FUNCTIONS, "sysCount")
     # The excluded work's clock reads (perftest's calibration) are already out.
-    clock = max(0, clock - prof.excluded_clock())
+    clock = max(0, clock - prof.excluded_clock(exclude_clock_callers))
     in_provider = lambda f: f[0] == provider  # noqa: E731
     doorbells = prof.calls_to(lambda f: f[1] in DOORBELL_CALLEES, in_provider)
     polls = prof.calls_to(lambda f: f[0] == provider and f[1] in poll_fns,
