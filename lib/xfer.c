@@ -133,6 +133,7 @@ void rk_xfer_destroy(struct rk_xfer *x)
 		if (x->peers[i])
 			rk_warn("rk_xfer_destroy: peer %u not destroyed", i);
 	rk__xcache_fini(&x->cache);
+	rk__xfer_spares_free(x);
 	free(x->peers);
 	free(x->slots);
 	free(x);

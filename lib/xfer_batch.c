@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,12 +125,82 @@ static void end(struct rk_xfer_batch *b)
 	}
 }
 
+/* Spare batch blocks kept per rk_xfer: enough for every slot of a deep pipeline. */
+#define SPARE_MAX 16
+
+/*
+ * A batch block with room for @nops ops: a spare one when one is big
+ * enough, else a new one. Its header is zeroed up to `why`, its op_err
+ * and op_wc for @nops; ops and lens are written by check_ops.
+ */
+static struct rk_xfer_batch *batch_get(struct rk_xfer *x, unsigned nops)
+{
+	struct rk_xfer_batch **pp = &x->spare, *b;
+
+	while ((b = *pp) && b->cap_ops < nops)
+		pp = &b->pend_next;
+	if (b) {
+		*pp = b->pend_next;
+		x->nspare--;
+	} else {
+		b = malloc(sizeof(*b) + (size_t)nops * (sizeof(struct rk__xop) + sizeof(uint64_t) +
+							sizeof(int) + 1));
+		if (!b)
+			return NULL;
+		b->cap_ops = nops;
+		b->wrs = NULL;
+		b->cap_wrs = 0;
+	}
+	{
+		struct rk__xwr *wrs = b->wrs;
+
+		memset(b, 0, offsetof(struct rk_xfer_batch, why));
+		b->wrs = wrs;
+	}
+	b->ops = (struct rk__xop *)(void *)(b + 1);
+	b->op_err = (int *)(void *)((uint64_t *)(void *)(b->ops + b->cap_ops) + b->cap_ops);
+	b->op_wc = (uint8_t *)(b->op_err + b->cap_ops);
+	memset(b->op_err, 0, nops * sizeof(int));
+	memset(b->op_wc, 0, nops);
+	return b;
+}
+
+/* The batch's lens scratch: between ops and op_err. */
+static uint64_t *batch_lens(struct rk_xfer_batch *b)
+{
+	return (uint64_t *)(void *)(b->ops + b->cap_ops);
+}
+
+/* Back to the spare list, or freed when it is full. */
+static void batch_put(struct rk_xfer *x, struct rk_xfer_batch *b)
+{
+	if (x->nspare < SPARE_MAX) {
+		b->pend_next = x->spare;
+		x->spare = b;
+		x->nspare++;
+		return;
+	}
+	free(b->wrs);
+	free(b);
+}
+
+void rk__xfer_spares_free(struct rk_xfer *x)
+{
+	while (x->spare) {
+		struct rk_xfer_batch *b = x->spare;
+
+		x->spare = b->pend_next;
+		free(b->wrs);
+		free(b);
+	}
+	x->nspare = 0;
+}
+
 static void release(struct rk_xfer_batch *b)
 {
 	if (b->x->slots[b->slot] == b)
 		b->x->slots[b->slot] = NULL;
-	free(b->wrs);
-	free(b);
+	batch_put(b->x, b);
 }
 
 /*
@@ -362,6 +433,9 @@ void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ib
 static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned nops,
 		     struct rk__xop *out, uint64_t *lens, struct rk_error *err)
 {
+	const struct rk_xfer_remote *last_rm = NULL;
+	const struct rk__xgen *last_g = NULL;
+
 	for (unsigned i = 0; i < nops; i++) {
 		const struct rk_xfer_op *o = &ops[i];
 		const struct rk_xfer_remote *rm = o->remote;
@@ -397,7 +471,11 @@ static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsig
 			return rk_err_set(err, EACCES, "rk_xfer_post",
 					  "op %u: %s, the descriptor grants 0x%x", i,
 					  need == RK_XFER_WRITE ? "WRITE" : "READ", rm->d.access);
-		g = rk__xgens_find(&p->gens, rm->d.seg_id);
+		if (rm != last_rm) { /* the ops of a batch mostly name one descriptor */
+			last_g = rk__xgens_find(&p->gens, rm->d.seg_id);
+			last_rm = rm;
+		}
+		g = last_g;
 		if (g && g->gen != rm->d.gen)
 			return rk_err_set(err, ESTALE, "rk_xfer_post",
 					  "op %u: descriptor of generation %u, %u is current", i,
@@ -422,8 +500,6 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 	uint64_t *lens;
 	long nwr;
 	unsigned slot;
-	size_t sz;
-	char *m;
 	int r;
 
 	if (opts)
@@ -444,19 +520,10 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 	if (slot == x->opts.max_batches)
 		return rk_err_set(err, EBUSY, "rk_xfer_post", "%u batches in flight",
 				  x->opts.max_batches);
-	lens = malloc(nops * sizeof(*lens));
-	if (!lens)
+	b = batch_get(x, nops);
+	if (!b)
 		return rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
-	sz = sizeof(*b) + nops * (sizeof(struct rk__xop) + sizeof(int) + 1);
-	m = calloc(1, sz);
-	if (!m) {
-		free(lens);
-		return rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
-	}
-	b = (struct rk_xfer_batch *)(void *)m;
-	b->ops = (struct rk__xop *)(void *)(m + sizeof(*b));
-	b->op_err = (int *)(void *)(b->ops + nops);
-	b->op_wc = (uint8_t *)(b->op_err + nops);
+	lens = batch_lens(b);
 	r = check_ops(p, ops, nops, b->ops, lens, err);
 	if (r)
 		goto fail;
@@ -466,14 +533,17 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 			       RK_XPLAN_MAX_WRS);
 		goto fail;
 	}
-	b->wrs = malloc((size_t)nwr * sizeof(*b->wrs));
-	if (!b->wrs) {
-		r = rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
-		goto fail;
+	if ((unsigned long)nwr > b->cap_wrs) {
+		free(b->wrs);
+		b->cap_wrs = 0;
+		b->wrs = malloc((size_t)nwr * sizeof(*b->wrs));
+		if (!b->wrs) {
+			r = rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
+			goto fail;
+		}
+		b->cap_wrs = (unsigned)nwr;
 	}
 	rk__xplan(lens, nops, p->nlanes, x->opts.chain, RK_XFER_SPLIT, b->wrs, NULL);
-	free(lens);
-	lens = NULL;
 	b->nwr = (unsigned)nwr;
 	for (unsigned w = 0; w < b->nwr; w++) {
 		unsigned l = b->wrs[w].lane;
@@ -501,9 +571,7 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 	*out = b;
 	return 0;
 fail:
-	free(lens);
-	free(b->wrs);
-	free(m);
+	batch_put(x, b);
 	return r;
 }
 

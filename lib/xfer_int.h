@@ -157,7 +157,9 @@ struct rk_xfer {
 	struct rk_xfer_peer **peers; /* by index (a notification receive's wr_id names it) */
 	unsigned npeers;
 	struct rk_xfer_batch **slots; /* max_batches; NULL = free */
-	uint64_t ctl_seq;	      /* ids of binds and invalidations */
+	struct rk_xfer_batch *spare;  /* released batch blocks, for reuse */
+	unsigned nspare;
+	uint64_t ctl_seq; /* ids of binds and invalidations */
 	uint32_t batch_serial;
 	unsigned npending; /* batches in the peers' FIFOs (chains or a notification waiting) */
 	uint64_t ctl_base; /* completions below it are of an earlier wait */
@@ -216,6 +218,13 @@ struct rk__xop {
 	uint8_t write;
 };
 
+/*
+ * A batch and its per-op arrays are one block (ops, lens, op_err, op_wc,
+ * each of cap_ops entries, after the struct). Released blocks are kept on
+ * the rk_xfer's spare list for the next posts: a steady stream of batches
+ * allocates nothing. Everything above `why` is zeroed when a block is
+ * (re)used; `why` is written by the failure that reads it.
+ */
 struct rk_xfer_batch {
 	struct rk_xfer *x;
 	struct rk_xfer_peer *peer;
@@ -224,7 +233,6 @@ struct rk_xfer_batch {
 	int result;  /* 1 or a negative errno */
 	int freed;   /* the caller released it: the slot goes once drained */
 	int pending; /* in the peer's FIFO */
-	struct rk_error why;
 	int64_t deadline;
 	unsigned nops, nwr;
 	struct rk__xop *ops;
@@ -239,7 +247,10 @@ struct rk_xfer_batch {
 	int notify, notif_posted;
 	int notif_due; /* deferred notification waiting for lane 0's send-queue room */
 	uint32_t notif;
-	struct rk_xfer_batch *pend_next;
+	struct rk_xfer_batch *pend_next; /* also the spare list's link */
+	/* Not zeroed on reuse (see above). */
+	struct rk_error why;
+	unsigned cap_ops, cap_wrs; /* the block's and wrs' room, in entries */
 };
 
 /* xfer_poll.c: poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing
@@ -253,6 +264,8 @@ struct rk_xfer_peer *rk__xfer_qp_peer(struct rk_xfer *x, uint32_t qp_num, unsign
 void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *peer);
 /* xfer_batch.c, for xfer_poll.c: a completion of batch @b's WR @w (NOTIF_IDX: its notification). */
 void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc);
+/* xfer_batch.c: free the spare batch blocks of @x (rk_xfer_destroy). */
+void rk__xfer_spares_free(struct rk_xfer *x);
 /* Post what waits for send-queue room, on every peer of @x. */
 void rk__xfer_pump_all(struct rk_xfer *x);
 /* xfer_notif.c, for xfer_poll.c: a notification receive completed; 1 if @x's (see there). */
