@@ -41,7 +41,7 @@ def fail(msg):
 def start_server(port, args=(), watchdog=WATCHDOG):
     """Start a server and wait until it listens (it says so on stderr).
     watchdog None: the default (what a user gets)."""
-    cmd = [RK, "bench", "-d", DEV, "--bind", ADDR, "-p", str(port),
+    cmd = [RK, "bench", "-d", DEV, "--addr", ADDR, "-p", str(port),
            *(["--watchdog", str(watchdog)] if watchdog else []), "--wait", "30", *args]
     srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ready, _, _ = select.select([srv.stdout], [], [], 20)
@@ -64,6 +64,9 @@ def run_pair(port, client_args, server_args=(), timeout=60, watchdog=WATCHDOG, c
         srv.kill()
         sout, _ = srv.communicate()
         fail("server did not exit")
+    for side, text in (("client", cli.stdout), ("server", sout)):
+        if "deprecated" in text:  # the tests speak today's options
+            fail("%s %s: an old spelling: %s" % (side, " ".join(cmd[2:]), text))
     return cli.returncode, cli.stdout, srv.returncode, sout
 
 
@@ -233,7 +236,7 @@ def check_xfer_record(doc, r, tag):
 def bench_json(port, args, want_sizes, what, server_args=(), timeout=60, watchdog=WATCHDOG):
     with tempfile.TemporaryDirectory(dir=os.environ.get("RK_BUILD")) as d:
         path = os.path.join(d, "out.json")
-        rc, out, src, sout = run_pair(port, [*args, "--json", path], server_args, timeout,
+        rc, out, src, sout = run_pair(port, [*args, "--json=" + path], server_args, timeout,
                                       watchdog)
         if rc != 0 or src != 0:
             fail("%s: client rc %d server rc %d\n%s\n%s" % (what, rc, src, out, sout))
@@ -387,7 +390,7 @@ def forged_run(port, rewrite, what, expect, up_rewrite=None):
     relay.start()
     with tempfile.TemporaryDirectory(dir=os.environ.get("RK_BUILD")) as d:
         path = os.path.join(d, "out.json")
-        rc, out, src, sout = run_pair(port, ["--oob", "-s", "4096", "-n", "64", "--json", path],
+        rc, out, src, sout = run_pair(port, ["--oob", "-s", "4096", "-n", "64", "--json=" + path],
                                       ["--oob"], timeout=30,
                                       connect_port=listen.getsockname()[1])
         wrote = os.path.exists(path)
@@ -495,7 +498,7 @@ def frame_as_is(mtype, body):
 def case_mismatch(port):
     cases = [
         (["--op", "read"], ["--op", "write"], "op"),
-        (["-q", "2"], ["-q", "1"], "num-qp"),
+        (["--num-qp", "2"], ["--num-qp", "1"], "num-qp"),
         (["-s", "4096"], ["-s", "64"], "size"),
         (["--oob"], [], "oob"),
     ]
@@ -565,13 +568,30 @@ def case_multiqp(port):
                "num-qp 4 batch 16")
     bench_json(port + 1, ["--op", "send", "--num-qp", "4", "--batch", "16", "-n", "256",
                           "-s", "1024", "--poll", "event"], [1024], "send num-qp 4 event")
-    bench_json(port + 2, ["--op", "write-imm", "--bidir", "-q", "2", "-l", "8", "-n", "128",
+    bench_json(port + 2, ["--op", "write-imm", "--bidir", "--num-qp", "2", "--batch", "8", "-n", "128",
                           "-s", "512", "--oob", "--poll", "adaptive"], [512], "write-imm bidir")
 
 
 def case_duration(port):
-    bench_json(port, ["-D", "1", "--mode", "lat", "--op", "send", "-s", "64"], [64], "lat -D 1")
+    """-D with a unit and bare (seconds); and a bare --json: the document alone on
+    stdout, the table on stderr."""
+    bench_json(port, ["-D", "1s", "--mode", "lat", "--op", "send", "-s", "64"], [64], "lat -D 1s")
     bench_json(port + 1, ["-D", "1", "-s", "65536", "-Q", "7"], [65536], "bw -D 1")
+    srv = start_server(port + 2)
+    cli = subprocess.run([RK, "bench", "--watchdog", "%ds" % WATCHDOG, "-D", "1000ms", "-s", "4096",
+                          "--json", "%s:%d" % (ADDR, port + 2)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=60)
+    srv.communicate(timeout=60)
+    if cli.returncode != 0 or srv.returncode != 0:
+        fail("--json on stdout: client rc %d server rc %d\n%s" % (cli.returncode, srv.returncode,
+                                                                 cli.stderr))
+        return
+    try:
+        check_doc(json.loads(cli.stdout), [4096], "--json on stdout")
+    except ValueError as e:
+        fail("--json on stdout: not one JSON document (%s): %r" % (e, cli.stdout[:300]))
+    if "iterations" not in cli.stderr or "deprecated" in cli.stderr:
+        fail("--json on stdout: the table is not on stderr, or a warning: %s" % cli.stderr)
 
 
 def case_rpc(port):
@@ -594,9 +614,9 @@ def case_rpc(port):
         print("rpc bw 4 KiB / 1 MiB: %.1f MiB/s" % r["bw_avg_mib_s"])
         if doc["params"]["resp_size"] != 1 << 20 or r["bytes"] != 12 * ((1 << 20) + 4096):
             fail("rpc bw 4K/1M: answer %s, %d bytes" % (doc["params"]["resp_size"], r["bytes"]))
-    bench_json(port + 3, ["--op", "rpc", "-a", "--max-size", "8", "--resp-size", "0", "-q", "2",
+    bench_json(port + 3, ["--op", "rpc", "-a", "--max-size", "8", "--resp-size", "0", "--num-qp", "2",
                           "-n", "50", "-w", "0", "--poll", "event"], sizes(2, 8),
-               "rpc bw sweep resp 0 -q 2 event")
+               "rpc bw sweep resp 0 --num-qp 2 event")
     print("rpc: %.0f s" % (time.monotonic() - t0))
 
 
@@ -644,30 +664,30 @@ def case_xfer(port):
     t0 = time.monotonic()
     for args, name in ((["--op", "xfer", "--mode", "lat"], "mode"),
                        (["--op", "xfer", "-b"], "bidir"), (["--op", "xfer", "-I", "64"], "inline"),
-                       (["--op", "xfer", "-q", "17"], "num-qp"), (["--op", "xfer", "-Q", "32"], "cq-mod"),
+                       (["--op", "xfer", "--num-qp", "17"], "num-qp"), (["--op", "xfer", "-Q", "32"], "cq-mod"),
                        (["--op", "xfer", "--rx-depth", "64"], "rx-depth"), (["--notify"], "notify"),
                        (["--op", "read", "--xfer-op", "write"], "xfer-op")):
         cli = subprocess.run([RK, "bench", *args, ADDR], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=10)
         if cli.returncode != 2 or ("--" + name) not in cli.stdout:
             fail("%s: rc %d, %s" % (" ".join(args), cli.returncode, cli.stdout))
-    runs = [(["--xfer-op", "read", "-a", "--max-size", "4096", "-l", "16", "-n", "6"],
+    runs = [(["--xfer-op", "read", "-a", "--max-size", "4096", "--batch", "16", "-n", "6"],
              sizes(2, 4096), "read sweep"),
-            (["--xfer-op", "write", "--notify", "-a", "--max-size", "4096", "-l", "16", "-n", "6"],
+            (["--xfer-op", "write", "--notify", "-a", "--max-size", "4096", "--batch", "16", "-n", "6"],
              sizes(2, 4096), "write notify sweep"),
             (["--xfer-op", "write", "--notify", "-s", "16K", "-n", "24"], [16384], "write 64 x 16K"),
             (["--xfer-op", "read", "-s", "16K", "-n", "24"], [16384], "read 64 x 16K"),
-            (["--xfer-op", "write", "--notify", "-s", "4096", "-q", "3", "-l", "20", "-Q", "4",
+            (["--xfer-op", "write", "--notify", "-s", "4096", "--num-qp", "3", "--batch", "20", "-Q", "4",
               "-t", "3", "-n", "12"], [4096], "write notify 3 lanes"),
-            (["--xfer-op", "read", "--notify", "-s", "1M", "-l", "4", "-n", "4"], [1 << 20],
+            (["--xfer-op", "read", "--notify", "-s", "1M", "--batch", "4", "-n", "4"], [1 << 20],
              "read notify 1M"),
-            (["--xfer-op", "write", "--notify", "-s", "4096", "-l", "8", "-D", "1", "--poll",
+            (["--xfer-op", "write", "--notify", "-s", "4096", "--batch", "8", "-D", "1s", "--poll",
               "event"], [4096], "write notify -D 1, event")]
     for i, (args, want_sizes, what) in enumerate(runs):
         with tempfile.TemporaryDirectory(dir=os.environ.get("RK_BUILD")) as d:
             spath = os.path.join(d, "server.json")
             doc = bench_json(port + i, ["--op", "xfer", "--verify", "-w", "2", *args], want_sizes,
-                             what, server_args=["--json", spath])
+                             what, server_args=["--json=" + spath])
             if not doc:
                 continue
             p = doc["params"]

@@ -8,7 +8,7 @@
 
 #include "cli.h"
 
-/* A long option more than one command has (or will have: bench's turn). */
+/* A long option more than one command has. */
 struct vocab_opt {
 	char short_opt; /* 0: none */
 	const char *name, *arg, *meaning, *commands;
@@ -55,22 +55,19 @@ static const struct {
 
 /*
  * Spellings on their way out: they work for one release, with a warning
- * naming the new one. @later: rk bench's, done when bench joins.
+ * naming the new one.
  */
 static const struct {
 	const char *old, *now, *commands;
-	int later;
 } retired[] = {
-    {"-d DIR", "--dir DIR", "serve", 0},
-    {"-a ADDR", "--addr ADDR", "serve", 0},
-    {"--timeout N (bare: ms)", "--timeout Nms", "doctor", 0},
-    {"--json FILE", "--json=FILE", "matrix", 0},
-    {"--json FILE", "--json=FILE", "bench", 1},
-    {"--bind ADDR", "--addr ADDR", "bench", 1},
-    {"-q N", "--num-qp N", "bench", 1},
-    {"-l N", "--batch N", "bench", 1},
-    {"--dev DEV", "--dev NAME (its help)", "bench", 1},
-    {"-D, --watchdog, --wait SEC", "DURATION", "bench", 1},
+    {"-d DIR", "--dir DIR", "serve"},
+    {"-a ADDR", "--addr ADDR", "serve"},
+    {"--timeout N (bare: ms)", "--timeout Nms", "doctor"},
+    {"--json FILE", "--json=FILE", "matrix"},
+    {"--json FILE", "--json=FILE", "bench"},
+    {"--bind ADDR", "--addr ADDR", "bench"},
+    {"-q N (perftest's)", "--num-qp N", "bench"},
+    {"-l N (perftest's)", "--batch N", "bench"},
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -85,8 +82,8 @@ static void print_check(FILE *out)
 		fprintf(out, "letter\t-%c\t--%s\t%s\n", letters[i].letter, letters[i].name,
 			letters[i].commands);
 	for (size_t i = 0; i < N_OF(retired); i++)
-		fprintf(out, "retired\t%s\t%s\t%s%s\n", retired[i].old, retired[i].now,
-			retired[i].commands, retired[i].later ? " (later)" : "");
+		fprintf(out, "retired\t%s\t%s\t%s\n", retired[i].old, retired[i].now,
+			retired[i].commands);
 }
 
 void cli_print_options(FILE *out, int check)
@@ -126,13 +123,7 @@ void cli_print_options(FILE *out, int check)
 		"  one-shot tools take the next free port of 18515..18599; ranges start at\n"
 		"  20000; the service keeps 7900 (units and firewalls name it)\n"
 		"\nspellings that work one more release, with a warning naming the new one:\n");
-	for (int later = 0; later <= 1; later++) {
-		if (later)
-			fprintf(out, "\nrk bench, at its turn (until then the test lists it as the "
-				     "exception):\n");
-		for (size_t i = 0; i < N_OF(retired); i++)
-			if (retired[i].later == later)
-				fprintf(out, "  rk %-7s %-26s -> %s\n", retired[i].commands,
-					retired[i].old, retired[i].now);
-	}
+	for (size_t i = 0; i < N_OF(retired); i++)
+		fprintf(out, "  rk %-7s %-26s -> %s\n", retired[i].commands, retired[i].old,
+			retired[i].now);
 }

@@ -111,8 +111,8 @@ enum bench_field {
 };
 
 /*
- * --op xfer: -l is the ops per batch, -t the batches in flight, -q the
- * lanes, -Q the chain (WRs per doorbell; rk_xfer_opts.chain).
+ * --op xfer: --batch is the ops per batch, -t the batches in flight,
+ * --num-qp the lanes, -Q the chain (WRs per doorbell; rk_xfer_opts.chain).
  */
 #define BENCH_XFER_MAX_OPS   4096u
 #define BENCH_XFER_MAX_DEPTH 1024u
@@ -124,7 +124,7 @@ enum bench_field {
 struct bench_local {
 	const char *host; /* NULL: server */
 	char port[16];
-	const char *bind; /* server: local address to listen on */
+	const char *bind; /* server: --addr, the local address to listen on */
 	const char *dev_name;
 	uint8_t ib_port;
 	int gid_index; /* -1: automatic */

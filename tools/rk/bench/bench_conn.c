@@ -140,7 +140,7 @@ static int check_device(const struct bench_params *p, const struct rk_device_inf
 }
 
 /*
- * The device (cli.h): --dev, else the server's --bind address (@addr),
+ * The device (cli.h): --dev, else the server's --addr (@addr),
  * else $RK_DEV, else the client's route to the server (what rdma_cm will
  * use).
  */
@@ -602,7 +602,7 @@ static int connect_qps(struct bench_ctx *c, struct rk_error *err)
 		c->qps[i].ctx = c;
 		c->qps[i].index = i;
 		c->qps[i].rx = c->base ? c->base + (uint64_t)p->size_max * (1 + i) : NULL;
-		/* --op xfer: -l is ops per batch, posted by the layer. */
+		/* --op xfer: --batch is ops per batch, posted by the layer. */
 		c->qps[i].wrs = calloc(p->op == BENCH_OP_XFER ? 1 : p->batch, sizeof(struct rk_wr));
 		if (!c->qps[i].wrs)
 			return bench_fail(err, ENOMEM, "out of memory for WR templates");

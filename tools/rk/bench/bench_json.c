@@ -1,8 +1,8 @@
 /*
  * bench_json.c - the run as one JSON document (json-c): parameters,
  * environment of both sides, and one record per size. Written once at the
- * end, to a temporary name renamed into place, so a reader never sees a
- * half-written file.
+ * end: on stdout (--json), or to a temporary name renamed into place
+ * (--json=FILE), so a reader never sees a half-written file.
  */
 #include <errno.h>
 #include <math.h>
@@ -15,6 +15,7 @@
 
 #include "bench_report.h"
 #include "bench_xfer.h"
+#include "cli.h"
 
 static void add_str(json_object *o, const char *k, const char *v)
 {
@@ -188,7 +189,13 @@ int bench_report_json(const struct bench_report *r, const char *path, struct rk_
 		json_object_array_add(arr, result_json(r, &r->res[i]));
 	json_object_object_add(root, "results", arr);
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+	if (cli_json_to_stdout(path)) { /* --json without FILE */
+		printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
+		if (fflush(stdout))
+			rc = bench_fail(err, errno ? errno : EIO, "--json: stdout: %s",
+					strerror(errno ? errno : EIO));
+	} else if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >=
+		   (int)sizeof(tmp)) {
 		rc = bench_fail(err, ENAMETOOLONG, "--json %s: name too long", path);
 	} else if (json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY) != 0) {
 		rc = bench_fail(err, errno ? errno : EIO, "--json %s: %s", path,

@@ -1,8 +1,12 @@
 /*
  * bench_opts.c - rk bench's command line.
  *
- * Short options follow perftest where it has one (-s -a -n -D -q -t -Q -I
- * -l -b -d -i -x -m -p), so a perftest command line mostly carries over.
+ * The options every rk command shares mean here what they mean everywhere
+ * (rk help options, cli_options.c): --addr, --dev NAME, --json[=FILE],
+ * durations with a unit. Other short options follow perftest where it has
+ * one (-s -a -n -D -t -Q -I -b -d -i -x -m -p), so a perftest command line
+ * mostly carries over; perftest's -q and -l are --quiet and --list in rk,
+ * and here one more release --num-qp and --batch, with a warning.
  * Every option given is remembered in explicit_fields: on the server those
  * are the parameters a client must match.
  */
@@ -23,7 +27,10 @@ enum {
 	OPT_WAIT,
 	OPT_JSON,
 	OPT_PLOT,
-	OPT_BIND,
+	OPT_ADDR,
+	OPT_BIND, /* --addr's old name, one more release */
+	OPT_BATCH,
+	OPT_NUM_QP,
 	OPT_RX_DEPTH,
 	OPT_MAX_SIZE,
 	OPT_RESP_SIZE,
@@ -45,8 +52,8 @@ static const struct option long_opts[] = {
     {"iters", required_argument, NULL, 'n'},
     {"duration", required_argument, NULL, 'D'},
     {"warmup", required_argument, NULL, 'w'},
-    {"batch", required_argument, NULL, 'l'},
-    {"num-qp", required_argument, NULL, 'q'},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"num-qp", required_argument, NULL, OPT_NUM_QP},
     {"tx-depth", required_argument, NULL, 't'},
     {"rx-depth", required_argument, NULL, OPT_RX_DEPTH},
     {"cq-mod", required_argument, NULL, 'Q'},
@@ -58,12 +65,13 @@ static const struct option long_opts[] = {
     {"gid-index", required_argument, NULL, 'x'},
     {"mtu", required_argument, NULL, 'm'},
     {"port", required_argument, NULL, 'p'},
+    {"addr", required_argument, NULL, OPT_ADDR},
     {"bind", required_argument, NULL, OPT_BIND},
     {"oob", no_argument, NULL, OPT_OOB},
     {"gbits", no_argument, NULL, OPT_GBITS},
     {"watchdog", required_argument, NULL, OPT_WATCHDOG},
     {"wait", required_argument, NULL, OPT_WAIT},
-    {"json", required_argument, NULL, OPT_JSON},
+    {"json", optional_argument, NULL, OPT_JSON},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -85,14 +93,16 @@ static void usage(FILE *out)
 	    "  --mode MODE         bw (bandwidth, default) | lat (latency ping-pong)\n"
 	    "  -s, --size SIZE     message size, 1 B .. 8M (default 64K); rpc: the request's\n"
 	    "  -a, --all           every power of two from 2 B to 8 MiB\n"
+	    "      --max-size SIZE with -a: the largest size (a power of two)\n"
 	    "      --resp-size N   rpc: the answer's size, 0 .. 8M (default: the request's,\n"
 	    "                      at every size); given, it stays fixed while -s / -a\n"
 	    "                      sweep the request\n"
 	    "  -n, --iters N       messages per QP (default 5000)\n"
-	    "  -D, --duration SEC  run each size for SEC seconds instead of -n\n"
+	    "  -D, --duration DURATION  run each size this long instead of -n (30s, 2m;\n"
+	    "                      whole seconds, a bare number is seconds)\n"
 	    "  -w, --warmup N      untimed messages per QP before each size (default 16)\n"
-	    "  -l, --batch N       WRs per post (one doorbell for N; default 1)\n"
-	    "  -q, --num-qp N      queue pairs (default 1); rpc: clients, one connection each\n"
+	    "      --batch N       WRs per post (one doorbell for N; default 1)\n"
+	    "      --num-qp N      queue pairs (default 1); rpc: clients, one connection each\n"
 	    "  -t, --tx-depth N    send queue depth per QP (default 128); rpc: calls in\n"
 	    "                      flight per client (at most 1024)\n"
 	    "      --rx-depth N    receives kept posted per QP (default 512)\n"
@@ -106,43 +116,70 @@ static void usage(FILE *out)
 	    "\n"
 	    "this side only:\n"
 	    "      --poll MODE     busy (default) | event | adaptive: how completions are awaited\n"
-	    "  -d, --dev DEV       RDMA device (default: the one owning --bind, else $RK_DEV,\n"
+	    "  -d, --dev NAME      RDMA device (default: the one owning --addr, else $RK_DEV,\n"
 	    "                      else the one the route to the server leaves by)\n"
 	    "  -i, --ib-port N     device port (default 1)\n"
 	    "  -x, --gid-index N   GID index for --oob (rdma_cm picks it from the route)\n"
 	    "  -m, --mtu BYTES     largest path MTU to use (256..4096; default the port's)\n"
 	    "  -p, --port PORT     control and rdma_cm port (default " BENCH_DEF_PORT ")\n"
-	    "      --bind ADDR     server: listen on ADDR only\n"
+	    "      --addr ADDR     server: listen on ADDR only (its device is used)\n"
 	    "      --oob           connect QPs by exchanging QP numbers over TCP, not rdma_cm\n"
 	    "      --gbits         bandwidth in Gb/s instead of MiB/s\n"
-	    "      --watchdog SEC  no progress for SEC seconds: fail (default 10)\n"
-	    "      --wait SEC      server: wait this long for a client (default 60); a\n"
+	    "      --watchdog DURATION  no progress this long: fail (default 10s; whole\n"
+	    "                      seconds, a bare number is seconds)\n"
+	    "      --wait DURATION server: wait this long for a client (default 60s); a\n"
 	    "                      connection that sends no parameters within 5 s (or the\n"
 	    "                      watchdog) is closed and the next one taken\n"
-	    "      --json FILE     write parameters, environment and every size's results\n"
-	    "      --plot FILE.png bandwidth / latency against size (needs gnuplot)\n"
+	    "      --json[=FILE]   parameters, environment and every size's results as JSON\n"
+	    "                      on stdout (the table then goes to stderr), or into FILE\n"
+	    "      --plot FILE     bandwidth / latency against size as PNG (needs gnuplot)\n"
+	    "  -h, --help          this text\n"
+	    "\n"
+	    "kept one more release, with a warning: -q N (write --num-qp N), -l N (--batch\n"
+	    "N), --bind ADDR (--addr ADDR), '--json FILE' (--json=FILE; read so when a\n"
+	    "HOST follows, or FILE ends in .json or holds a '/')\n"
 	    "\n"
 	    "--op rpc: the server answers with an rk_rpc_server on the same port (rdma_cm),\n"
-	    "the client calls through -q rk_rpc_clients: lat makes one rk_rpc_call at a\n"
-	    "time, bw keeps -t calls in flight per client (rk_rpc_call_async) and counts\n"
+	    "the client calls through --num-qp rk_rpc_clients: lat makes one rk_rpc_call at\n"
+	    "a time, bw keeps -t calls in flight per client (rk_rpc_call_async) and counts\n"
 	    "request + answer bytes per call; the answers land in one registered buffer\n"
-	    "per client (zero copy). Not with --oob, -b, -l, -I, --rx-depth or -Q.\n"
+	    "per client (zero copy). Not with --oob, -b, --batch, -I, --rx-depth or -Q.\n"
 	    "\n"
 	    "--op xfer: the one-sided layer (rk_xfer_post): the server registers and\n"
 	    "exports one segment, the client imports its descriptor and keeps -t batches\n"
-	    "(default 2) of -l ops (default 64) of -s bytes in flight, -n batches (default\n"
-	    "100), striped over -q lanes, -Q WRs per doorbell (default and at most 16).\n"
-	    "The table counts batches; bandwidth, op rate and CPU are per op; latency is\n"
-	    "per batch, post to end. Not with -b, -I, --rx-depth or --mode lat.\n"
+	    "(default 2) of --batch ops (default 64) of -s bytes in flight, -n batches\n"
+	    "(default 100), striped over --num-qp lanes, -Q WRs per doorbell (default and\n"
+	    "at most 16). The table counts batches; bandwidth, op rate and CPU are per op;\n"
+	    "latency is per batch, post to end. Not with -b, -I, --rx-depth or --mode lat.\n"
 	    "\n"
 	    "latency is half the round trip for send, write and write-imm (a ping-pong),\n"
-	    "the whole round trip for read and rpc. exit: 0 ok, 1 failed, 2 bad command line\n");
+	    "the whole round trip for read and rpc.\n"
+	    "\n"
+	    "exit codes:\n"
+	    "  0  every size measured (client and server alike)\n"
+	    "  1  the run failed: refused by the peer (naming the parameter), no peer\n"
+	    "     within --wait or the watchdog, the peer lost or silent, or this host's\n"
+	    "     RDMA device could not be opened ('rk doctor' says why)\n"
+	    "  2  bad command line (or --plot without gnuplot)\n");
 }
 
+/* A bad value: one line naming it, the usage lines and where the help is; -1. */
 static int bad(const char *opt, const char *arg, const char *what)
 {
-	fprintf(stderr, "rk bench: %s '%s': %s (see rk bench --help)\n", opt, arg, what);
+	cli_usage_error(BENCH_PROG, synopsis, "%s '%s': %s", opt, arg, what);
 	return -1;
+}
+
+/* A duration in whole seconds, @min..@max (cli_duration_opt says what is wrong); 0 or -1. */
+static int parse_secs(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *out)
+{
+	uint64_t ms;
+
+	if (cli_duration_opt(BENCH_PROG, synopsis, opt, arg, min * 1000ull, max * 1000ull, 1000,
+			     &ms))
+		return -1;
+	*out = (unsigned)(ms / 1000);
+	return 0;
 }
 
 static int parse_u32(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint32_t *out)
@@ -231,7 +268,8 @@ static int check_rpc_local(const struct bench_params *p, const struct bench_loca
 	}
 	if (!opt)
 		return 0;
-	fprintf(stderr, "rk bench: %s: not with --op %s (%s)\n", opt, bench_op_name(p->op), why);
+	cli_usage_error(BENCH_PROG, synopsis, "%s: not with --op %s (%s)", opt,
+			bench_op_name(p->op), why);
 	return -1;
 }
 
@@ -294,14 +332,20 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 	case 'D':
 		l->explicit_fields |= BF_ITERS | BF_DURATION;
 		p->iters = 0;
-		return parse_u32("--duration", arg, 1, BENCH_MAX_DURATION, &p->duration_s);
+		return parse_secs("--duration", arg, 1, BENCH_MAX_DURATION, &p->duration_s);
 	case 'w':
 		l->explicit_fields |= BF_WARMUP;
 		return parse_u32("--warmup", arg, 0, BENCH_MAX_WARMUP, &p->warmup);
-	case 'l':
+	case 'l': /* perftest's letter; -l is --list in rk (rk help options) */
+		cli_deprecated(BENCH_PROG, "-l N", "--batch N");
+		/* fall through */
+	case OPT_BATCH:
 		l->explicit_fields |= BF_BATCH;
 		return parse_u32("--batch", arg, 1, BENCH_MAX_DEPTH, &p->batch);
-	case 'q':
+	case 'q': /* perftest's letter; -q is --quiet in rk */
+		cli_deprecated(BENCH_PROG, "-q N", "--num-qp N");
+		/* fall through */
+	case OPT_NUM_QP:
 		l->explicit_fields |= BF_NUM_QP;
 		return parse_u32("--num-qp", arg, 1, BENCH_MAX_QP, &p->num_qp);
 	case 't':
@@ -347,6 +391,9 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 		snprintf(l->port, sizeof(l->port), "%u", v);
 		return 0;
 	case OPT_BIND:
+		cli_deprecated(BENCH_PROG, "--bind ADDR", "--addr ADDR");
+		/* fall through */
+	case OPT_ADDR:
 		l->bind = arg;
 		return 0;
 	case OPT_OOB:
@@ -357,17 +404,39 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 		l->gbits = 1;
 		return 0;
 	case OPT_WATCHDOG:
-		return parse_u32("--watchdog", arg, 1, 3600, &l->watchdog_s);
+		return parse_secs("--watchdog", arg, 1, 3600, &l->watchdog_s);
 	case OPT_WAIT:
-		return parse_u32("--wait", arg, 1, 86400, &l->wait_s);
-	case OPT_JSON:
-		l->json_path = arg;
-		return 0;
+		return parse_secs("--wait", arg, 1, 86400, &l->wait_s);
 	case OPT_PLOT:
 		l->plot_path = arg;
 		return 0;
 	}
 	return -1;
+}
+
+/*
+ * '--json FILE', the spelling before --json[=FILE], one more release. rk
+ * bench has an operand (HOST), so the word after a bare --json (@word, as
+ * getopt_long left it among the operands argv[optind..]) is FILE only
+ * where it cannot be the HOST: another operand is there too, or it reads
+ * as a file name (ends in .json, holds a '/'). Else it is the HOST and the
+ * JSON goes to stdout. Returns --json's path.
+ */
+static const char *json_legacy(int argc, char **argv, char *word)
+{
+	size_t len = strlen(word);
+	int at = -1;
+
+	for (int i = optind; i < argc; i++)
+		if (argv[i] == word)
+			at = i;
+	if (at < 0 || (argc - optind < 2 && !strchr(word, '/') &&
+		       (len < 5 || strcmp(word + len - 5, ".json") != 0)))
+		return cli_json_path(NULL);
+	/* FILE first among the operands, where cli_json_legacy_file takes it from. */
+	argv[at] = argv[optind];
+	argv[optind] = word;
+	return cli_json_legacy_file(BENCH_PROG, argc, argv, NULL);
 }
 
 void bench_local_default(struct bench_local *l)
@@ -382,8 +451,9 @@ void bench_local_default(struct bench_local *l)
 
 int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench_local *l)
 {
+	static const char shortopts[] = "s:an:D:w:l:q:t:Q:I:bd:i:x:m:p:h";
 	static char host[256];
-	char why[160];
+	char why[160], *json_word = NULL;
 	int c;
 
 	bench_params_default(p);
@@ -391,20 +461,27 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "s:an:D:w:l:q:t:Q:I:bd:i:x:m:p:h", long_opts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, shortopts, long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return 1;
 		}
 		if (c == '?' || c == ':') {
-			cli_option_error("bench", synopsis, argv, "s:an:D:w:l:q:t:Q:I:bd:i:x:m:p:h",
-					 long_opts);
+			cli_option_error(BENCH_PROG, synopsis, argv, shortopts, long_opts);
 			return -1;
+		}
+		if (c == OPT_JSON) { /* --json[=FILE]; the next word is judged at the end */
+			l->json_path = cli_json_path(optarg);
+			json_word = !optarg && optind < argc && argv[optind][0] != '-'
+					? argv[optind]
+					: NULL;
+			continue;
 		}
 		if (apply(c, optarg, p, l))
 			return -1;
 	}
+	if (json_word)
+		l->json_path = json_legacy(argc, argv, json_word);
 	/*
 	 * One message in flight: signal each WR (as perftest's _lat tools do).
 	 * On rxe, latency with unsignaled WRs has a median of a timer tick.
@@ -435,17 +512,19 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 	}
 	if (l->max_size) {
 		if (p->size_min == p->size_max) {
-			fprintf(stderr, "rk bench: --max-size goes with -a\n");
+			cli_usage_error(BENCH_PROG, synopsis, "--max-size goes with -a");
 			return -1;
 		}
 		if (l->max_size < BENCH_ALL_MIN || (l->max_size & (l->max_size - 1))) {
-			fprintf(stderr, "rk bench: --max-size: a power of two from 2 to 8M\n");
+			cli_usage_error(BENCH_PROG, synopsis,
+					"--max-size: a power of two from 2 to 8M");
 			return -1;
 		}
 		p->size_max = l->max_size;
 	}
 	if (optind + 1 < argc) {
-		fprintf(stderr, "rk bench: one HOST expected, got '%s' too\n", argv[optind + 1]);
+		cli_usage_error(BENCH_PROG, synopsis, "one HOST expected, got '%s' too",
+				argv[optind + 1]);
 		return -1;
 	}
 	if (optind < argc) {
@@ -454,14 +533,15 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 		l->host = host;
 	}
 	if (p->op == BENCH_OP_WRITE && p->mode == BENCH_MODE_LAT && l->poll != RK_WAIT_BUSY) {
-		fprintf(stderr, "rk bench: --poll: write latency spins on the buffer; "
-				"use --op write-imm to wait for events\n");
+		cli_usage_error(BENCH_PROG, synopsis,
+				"--poll: write latency spins on the buffer; use --op write-imm to "
+				"wait for events");
 		return -1;
 	}
 	if (check_rpc_local(p, l))
 		return -1;
 	if (bench_params_check(p, why, sizeof(why))) {
-		fprintf(stderr, "rk bench: --%s\n", why);
+		cli_usage_error(BENCH_PROG, synopsis, "--%s", why);
 		return -1;
 	}
 	return 0;

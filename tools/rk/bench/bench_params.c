@@ -127,7 +127,7 @@ static int check_not_rpc(const struct bench_params *p, char *why, size_t len)
 
 /*
  * --op xfer posts through the one-sided layer (xfer.h) on lanes of its
- * own: -l is ops per batch, -t batches in flight, -q lanes, -Q the chain
+ * own: --batch is ops per batch, -t batches in flight, --num-qp lanes, -Q the chain
  * (WRs per doorbell); the layer owns the receive queues and the inline
  * choice. Every side holds up to tx-depth x batch x size bytes.
  */

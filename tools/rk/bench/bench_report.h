@@ -64,7 +64,7 @@ void bench_figures(const struct bench_report *r, const struct bench_result *res,
 int bench_session(struct bench_ctx *c, struct bench_params *client_p, struct bench_report *rep,
 		  const char **stage, struct rk_error *err);
 
-/* bench_report_json - the whole run as one JSON document in @path. */
+/* bench_report_json - the whole run as one JSON document in @path, or on stdout for "-". */
 int bench_report_json(const struct bench_report *r, const char *path, struct rk_error *err);
 
 /* bench_report_plot - bandwidth / latency against size into PNG @path via gnuplot. */

@@ -3,8 +3,8 @@
  * (rdmakit/xfer.h) measured inside rk bench's session: the same control
  * channel, GO barriers, watchdog and heartbeats, RESULT records and report.
  *
- * The lanes are rk bench's own QPs (-q of them, rdma_cm or --oob), sized
- * for the layer: a send queue for -t batches of their share of -l ops, a
+ * The lanes are rk bench's own QPs (--num-qp of them, rdma_cm or --oob), sized
+ * for the layer: a send queue for -t batches of their share of --batch ops, a
  * completion every -Q WRs (the chain), the receive queue the layer's
  * notifications need, and for READs as many in flight as the device
  * allows up to what the batches hold.
@@ -12,7 +12,7 @@
  * The server owns the memory: one segment, registered through the layer
  * and exported to the client with just the access --xfer-op needs; the
  * descriptor goes over the control channel as an opaque blob (XDESC) and
- * the client imports it. The client posts batches of -l ops of the run's
+ * the client imports it. The client posts batches of --batch ops of the run's
  * size (rk_xfer_post), -t in flight, each with its own part of the
  * memory on the side that receives data, and completes them with
  * rk_xfer_batch_check after handing every completion of the lanes' CQ to

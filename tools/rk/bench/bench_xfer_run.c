@@ -1,7 +1,7 @@
 /*
  * bench_xfer_run.c - the engine of rk bench --op xfer (bench_xfer.h).
  *
- * Client: keeps -t batches in flight, each -l ops of the run's size
+ * Client: keeps -t batches in flight, each --batch ops of the run's size
  * posted with one rk_xfer_post (the layer chains them, -Q WRs per
  * doorbell, one completion per chain). Busy, it spins on the lanes' shared
  * CQ with ibv_poll_cq alone (as bench_bw does; --poll event or adaptive

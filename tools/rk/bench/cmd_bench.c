@@ -12,9 +12,11 @@
  * Any failure is sent to the peer as ERROR (so it can say why it stops)
  * and ends the run with exit status 1.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rdmakit/wire.h>
 
@@ -166,6 +168,28 @@ int bench_session(struct bench_ctx *c, struct bench_params *client_p, struct ben
 	return r;
 }
 
+/*
+ * --json without FILE: stdout holds the JSON alone. The table goes to
+ * stderr meanwhile (stdout is a copy of it); json_stdout() puts the real
+ * stdout, kept in @fd, back for the document. 0 or -1 (said).
+ */
+static int json_stdout_aside(int *fd)
+{
+	fflush(stdout);
+	*fd = dup(STDOUT_FILENO);
+	if (*fd >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0)
+		return 0;
+	fprintf(stderr, "rk bench: --json: stdout: %s\n", strerror(errno));
+	return -1;
+}
+
+static int json_stdout(int fd, struct rk_error *err)
+{
+	if (fflush(stdout) || dup2(fd, STDOUT_FILENO) < 0)
+		return bench_fail(err, errno, "--json: stdout: %s", strerror(errno));
+	return 0;
+}
+
 int rk_cmd_bench(int argc, char **argv)
 {
 	struct bench_params p, client_p;
@@ -174,11 +198,13 @@ int rk_cmd_bench(int argc, char **argv)
 	struct bench_report rep;
 	struct rk_error err;
 	const char *stage;
-	int r;
+	int r, json_fd = -1;
 
 	r = bench_opts_parse(argc, argv, &p, &l);
 	if (r)
 		return r > 0 ? RK_EXIT_OK : RK_EXIT_USAGE;
+	if (cli_json_to_stdout(l.json_path) && json_stdout_aside(&json_fd))
+		return RK_EXIT_FAILURE;
 	rk_error_clear(&err);
 	bench_ctx_init(&c, &p, &l);
 	bench_report_init(&rep, &c);
@@ -188,7 +214,8 @@ int rk_cmd_bench(int argc, char **argv)
 	bench_ctx_release(&c);
 	if (!r && l.json_path) {
 		stage = "json";
-		r = bench_report_json(&rep, l.json_path, &err);
+		r = json_fd >= 0 ? json_stdout(json_fd, &err) : 0;
+		r = r ?: bench_report_json(&rep, l.json_path, &err);
 		if (r)
 			cli_report(BENCH_PROG, stage, &err);
 	}
@@ -198,5 +225,7 @@ int rk_cmd_bench(int argc, char **argv)
 			cli_report(BENCH_PROG, "plot", &err);
 	}
 	bench_report_free(&rep);
+	if (json_fd >= 0)
+		close(json_fd);
 	return r ? RK_EXIT_FAILURE : RK_EXIT_OK;
 }
