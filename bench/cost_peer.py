@@ -79,7 +79,7 @@ def run_rk_peer(ctx, spec, n, tag, timeout):
     """rk bench: server on B (native), client on A under callgrind."""
     peer = os.environ["RK_PEER_ADDR"]
     port = ctx.next_port()
-    srv = on_peer([ctx.rk, "bench", "--dev", ctx.dev, *ctx.listen_opt(peer), "-p", str(port),
+    srv = on_peer([ctx.rk, "bench", "--dev", ctx.dev, "--addr", peer, "-p", str(port),
                    "--wait", "120", "--watchdog", "60", *spec.get("server", [])],
                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     vc, out = ctx.cg(tag + "-cli")
