@@ -227,6 +227,8 @@ enum rk_conn_state { RK_CONN_IDLE, RK_CONN_CONNECTING, RK_CONN_CONNECTED, RK_CON
 		     RK_CONN_ERROR, ... };
 void rk_conn_destroy(struct rk_conn *conn);
 enum rk_conn_state rk_conn_state(const struct rk_conn *conn);
+int rk_conn_progress(struct rk_conn *conn, int timeout_ms, struct rk_error *err);
+int rk_conn_cm_fd(const struct rk_conn *conn);
 struct rk_hello {
 	uint16_t version;
 	uint32_t app_id;
@@ -262,6 +264,7 @@ int rk_listener_create(struct rk_device *dev, const struct rk_listen_opts *opts,
 		       struct rk_error *err, struct rk_listener **out);
 void rk_listener_destroy(struct rk_listener *lis);
 uint16_t rk_listener_port(const struct rk_listener *lis);
+int rk_listener_fd(const struct rk_listener *lis);
 int rk_listener_get_request(struct rk_listener *lis, int timeout_ms, struct rk_error *err,
 			    struct rk_cm_request **out);
 const struct rk_hello *rk_cm_request_hello(const struct rk_cm_request *req);

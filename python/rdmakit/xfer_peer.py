@@ -32,7 +32,7 @@ class Peer(Closable):
     disconnects. A context manager; closed with its Xfer.
     """
 
-    def __init__(self, xfer: Xfer, cq, conns, mode: str, name: str) -> None:
+    def __init__(self, xfer: Xfer, cq, conns, mode: str, name: str, token: bytes = b"") -> None:
         # Made by Xfer.connect / Listener.accept, which own cq and conns until this returns.
         self._p = ffi.NULL
         self._closed = True
@@ -64,6 +64,9 @@ class Peer(Closable):
         self._notif_futs = collections.deque()  # notif_wait_async's futures, oldest first
         self.name: str = name
         """The other end, "host:port"."""
+        self.token: bytes = token
+        """The peer token its lanes' hellos carried (Xfer.connect's
+        ``token``): 16 bytes; b"" for a lane of another protocol."""
         xfer._children.add(self)
         track(self)
 
