@@ -235,6 +235,9 @@ class Xfer(Closable):
             if self._closed:
                 return
             listeners = [c for c in self._children if isinstance(c, Listener)]
+            peers = [c for c in self._children if isinstance(c, Peer)]
+        for c in peers:  # their fds off their loops, waited for outside the lock (Peer._detach)
+            c._detach()
         for c in listeners:
             try:
                 c.close()

@@ -8,7 +8,7 @@ array's memory registered in place (its data pointer is the segment's
 address); 64 ops in one batch over 2 lanes; WRITE batches with a
 notification, the data checked when notified; a thread waiting for a
 notification while another uses the same Xfer; asyncio (await a batch, await
-a notification); revocation seen from Python (RemoteAccessError, the op
+a notification; the peer closed from another thread than the loop's); revocation seen from Python (RemoteAccessError, the op
 behind it flushed, memory intact; memory windows and registrations); bad
 arguments, closed objects, descriptors that are not; the parameter server
 example with 3 workers; the owner killed mid-batch ("peer gone");
@@ -223,6 +223,54 @@ def test_asyncio(dev):
 
         asyncio.run(main())
     finally:
+        usr.close()
+        own.close()
+
+
+def test_asyncio_close_from_another_thread(dev):
+    # The loop runs on a thread of its own, in debug mode (which raises on
+    # a non-thread-safe use of it from another thread); the peer is closed
+    # from this one while a notification and a batch are awaited there.
+    own, op, usr, up = pair(dev, PORT + 1, mode="event")
+    loop = asyncio.new_event_loop()
+    loop.set_debug(True)
+    t = threading.Thread(target=loop.run_forever)
+    t.start()
+    try:
+        mem = bytearray(4096)
+        rseg = own.register(mem)  # kept: a segment collected is revoked
+        rem = up.import_remote(rseg.export(op))
+        lseg = usr.register(bytearray(4096), 0)
+        waited = asyncio.run_coroutine_threadsafe(op.notif_wait_async(30), loop)
+
+        async def batch():
+            b = up.post(Write(lseg, rem), notify=5)
+            await b
+            return await up.notif_wait_async(30)  # none comes: the peer is closed
+        batched = asyncio.run_coroutine_threadsafe(batch(), loop)
+        deadline = time.monotonic() + 10
+        while (op._fd < 0 or up._fd < 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        fds = op._fd, up._fd
+        assert min(fds) >= 0
+        # The WRITE's notification settles op's wait; a new one waits for ever.
+        assert waited.result(10) == 5
+        waited = asyncio.run_coroutine_threadsafe(op.notif_wait_async(30), loop)
+        time.sleep(0.2)
+        up.close()
+        with pytest.raises(rdmakit.ClosedError):
+            batched.result(10)
+        op.close()  # its lane may have seen up's disconnect first: "peer gone" then
+        with pytest.raises((rdmakit.ClosedError, rdmakit.PeerGoneError)):
+            waited.result(10)
+
+        async def readers():  # were the fds taken off the loop? (False: not there)
+            return [asyncio.get_running_loop().remove_reader(fd) for fd in fds]
+        assert asyncio.run_coroutine_threadsafe(readers(), loop).result(10) == [False, False]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+        loop.close()
         usr.close()
         own.close()
 
