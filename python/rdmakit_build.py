@@ -394,6 +394,7 @@ int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint32_t re
 #define RKPY_ANSWER_MAX ...
 struct rkpy_fast {
 	struct rk_rpc_client *cl;
+	int spin_us;
 	...;
 };
 struct rkpy_out {
@@ -411,6 +412,8 @@ int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t req_le
 	       char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
 	       struct rk_error *err);
 int rkpy_acall_wait(struct rkpy_fast *f, struct rkpy_call *c, void *py);
+int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
+		struct rkpy_call *c, char *resp);
 int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method, const char *req,
 		   uint32_t req_len, char *resp, uint32_t cap, int timeout_ms, uint32_t *len,
 		   int32_t *code, struct rk_error *err);
@@ -489,6 +492,7 @@ static int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint
 
 struct rkpy_fast {
 	struct rk_rpc_client *cl; /* NULL once closed (under mu) */
+	int spin_us;		  /* acall's look for the answer (mode "adaptive") */
 	pthread_mutex_t mu;
 };
 
@@ -625,6 +629,18 @@ static int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t
 out:
 	pthread_mutex_unlock(&f->mu);
 	return r;
+}
+
+/*
+ * acall()'s common case in six arguments: the default deadline, an answer
+ * of up to RKPY_ANSWER_MAX bytes into @resp, f->spin_us, the error into
+ * @c->err; returns as rkpy_acall.
+ */
+static int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
+		       struct rkpy_call *c, char *resp)
+{
+	return rkpy_acall(f, method, req, req_len, resp, RKPY_ANSWER_MAX, 0, c, f->spin_us,
+			  &c->err);
 }
 
 /*

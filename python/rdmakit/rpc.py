@@ -44,6 +44,7 @@ if lib.RKPY_ANSWER_MAX != DEFAULT_MAX_SIZE:  # call()'s per-thread answer buffer
 _EAGAIN = -errno.EAGAIN
 _fcall = lib.rkpy_fcall  # module globals: found faster than attributes, per call
 _acall = lib.rkpy_acall
+_afcall = lib.rkpy_afcall
 _unpack = ffi.unpack
 _CLOSED = lib.RKPY_FAST_CLOSED
 
@@ -570,6 +571,7 @@ class RpcClient(Closable):
         if r < 0:
             raise_error(r, self._err)
         self._cl = fast.cl = out[0]
+        fast.spin_us = self._spin_us
         self._device = device
         device._adopt(self)
         track(self)
@@ -702,20 +704,24 @@ class RpcClient(Closable):
         if self._loop is not loop:
             self._attach(loop)
         free = self._free
-        if type(data) is bytes and out is None and max_size is None and type(method) is int:
+        fast = (type(data) is bytes and out is None and max_size is None and timeout is None
+                and type(method) is int)
+        if fast:
             # The common small call: an outcome struct and answer buffer used before.
             c, resp = free.pop() if free else (ffi.new("struct rkpy_call *"),
                                                ffi.new("char[]", DEFAULT_MAX_SIZE))
-            req, n, cap = data, len(data), DEFAULT_MAX_SIZE
-            ms = 0 if timeout is None else seconds_to_ms(timeout, "timeout")
+            req, n, cap, ms = data, len(data), DEFAULT_MAX_SIZE, 0
         else:
             method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
             c = ffi.new("struct rkpy_call *")
         while True:
             # One foreign call, which takes the client's lock itself.
             try:
-                r = _acall(self._fast, method, req, n, resp, cap, ms, c, self._spin_us,
-                           self._err)
+                if fast:
+                    r = _afcall(self._fast, method, req, n, c, resp)
+                else:
+                    r = _acall(self._fast, method, req, n, resp, cap, ms, c, self._spin_us,
+                               self._err)
             except OverflowError:  # a method or a length beyond C's ints
                 self._prepare(method, data, timeout, out, max_size)
                 raise
@@ -737,7 +743,7 @@ class RpcClient(Closable):
             if r == lib.RKPY_BAD_METHOD:
                 _method(method)
             if r != _EAGAIN:
-                raise_error(r, self._err)
+                raise_error(r, ffi.addressof(c, "err") if fast else self._err)
             with self._lock:
                 self._poll_locked()  # the window is full: completions make room
             await self._wait_room(loop)
