@@ -227,6 +227,8 @@ enum rk_conn_state { RK_CONN_IDLE, RK_CONN_CONNECTING, RK_CONN_CONNECTED, RK_CON
 		     RK_CONN_ERROR, ... };
 void rk_conn_destroy(struct rk_conn *conn);
 enum rk_conn_state rk_conn_state(const struct rk_conn *conn);
+int rk_conn_progress(struct rk_conn *conn, int timeout_ms, struct rk_error *err);
+int rk_conn_cm_fd(const struct rk_conn *conn);
 struct rk_hello {
 	uint16_t version;
 	uint32_t app_id;
@@ -262,6 +264,7 @@ int rk_listener_create(struct rk_device *dev, const struct rk_listen_opts *opts,
 		       struct rk_error *err, struct rk_listener **out);
 void rk_listener_destroy(struct rk_listener *lis);
 uint16_t rk_listener_port(const struct rk_listener *lis);
+int rk_listener_fd(const struct rk_listener *lis);
 int rk_listener_get_request(struct rk_listener *lis, int timeout_ms, struct rk_error *err,
 			    struct rk_cm_request **out);
 const struct rk_hello *rk_cm_request_hello(const struct rk_cm_request *req);
@@ -387,18 +390,30 @@ int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint32_t re
 	      char *resp, uint32_t cap, int timeout_ms, uint32_t *len, int32_t *code,
 	      struct rk_error *err);
 #define RKPY_FAST_BAD_METHOD ...
+#define RKPY_FAST_CLOSED ...
+#define RKPY_ANSWER_MAX ...
 struct rkpy_fast {
 	struct rk_rpc_client *cl;
-	char *resp;
-	uint32_t cap;
+	int spin_us;
+	...;
+};
+struct rkpy_out {
 	int32_t code;
 	uint32_t len;
-	struct rk_error *err;
+	struct rk_error err;
 };
+extern char rkpy_answer[4084];
+void rkpy_fast_init(struct rkpy_fast *f);
+void rkpy_fast_lock(struct rkpy_fast *f);
+void rkpy_fast_unlock(struct rkpy_fast *f);
+struct rkpy_out *rkpy_fast_out(void);
 int rkpy_fcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len);
-int rkpy_acall(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
+int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
 	       char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
 	       struct rk_error *err);
+int rkpy_acall_wait(struct rkpy_fast *f, struct rkpy_call *c, void *py);
+int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
+		struct rkpy_call *c, char *resp);
 int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method, const char *req,
 		   uint32_t req_len, char *resp, uint32_t cap, int timeout_ms, uint32_t *len,
 		   int32_t *code, struct rk_error *err);
@@ -408,6 +423,7 @@ int rkpy_reply(struct rk_rpc_req *req, int32_t code, const char *data, uint32_t 
 
 SOURCE = r"""
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <rdmakit/rdmakit.h>
@@ -459,35 +475,71 @@ static int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint
 }
 
 /*
- * call()'s common case in one foreign call of four arguments: the client,
- * its answer buffer and the outcome's fields sit in @f, set once. Returns
- * the answer's length (>= 0) or a negative errno (RKPY_FAST_BAD_METHOD: a
- * method out of range). Each argument cffi converts costs instructions,
- * and under emulation they add up to microseconds a call.
+ * call()'s common case in one foreign call of four arguments, the
+ * client's lock taken inside it: @f holds the client and its mutex (the
+ * lock of every use of the client, RpcClient._lock, so that no Python
+ * lock is taken per call), the answer lands in the calling thread's
+ * rkpy_answer and the outcome in its rkpy_out (per thread: read after the
+ * mutex is released, while another thread may call). Returns the answer's
+ * length (>= 0) or a negative errno (RKPY_FAST_BAD_METHOD: a method out
+ * of range; RKPY_FAST_CLOSED: the client is closed). Each argument cffi
+ * converts costs instructions, and under emulation they add up to
+ * microseconds a call.
  */
 #define RKPY_FAST_BAD_METHOD (-1000000)
+#define RKPY_FAST_CLOSED     (-1000001)
+#define RKPY_ANSWER_MAX	     4084 /* rpc.py's DEFAULT_MAX_SIZE */
 
 struct rkpy_fast {
-	struct rk_rpc_client *cl;
-	char *resp;
-	uint32_t cap;
+	struct rk_rpc_client *cl; /* NULL once closed (under mu) */
+	int spin_us;		  /* acall's look for the answer (mode "adaptive") */
+	pthread_mutex_t mu;
+};
+
+struct rkpy_out {
 	int32_t code;
 	uint32_t len;
-	struct rk_error *err;
+	struct rk_error err;
 };
+
+static __thread char rkpy_answer[RKPY_ANSWER_MAX];
+static __thread struct rkpy_out rkpy_out;
+
+static void rkpy_fast_init(struct rkpy_fast *f)
+{
+	pthread_mutex_init(&f->mu, NULL);
+}
+
+static void rkpy_fast_lock(struct rkpy_fast *f)
+{
+	pthread_mutex_lock(&f->mu);
+}
+
+static void rkpy_fast_unlock(struct rkpy_fast *f)
+{
+	pthread_mutex_unlock(&f->mu);
+}
+
+static struct rkpy_out *rkpy_fast_out(void)
+{
+	return &rkpy_out;
+}
 
 static int rkpy_fcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len)
 {
 	struct rk_rpc_call_args a = {
-	    .req = req, .req_len = req_len, .resp = f->resp, .resp_cap = f->cap};
+	    .req = req, .req_len = req_len, .resp = rkpy_answer, .resp_cap = RKPY_ANSWER_MAX};
+	struct rkpy_out *o = &rkpy_out;
 	int r;
 
 	if (method < 0 || method > 0xffff)
 		return RKPY_FAST_BAD_METHOD;
 	a.method = (uint16_t)method;
-	f->len = 0;
-	r = rk_rpc_call(f->cl, &a, &f->len, &f->code, f->err);
-	return r ? r : (int)f->len;
+	o->len = 0;
+	pthread_mutex_lock(&f->mu);
+	r = f->cl ? rk_rpc_call(f->cl, &a, &o->len, &o->code, &o->err) : RKPY_FAST_CLOSED;
+	pthread_mutex_unlock(&f->mu);
+	return r ? r : (int)o->len;
 }
 
 static int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method,
@@ -547,7 +599,7 @@ static long long rkpy_now_us(void)
  * negative errno (-EAGAIN: the window is full). The clock is read every
  * 16 looks.
  */
-static int rkpy_acall(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
+static int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
 		      char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
 		      struct rk_error *err)
 {
@@ -561,18 +613,51 @@ static int rkpy_acall(struct rk_rpc_client *cl, int method, const char *req, uin
 	a.method = (uint16_t)method;
 	c->done = 0; /* a struct the caller reuses */
 	c->py = NULL;
-	r = rk_rpc_call_async(cl, &a, rkpy_call_done, c, err);
+	pthread_mutex_lock(&f->mu);
+	r = f->cl ? rk_rpc_call_async(f->cl, &a, rkpy_call_done, c, err) : RKPY_FAST_CLOSED;
 	if (r)
-		return r;
+		goto out;
 	if (spin_us > 0)
 		until = rkpy_now_us() + spin_us;
 	for (unsigned i = 1; spin_us > 0 && !c->done; i++) {
-		if (rk_rpc_client_progress(cl, 0, NULL) < 0)
+		if (rk_rpc_client_progress(f->cl, 0, NULL) < 0)
 			break;
 		if (i % 16 == 0 && rkpy_now_us() >= until)
 			break;
 	}
-	return c->done;
+	r = c->done;
+out:
+	pthread_mutex_unlock(&f->mu);
+	return r;
+}
+
+/*
+ * acall()'s common case in six arguments: the default deadline, an answer
+ * of up to RKPY_ANSWER_MAX bytes into @resp, f->spin_us, the error into
+ * @c->err; returns as rkpy_acall.
+ */
+static int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
+		       struct rkpy_call *c, char *resp)
+{
+	return rkpy_acall(f, method, req, req_len, resp, RKPY_ANSWER_MAX, 0, c, f->spin_us,
+			  &c->err);
+}
+
+/*
+ * Hand a call in flight to Python's callback @py (its completion then
+ * calls rkpy_done), under the client's lock so that no completion runs in
+ * between; 1 if it completed meanwhile (@py not set: the outcome is in @c).
+ */
+static int rkpy_acall_wait(struct rkpy_fast *f, struct rkpy_call *c, void *py)
+{
+	int done;
+
+	pthread_mutex_lock(&f->mu);
+	done = c->done;
+	if (!done)
+		c->py = py;
+	pthread_mutex_unlock(&f->mu);
+	return done;
 }
 
 /* Op @i's outcome, its completion status as an int (the enum is not declared to Python). */

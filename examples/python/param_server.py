@@ -9,14 +9,18 @@ Each round every worker pushes a gradient (K float32) and pulls the sum of
 all of them. The data moves one-sided: a worker WRITEs its gradient into its
 own slot of the server's memory, with a notification, and READs the sum
 from it; the server's CPU only adds. RPC carries the control: JOIN (your
-index), DESC (your descriptors), SUM r (answered once round r is summed) and
-BYE (the server closes once every worker said it).
+index and a secret token: the worker's lanes carry it in their hello, so
+the server knows them by it, and nobody without it can take a worker's
+place), DESC (your descriptors), SUM r (answered once round r is summed)
+and BYE (the server closes once every worker said it).
 Gradients are whole numbers, so every worker can check the sum exactly.
 
 Run it in the sandbox:
   scripts/softroce run -- sh -c 'PYTHONPATH=build/python examples/python/param_server.py both "$RK_ADDR"'
 """
 import argparse
+import errno
+import os
 import queue
 import subprocess
 import sys
@@ -29,6 +33,7 @@ import rdmakit
 from rdmakit import READ, WRITE, Read, Write
 
 JOIN, DESC, SUM, BYE = 1, 2, 3, 4
+TOKEN = 16  # bytes: Xfer.connect's token
 
 
 def gradient(w, r, k):
@@ -43,11 +48,20 @@ def server(dev, a):
     total = np.zeros(k, dtype=np.float32)          # every worker READs it
     total_seg = x.register(total, READ)
     slot_segs = [x.register(slots[w], WRITE) for w in range(n)]
-    joins, byes, lock = queue.Queue(), queue.Queue(), threading.Lock()
+    byes, lock = queue.Queue(), threading.Lock()
     descs, done, waiting = {}, [0], {}  # deferred requests by worker (DESC), by round (SUM)
+    tokens = {}  # a worker's token -> its index
     srv = rdmakit.RpcServer(dev, a.port, addr=a.addr)
-    srv.add(JOIN, lambda req: joins.put(req.defer()))
     srv.add(BYE, lambda req: byes.put(req.defer()))
+
+    @srv.handler(JOIN)
+    def join(req):  # the next index, and the token its lanes must show
+        with lock:
+            if len(tokens) == n:
+                raise rdmakit.HandlerError(-errno.EBUSY, b"full")
+            token = os.urandom(TOKEN)
+            tokens[token] = len(tokens)
+            return b"%d " % tokens[token] + token
 
     @srv.handler(DESC)
     def desc(req):  # the descriptors once exported to the worker's peer
@@ -67,17 +81,23 @@ def server(dev, a):
             req.reply(answer)
 
     srv.start()
-    peers = []
-    for w in range(n):  # one worker at a time: the w-th JOIN's lanes are the w-th peer
-        joins.get(timeout=60).reply(b"%d" % w)
-        p = lis.accept(60)
-        peers.append(p)
+    peers = {}
+    until = time.monotonic() + 60
+    while len(peers) < n:  # in any order: each peer is the worker whose token it shows
+        p = lis.accept(max(0.1, until - time.monotonic()))
+        with lock:
+            w = tokens.get(p.token)
+        if w is None or w in peers:
+            print("server: lanes from %s without a worker's token: closed" % p.name, flush=True)
+            p.close()
+            continue
+        peers[w] = p
         d1, d2 = slot_segs[w].export(p), total_seg.export(p)
         with lock:
             descs[w] = bytes([len(d1)]) + d1 + d2
             publish(("desc", w), descs[w])
     for r in range(1, a.rounds + 1):
-        for w, p in enumerate(peers):
+        for w, p in sorted(peers.items()):
             v = p.notif_wait(60)  # worker w's gradient of round v has landed
             assert v == r, "worker %d sent round %d in round %d" % (w, v, r)
         np.sum(slots, axis=0, out=total)
@@ -97,9 +117,10 @@ def server(dev, a):
 def worker(dev, a):
     k = a.size
     with rdmakit.RpcClient(dev, a.addr, a.port) as c:
-        w = int(c.call(JOIN, timeout=60))
+        j = c.call(JOIN, timeout=60)
+        w, token = int(j[:-TOKEN - 1]), j[-TOKEN:]
         x = rdmakit.Xfer(dev)
-        peer = x.connect(a.addr, a.port + 1, lanes=2)
+        peer = x.connect(a.addr, a.port + 1, lanes=2, token=token)
         d = c.call(DESC, b"%d" % w, timeout=60)
         slot, total = peer.import_remote(d[1:1 + d[0]]), peer.import_remote(d[1 + d[0]:])
         grad, out = np.zeros(k, dtype=np.float32), np.zeros(k, dtype=np.float32)

@@ -38,9 +38,33 @@ settings (4096 - 12 bytes), so no memory is registered for the call."""
 
 Buffer = Any  # anything with the buffer protocol
 
+if lib.RKPY_ANSWER_MAX != DEFAULT_MAX_SIZE:  # call()'s per-thread answer buffer (rdmakit_build.py)
+    raise ImportError("rdmakit: RKPY_ANSWER_MAX != DEFAULT_MAX_SIZE")
+
 _EAGAIN = -errno.EAGAIN
 _fcall = lib.rkpy_fcall  # module globals: found faster than attributes, per call
+_acall = lib.rkpy_acall
+_afcall = lib.rkpy_afcall
 _unpack = ffi.unpack
+_CLOSED = lib.RKPY_FAST_CLOSED
+
+
+class _CLock:
+    """An RpcClient's lock: the mutex in its struct rkpy_fast, which the
+    fast paths (rkpy_fcall, rkpy_acall) take inside their one foreign
+    call. Taking it here blocks with the GIL released."""
+
+    __slots__ = ("_f",)
+
+    def __init__(self, f):
+        self._f = f
+
+    def __enter__(self):
+        lib.rkpy_fast_lock(self._f)
+        return self
+
+    def __exit__(self, *exc):
+        lib.rkpy_fast_unlock(self._f)
 
 
 def _token(token, opts, keep):
@@ -501,9 +525,14 @@ class RpcClient(Closable):
         self._cl = ffi.NULL
         self._spin_us = 0
         self._closed = False
+        # call()'s and acall()'s common case: the client and its lock (a
+        # mutex) in one struct, the lock taken in C inside the one foreign
+        # call; the answer in the calling thread's buffer (rkpy_answer).
+        self._fast = fast = ffi.new("struct rkpy_fast *")
+        lib.rkpy_fast_init(fast)
         # One lock: held by every use of the handle (a blocking call too) and
         # by close(), so the handle never goes under a call.
-        self._lock = threading.Lock()
+        self._lock = _CLock(fast)
         self._pending = set()
         self._loop = None
         self._loop_ident = None
@@ -514,15 +543,6 @@ class RpcClient(Closable):
         self._err = ffi.new("struct rk_error *")
         self._len = ffi.new("uint32_t *")
         self._code = ffi.new("int32_t *")
-        self._scratch = ffi.new("char[]", DEFAULT_MAX_SIZE)
-        # call()'s common case: the client, answer buffer and outcome in one
-        # struct, and the lock's own methods (no context-manager protocol).
-        self._fast = fast = ffi.new("struct rkpy_fast *")
-        fast.resp = self._scratch
-        fast.cap = DEFAULT_MAX_SIZE
-        fast.err = self._err
-        self._acquire = self._lock.acquire
-        self._release = self._lock.release
         self._free = []  # acall's outcome structs and answer buffers, for reuse
         if _leased is not None:  # a client of an RpcPool (RpcPool.lease)
             self._pool, self._cl, self._mode = _leased
@@ -551,6 +571,7 @@ class RpcClient(Closable):
         if r < 0:
             raise_error(r, self._err)
         self._cl = fast.cl = out[0]
+        fast.spin_us = self._spin_us
         self._device = device
         device._adopt(self)
         track(self)
@@ -622,21 +643,16 @@ class RpcClient(Closable):
         if (type(data) is bytes and type(method) is int and timeout is None and out is None
                 and max_size is None):
             # The common small call: one foreign call of four arguments,
-            # nothing to allocate but the answer's bytes.
-            self._acquire()
+            # which takes the lock itself; nothing to allocate but the
+            # answer's bytes, from this thread's buffer.
             try:
-                if self._closed:
-                    raise closed("RpcClient")
-                try:
-                    r = _fcall(self._fast, method, data, len(data))
-                except OverflowError:  # a method or a length beyond C's ints
-                    self._prepare(method, data, timeout, out, max_size)
-                    raise
-                if r >= 0:
-                    return _unpack(self._scratch, r)
-                return self._fast_failed(r, method)
-            finally:
-                self._release()
+                r = _fcall(self._fast, method, data, len(data))
+            except OverflowError:  # a method or a length beyond C's ints
+                self._prepare(method, data, timeout, out, max_size)
+                raise
+            if r >= 0:
+                return _unpack(lib.rkpy_answer, r)
+            return self._fast_failed(r, method)
         method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
         with self._lock:
             if self._closed:
@@ -647,13 +663,16 @@ class RpcClient(Closable):
                 return self._len[0] if out is not None else ffi.unpack(resp, self._len[0])
             return self._failed(r, method, out, resp)
 
-    def _fast_failed(self, r, method):
-        """Raise for the fast path's status @r (the lock held)."""
+    @staticmethod
+    def _fast_failed(r, method):
+        """Raise for the fast path's status @r (its outcome in this thread's rkpy_out)."""
+        if r == _CLOSED:
+            raise closed("RpcClient")
         if r == lib.RKPY_FAST_BAD_METHOD:
             _method(method)
-        f = self._fast
-        back = ffi.unpack(self._scratch, f.len) if r == -errno.EREMOTEIO else b""
-        raise_error(r, self._err, code=f.code, data=back)
+        o = lib.rkpy_fast_out()
+        back = ffi.unpack(lib.rkpy_answer, o.len) if r == -errno.EREMOTEIO else b""
+        raise_error(r, ffi.addressof(o, "err"), code=o.code, data=back)
 
     def _failed(self, r, method, out, resp):
         """Raise for call status @r (the lock held)."""
@@ -685,37 +704,47 @@ class RpcClient(Closable):
         if self._loop is not loop:
             self._attach(loop)
         free = self._free
-        if type(data) is bytes and out is None and max_size is None and type(method) is int:
+        fast = (type(data) is bytes and out is None and max_size is None and timeout is None
+                and type(method) is int)
+        if fast:
             # The common small call: an outcome struct and answer buffer used before.
             c, resp = free.pop() if free else (ffi.new("struct rkpy_call *"),
                                                ffi.new("char[]", DEFAULT_MAX_SIZE))
-            req, n, cap, ms = data, len(data), DEFAULT_MAX_SIZE, seconds_to_ms(timeout, "timeout")
+            req, n, cap, ms = data, len(data), DEFAULT_MAX_SIZE, 0
         else:
             method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
             c = ffi.new("struct rkpy_call *")
         while True:
+            # One foreign call, which takes the client's lock itself.
+            try:
+                if fast:
+                    r = _afcall(self._fast, method, req, n, c, resp)
+                else:
+                    r = _acall(self._fast, method, req, n, resp, cap, ms, c, self._spin_us,
+                               self._err)
+            except OverflowError:  # a method or a length beyond C's ints
+                self._prepare(method, data, timeout, out, max_size)
+                raise
+            if r == 1:
+                break
+            if r == 0:  # in flight: wait for it on the loop
+                st = _Async()
+                st.fut = loop.create_future()
+                st.out, st.resp, st.c, st.req, st.loop = out, resp, c, req, loop
+                st.keep = self
+                st.handle = h = ffi.new_handle(st)
+                self._pending.add(st)
+                if lib.rkpy_acall_wait(self._fast, c, h):  # it completed meanwhile
+                    self._pending.discard(st)
+                    r = 1
+                break
+            if r == _CLOSED:
+                raise closed("RpcClient")
+            if r == lib.RKPY_BAD_METHOD:
+                _method(method)
+            if r != _EAGAIN:
+                raise_error(r, ffi.addressof(c, "err") if fast else self._err)
             with self._lock:
-                cl = self._use()
-                try:
-                    r = lib.rkpy_acall(cl, method, req, n, resp, cap, ms, c, self._spin_us,
-                                       self._err)
-                except OverflowError:  # a method or a length beyond C's ints
-                    self._prepare(method, data, timeout, out, max_size)
-                    raise
-                if r == 1:
-                    break
-                if r == 0:  # in flight: wait for it on the loop
-                    st = _Async()
-                    st.fut = loop.create_future()
-                    st.out, st.resp, st.c, st.req, st.loop = out, resp, c, req, loop
-                    st.keep = self
-                    st.handle = c.py = ffi.new_handle(st)
-                    self._pending.add(st)
-                    break
-                if r == lib.RKPY_BAD_METHOD:
-                    _method(method)
-                if r != _EAGAIN:
-                    raise_error(r, self._err)
                 self._poll_locked()  # the window is full: completions make room
             await self._wait_room(loop)
         if r == 1:
@@ -810,6 +839,7 @@ class RpcClient(Closable):
             self._closed = True
             self._detach()
             cl, self._cl = self._cl, ffi.NULL
+            self._fast.cl = ffi.NULL  # the fast paths see it closed (the lock held)
             if cl == ffi.NULL:
                 return
             if self._pool is not None:

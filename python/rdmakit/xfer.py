@@ -133,7 +133,8 @@ class Xfer(Closable):
         return Segment(self, buf, access)
 
     def connect(self, host: str, port: Union[int, str], *, lanes: int = 1, mode: str = "busy",
-                timeout: Optional[float] = None, src_addr: Optional[str] = None) -> "Peer":
+                timeout: Optional[float] = None, src_addr: Optional[str] = None,
+                token: Optional[bytes] = None) -> "Peer":
         """A peer: ``lanes`` (1..16) rdma_cm connections to the Listener at
         ``host``:``port`` (the other side in Listener.accept meanwhile),
         made one after the other, each step within ``timeout`` seconds
@@ -141,9 +142,18 @@ class Xfer(Closable):
         ("busy" spins, "event" sleeps, "adaptive" spins 50 us first; the
         asyncio waits need "event" or "adaptive"). Raises RefusedError
         (nobody listens, or the listener turned the peer away),
-        DeadlineError, or another Error."""
+        DeadlineError, or another Error. ``token``: the 16 bytes its lanes'
+        hellos carry, which the listener groups them by and shows as the
+        accepted Peer's ``token`` (None: random); a server that handed a
+        client a secret token (over RPC, say) knows its lanes by it."""
         n = check_int(lanes, "lanes", 1, lib.RK_XFER_LANES_MAX)
-        token = os.urandom(_TOKEN_LEN)
+        if token is None:
+            token = os.urandom(_TOKEN_LEN)
+        elif not isinstance(token, (bytes, bytearray, memoryview)):
+            raise TypeError("token: bytes expected, not %s" % type(token).__name__)
+        elif len(token) != _TOKEN_LEN:
+            raise ValueError("token: %d bytes expected, not %d" % (_TOKEN_LEN, len(token)))
+        token = bytes(token)
         hellos = [(LANES_APP_ID, i | n << 8, token) for i in range(n)]
         return connect_lanes(self, host, port, hellos, mode, timeout, src_addr)[0]
 
@@ -171,9 +181,11 @@ class Xfer(Closable):
         return connect_lanes(self, host, port, [(aid, arg, tok)], mode, timeout, src_addr)
 
     def listen(self, port: Union[int, str] = 0, *, addr: Optional[str] = None,
-               mode: str = "busy", max_pending: int = 8) -> "Listener":
+               mode: str = "busy", max_pending: int = 8,
+               max_pending_per_addr: int = 4) -> "Listener":
         """A Listener for peers' lanes: ``Listener(self, port, ...)``."""
-        return Listener(self, port, addr=addr, mode=mode, max_pending=max_pending)
+        return Listener(self, port, addr=addr, mode=mode, max_pending=max_pending,
+                        max_pending_per_addr=max_pending_per_addr)
 
     def stats(self) -> Dict[str, int]:
         """The counters since creation: reg_mr, dereg_mr, cache_hits,
@@ -223,6 +235,9 @@ class Xfer(Closable):
             if self._closed:
                 return
             listeners = [c for c in self._children if isinstance(c, Listener)]
+            peers = [c for c in self._children if isinstance(c, Peer)]
+        for c in peers:  # their fds off their loops, waited for outside the lock (Peer._detach)
+            c._detach()
         for c in listeners:
             try:
                 c.close()

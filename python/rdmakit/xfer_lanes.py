@@ -5,6 +5,9 @@ names from rdmakit.xfer."""
 from __future__ import annotations
 
 import errno
+import math
+import select
+import threading
 import time
 from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
@@ -12,8 +15,8 @@ from ._rk import ffi, lib
 from ._util import Closable, check_int, closed, raise_error, track, wait_mode
 from .errors import DeadlineError, Error
 from .rpc import _cstr
-from .xfer_base import (LANES_APP_ID, _TOKEN_LEN, _Lock, _conn_opts, _deadline, _finite_ms,
-                        _left_ms, _make_cq)
+from .xfer_base import (LANES_APP_ID, _SLICE_MS, _TOKEN_LEN, _conn_opts, _deadline, _finite_ms,
+                        _make_cq)
 from .xfer_peer import Peer
 
 if TYPE_CHECKING:
@@ -55,12 +58,38 @@ def connect_lanes(xfer: "Xfer", host: str, port: Union[int, str],
         ln = ffi.new("size_t *")
         p = lib.rk_conn_peer_data(conns[0], ln)
         data = ffi.unpack(ffi.cast("char *", p), ln[0]) if p != ffi.NULL else b""
-        return Peer(xfer, cq, conns, mode, "%s:%s" % (host, port)), data
+        token = hellos[0][2] if hellos[0][0] == LANES_APP_ID else b""
+        return Peer(xfer, cq, conns, mode, "%s:%s" % (host, port), token), data
     except BaseException:
         for c in reversed(conns):
             lib.rk_conn_destroy(c)
         lib.rk_cq_destroy(cq)
         raise
+
+
+class _Pending:
+    """A peer whose lanes are arriving: its CQ, its lanes so far (each
+    CONNECTING until its handshake ends, then CONNECTED), each lane's
+    handshake deadline, the peer's deadline, its name, host and token."""
+
+    __slots__ = ("cq", "conns", "up", "lane_deadline", "n", "deadline", "name", "host", "token")
+
+    def __init__(self, cq, n, name, host, token):
+        self.cq, self.n, self.name, self.host, self.token = cq, n, name, host, token
+        self.conns, self.up, self.lane_deadline = [], [], []
+        self.deadline = time.monotonic() + _PEER_S
+
+    def whole(self):
+        return len(self.conns) == self.n and all(self.up)
+
+
+_PEER_S = 10.0       # a peer's lanes all arrive within this, or it is dropped
+_TAKE_PER_TURN = 8   # connect requests taken between two looks at the lanes connecting
+
+
+def _host(name):
+    """The address of "10.0.0.2:51234" or "[fe80::1]:51234", without the port."""
+    return name.rsplit(":", 1)[0]
 
 
 class Listener(Closable):
@@ -69,12 +98,18 @@ class Listener(Closable):
 
     ``mode``: the accepted peers' (see Xfer.connect). ``max_pending``:
     peers whose lanes are still arriving, at most (more are turned away as
-    busy); a peer whose lanes do not all arrive within 10 s is dropped. A
-    context manager; closed with its Xfer. One thread at a time.
+    busy); ``max_pending_per_addr``: of them, from one address, at most (so
+    that one host cannot take every place). A lane is accepted without
+    waiting for its handshake: a lane whose handshake has not ended within
+    ``accept_timeout`` (3 s), or a peer whose lanes have not all arrived
+    within 10 s, is closed, and meanwhile the others' lanes go on. A
+    context manager; closed with its Xfer. One thread accepts at a time;
+    close() may come from another.
     """
 
     def __init__(self, xfer: Xfer, port: Union[int, str] = 0, *, addr: Optional[str] = None,
-                 mode: str = "busy", max_pending: int = 8) -> None:
+                 mode: str = "busy", max_pending: int = 8,
+                 max_pending_per_addr: int = 4) -> None:
         self._lis = ffi.NULL
         self._closed = True
         self._lib = lib
@@ -84,6 +119,7 @@ class Listener(Closable):
         self._wm = wait_mode(mode)
         self._mode = mode
         self._max_pending = check_int(max_pending, "max_pending", 1, 1024)
+        self._max_per_addr = check_int(max_pending_per_addr, "max_pending_per_addr", 1, 1024)
         keep = []
         opts = ffi.new("struct rk_listen_opts *")
         opts.port = _cstr(port, "port", keep)
@@ -98,8 +134,10 @@ class Listener(Closable):
         self._lis = out[0]
         self._closed = False
         self._xfer = xfer
-        self._lock = _Lock()
-        self._pending = {}  # token -> [cq, conns, nlanes, deadline, name]
+        self._lock = threading.Lock()  # held for non-blocking steps only, never across a wait
+        self._pending = {}  # token -> _Pending
+        self._closers = []  # threads closing dropped lanes (a CONNECTING lane's close waits)
+        self._fd = lib.rk_listener_fd(self._lis)
         self.port: int = lib.rk_listener_port(self._lis)
         """The port it listens on."""
         self._device = xfer._device
@@ -112,34 +150,90 @@ class Listener(Closable):
         """True once close() was called."""
         return self._closed
 
+    @property
+    def pending(self) -> int:
+        """Peers whose lanes are still arriving (or handshaking)."""
+        return len(self._pending)
+
     def accept(self, timeout: Optional[float] = 10.0, *,
                accept_timeout: Optional[float] = None) -> Peer:
         """Wait up to ``timeout`` seconds (math.inf: no deadline) for a
         peer's lanes and return the Peer. ``accept_timeout``: each lane's
-        handshake, seconds (None: 5). DeadlineError when none came."""
+        handshake, seconds (None: 3), after which the lane and its peer are
+        closed; the other peers' lanes go on meanwhile (a connector that
+        never ends its handshake holds nobody). DeadlineError when none
+        came."""
         deadline = _deadline(timeout, "timeout", 10.0)
-        ams = _finite_ms(accept_timeout, "accept_timeout", 5000)
+        ams = _finite_ms(accept_timeout, "accept_timeout", 3000) / 1000.0
         err = ffi.new("struct rk_error *")
         out = ffi.new("struct rk_cm_request **")
         while True:
             with self._lock:
                 if self._closed:
                     raise closed("Listener")
-                self._expire()
-                r = lib.rk_listener_get_request(self._lis, max(1, _left_ms(deadline)), err, out)
-                if r == 0:
-                    peer = self._take(out[0], ams, err)
-                    if peer is not None:
-                        return peer
-                elif r not in (-errno.ETIMEDOUT, -errno.EAGAIN, -errno.EINTR):
-                    raise_error(r, err)
-            self._lock.let_in()
-            if deadline is not None and time.monotonic() >= deadline:
+                peer, fds, wake = self._turn(ams, err, out)
+            if peer is not None:
+                try:
+                    return Peer(self._xfer, peer.cq, peer.conns, self._mode, peer.name,
+                                peer.token)
+                except BaseException:
+                    self._destroy(peer)
+                    raise
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
                 raise DeadlineError(errno.ETIMEDOUT, "accept: no peer within %s s" % timeout,
                                     op="accept")
+            # The wait, outside the lock: the listener's fd (a connect
+            # request) and the CM fds of the lanes connecting (their
+            # handshake's end), up to the next lane's deadline.
+            until = min(wake, now + _SLICE_MS / 1000.0)
+            if deadline is not None:
+                until = min(until, deadline)
+            pl = select.poll()
+            for fd in fds:
+                pl.register(fd, select.POLLIN)
+            pl.poll(max(0, int(math.ceil((until - now) * 1000))))
+
+    def _turn(self, ams, err, out):
+        """One look, not waiting (the lock held): close what is past its
+        deadline, see handshakes ended, take the connect requests waiting.
+        Returns (a whole peer or None, the fds to wait on, when to look
+        again at the latest)."""
+        now = time.monotonic()
+        for token, s in list(self._pending.items()):
+            for i, c in enumerate(s.conns):
+                if s.up[i]:
+                    continue
+                st = lib.rk_conn_progress(c, 0, err)
+                if st == lib.RK_CONN_CONNECTED:
+                    s.up[i] = True
+                elif st < 0 or st != lib.RK_CONN_CONNECTING or now >= s.lane_deadline[i]:
+                    s.deadline = 0  # that lane failed or stalled: the peer goes
+            if now >= s.deadline:
+                self._drop(token)
+        for _ in range(_TAKE_PER_TURN):
+            r = lib.rk_listener_get_request(self._lis, 0, err, out)
+            if r == 0:
+                self._take(out[0], ams, err)
+            elif r in (-errno.EAGAIN, -errno.ETIMEDOUT, -errno.EINTR):
+                break
+            else:
+                raise_error(r, err)
+        fds, wake = [self._fd], now + _PEER_S
+        for token, s in list(self._pending.items()):
+            if s.whole():
+                del self._pending[token]
+                return s, fds, now
+            wake = min(wake, s.deadline)
+            for i, c in enumerate(s.conns):
+                if not s.up[i]:
+                    fds.append(lib.rk_conn_cm_fd(c))
+                    wake = min(wake, s.lane_deadline[i])
+        return None, fds, wake
 
     def _take(self, req, ams, err):
-        """One lane's request (the lock held): the Peer once it is whole."""
+        """One lane's request (the lock held): accepted without waiting for
+        its handshake, or rejected."""
         h = lib.rk_cm_request_hello(req)
         lane, n, extra = h.app_arg & 0xFF, (h.app_arg >> 8) & 0xFF, h.app_arg >> 16
         token = ffi.unpack(ffi.cast("char *", h.token), h.token_len)
@@ -148,52 +242,55 @@ class Listener(Closable):
         why = None
         if h.token_len != _TOKEN_LEN or extra or not 1 <= n <= lib.RK_XFER_LANES_MAX or lane >= n:
             why = (lib.RK_REJECT_BAD_HELLO, b"not a lane")
-        elif lane == 0 and (s is not None or len(self._pending) >= self._max_pending):
+        elif lane == 0 and s is not None:
+            why = (lib.RK_REJECT_BUSY, b"that peer is connecting")
+        elif lane == 0 and len(self._pending) >= self._max_pending:
             why = (lib.RK_REJECT_BUSY, b"too many peers connecting")
-        elif lane and (s is None or s[2] != n or len(s[1]) != lane):
+        elif lane == 0 and sum(p.host == _host(name)
+                               for p in self._pending.values()) >= self._max_per_addr:
+            why = (lib.RK_REJECT_BUSY, b"too many peers connecting from this address")
+        elif lane and (s is None or s.n != n or len(s.conns) != lane or s.host != _host(name)):
             why = (lib.RK_REJECT_NO_SESSION, b"no such peer")
         if why:
             lib.rk_cm_request_reject(req, why[0], why[1], ffi.NULL)
-            return None
+            return
         if s is None:
             try:
                 cq = _make_cq(self._xfer._device._use(), n, self._xfer._rq, self._wm)
             except Error:
                 lib.rk_cm_request_reject(req, lib.RK_REJECT_BUSY, b"no CQ", ffi.NULL)
                 raise
-            s = self._pending[token] = [cq, [], n, time.monotonic() + 10.0, name]
+            s = self._pending[token] = _Pending(cq, n, name, _host(name), token)
         opts = ffi.new("struct rk_conn_opts *")
-        _conn_opts(opts, s[0], self._xfer._rq)
-        out = ffi.new("struct rk_conn **")
-        r = lib.rk_cm_request_accept(req, opts, ffi.NULL, 0, ams, err, out)
+        _conn_opts(opts, s.cq, self._xfer._rq)
+        c = ffi.new("struct rk_conn **")
+        # Timeout 0: returns with the lane CONNECTING (cm.h); _turn sees it end.
+        r = lib.rk_cm_request_accept(req, opts, ffi.NULL, 0, 0, err, c)
         if r < 0:
-            self._drop(token)
-            return None  # that peer's problem: its connect fails; wait for the next
-        s[1].append(out[0])
-        if len(s[1]) < n:
-            return None
-        del self._pending[token]
-        try:
-            return Peer(self._xfer, s[0], s[1], self._mode, name)
-        except BaseException:
-            self._destroy(s)
-            raise
+            self._drop(token)  # that peer's problem: its connect fails
+            return
+        s.conns.append(c[0])
+        s.up.append(False)
+        s.lane_deadline.append(time.monotonic() + ams)
 
     @staticmethod
     def _destroy(s):
-        for c in reversed(s[1]):
+        for c in reversed(s.conns):
             lib.rk_conn_destroy(c)
-        lib.rk_cq_destroy(s[0])
+        lib.rk_cq_destroy(s.cq)
 
     def _drop(self, token):
+        """Close a pending peer's lanes (the lock held) on a thread of its
+        own: closing a lane whose handshake is under way waits for the CM
+        (up to a second), which would hold the other peers' lanes."""
         s = self._pending.pop(token, None)
-        if s is not None:
-            self._destroy(s)
-
-    def _expire(self):
-        now = time.monotonic()
-        for t in [t for t, s in self._pending.items() if s[3] <= now]:
-            self._drop(t)
+        if s is None:
+            return
+        self._closers = [t for t in self._closers if t.is_alive()]
+        t = threading.Thread(target=self._destroy, args=(s,), name="rdmakit-lane-close",
+                             daemon=True)
+        t.start()
+        self._closers.append(t)
 
     def close(self) -> None:
         """Stop listening; drop the peers whose lanes are still arriving.
@@ -207,8 +304,11 @@ class Listener(Closable):
             for t in list(self._pending):
                 self._drop(t)
             lis, self._lis = self._lis, ffi.NULL
-            self._lib.rk_listener_destroy(lis)
-            self._device._release()
+            closers, self._closers = self._closers, []
+        for t in closers:
+            t.join()
+        self._lib.rk_listener_destroy(lis)
+        self._device._release()
 
     def __repr__(self) -> str:
         return "<rdmakit.Listener port %s%s>" % (getattr(self, "port", "?"),

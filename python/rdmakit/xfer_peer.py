@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Iterable, Optional, Union
@@ -32,7 +33,7 @@ class Peer(Closable):
     disconnects. A context manager; closed with its Xfer.
     """
 
-    def __init__(self, xfer: Xfer, cq, conns, mode: str, name: str) -> None:
+    def __init__(self, xfer: Xfer, cq, conns, mode: str, name: str, token: bytes = b"") -> None:
         # Made by Xfer.connect / Listener.accept, which own cq and conns until this returns.
         self._p = ffi.NULL
         self._closed = True
@@ -59,11 +60,16 @@ class Peer(Closable):
         self._holds = 0  # batches and descriptors not freed yet: the handle outlives them
         self._ws = ffi.NULL
         self._loop = None
+        self._floop = None       # the loop its futures belong to (kept after _detach)
+        self._loop_ident = None  # the thread it runs on
         self._fd = -1
         self._waiting = set()                 # batches awaited on the loop: (batch, future)
         self._notif_futs = collections.deque()  # notif_wait_async's futures, oldest first
         self.name: str = name
         """The other end, "host:port"."""
+        self.token: bytes = token
+        """The peer token its lanes' hellos carried (Xfer.connect's
+        ``token``): 16 bytes; b"" for a lane of another protocol."""
         xfer._children.add(self)
         track(self)
 
@@ -236,7 +242,8 @@ class Peer(Closable):
                 self._ws = self._make_ws()
             fd = lib.rk_wait_fd(self._ws)
             lib.rkpy_xfer_drain(self._ws, self._xfer._x, self._err)  # arms the CQ
-            self._loop, self._fd = loop, fd
+            self._loop, self._fd, self._floop = loop, fd, loop
+            self._loop_ident = threading.get_ident()
             loop.add_reader(fd, self._readable)
 
     def _make_ws(self):
@@ -297,13 +304,36 @@ class Peer(Closable):
             except RuntimeError:
                 pass
 
-    def _detach(self):
-        if self._loop is not None and self._fd >= 0:
+    def _detach(self, wait=True):
+        """Take the wait set's fd off its loop. An event loop is not
+        thread-safe: from another thread than the loop's (a running loop)
+        the removal goes to the loop by call_soon_threadsafe and is waited
+        for, up to 1 s (@wait), so that the fd is not closed under a loop
+        still watching it. Not to be waited for under the Xfer's lock: the
+        loop's _readable takes it."""
+        loop, fd = self._loop, self._fd
+        self._loop, self._fd = None, -1
+        if loop is None or fd < 0 or loop.is_closed():
+            return
+        if threading.get_ident() == self._loop_ident or not loop.is_running():
             try:
-                self._loop.remove_reader(self._fd)
+                loop.remove_reader(fd)
             except Exception:
                 pass
-        self._loop, self._fd = None, -1
+            return
+        done = threading.Event()
+
+        def off():
+            try:
+                loop.remove_reader(fd)
+            finally:
+                done.set()
+        try:
+            loop.call_soon_threadsafe(off)
+        except RuntimeError:  # closed meanwhile
+            return
+        if wait:
+            done.wait(1.0)
 
     def _cancel_using(self, seg):
         """Cancel the batches still running that use @seg (the lock held)."""
@@ -327,10 +357,14 @@ class Peer(Closable):
         if self._closed:
             return
         x = self._xfer
+        loop = self._floop
+        on_loop = loop is None or loop.is_closed() or not loop.is_running() or (
+            threading.get_ident() == self._loop_ident)
+        self._detach()  # outside the lock: see there
         with x._lock:
             if self._closed:
                 return
-            self._detach()
+            self._detach(wait=False)  # attached meanwhile
             for b in list(self._batches):
                 b._free_locked()
             x._reap(self)
@@ -340,11 +374,17 @@ class Peer(Closable):
             if self._holds == 0:
                 self._end()
             e = closed("Peer")
-            for _, fut in list(self._waiting):
-                _expire(fut, e)
-            for fut in self._notif_futs:
-                _expire(fut, e)
+            futs = [f for _, f in self._waiting] + list(self._notif_futs)
             self._waiting.clear()
+        # The awaited futures fail on their loop's thread (a future is not thread-safe).
+        for fut in futs:
+            if on_loop:
+                _expire(fut, e)
+            else:
+                try:
+                    loop.call_soon_threadsafe(_expire, fut, e)
+                except RuntimeError:  # the loop is closed: nobody awaits them
+                    pass
 
     def _release(self):
         """A batch or descriptor of the peer is freed (the lock held); see

@@ -8,12 +8,16 @@ array's memory registered in place (its data pointer is the segment's
 address); 64 ops in one batch over 2 lanes; WRITE batches with a
 notification, the data checked when notified; a thread waiting for a
 notification while another uses the same Xfer; asyncio (await a batch, await
-a notification); revocation seen from Python (RemoteAccessError, the op
+a notification; the peer closed from another thread than the loop's); revocation seen from Python (RemoteAccessError, the op
 behind it flushed, memory intact; memory windows and registrations); bad
 arguments, closed objects, descriptors that are not; the parameter server
-example with 3 workers; the owner killed mid-batch ("peer gone"); and
+example with 3 workers; the owner killed mid-batch ("peer gone");
 garbage collection and interpreter exit with live objects, a batch still
-running among them (python3 -X dev). Ports 7720-7729.
+running among them (python3 -X dev); and a Listener under attack: lane
+connects that never end their handshake (tests/kv/kv_hostile stall-lanes)
+do not delay a good peer beside them and are closed after 3 s; one
+address gets 4 half-connected peers, no more; max_pending holds over all.
+Ports 7720-7729.
 """
 import asyncio
 import errno
@@ -219,6 +223,54 @@ def test_asyncio(dev):
 
         asyncio.run(main())
     finally:
+        usr.close()
+        own.close()
+
+
+def test_asyncio_close_from_another_thread(dev):
+    # The loop runs on a thread of its own, in debug mode (which raises on
+    # a non-thread-safe use of it from another thread); the peer is closed
+    # from this one while a notification and a batch are awaited there.
+    own, op, usr, up = pair(dev, PORT + 1, mode="event")
+    loop = asyncio.new_event_loop()
+    loop.set_debug(True)
+    t = threading.Thread(target=loop.run_forever)
+    t.start()
+    try:
+        mem = bytearray(4096)
+        rseg = own.register(mem)  # kept: a segment collected is revoked
+        rem = up.import_remote(rseg.export(op))
+        lseg = usr.register(bytearray(4096), 0)
+        waited = asyncio.run_coroutine_threadsafe(op.notif_wait_async(30), loop)
+
+        async def batch():
+            b = up.post(Write(lseg, rem), notify=5)
+            await b
+            return await up.notif_wait_async(30)  # none comes: the peer is closed
+        batched = asyncio.run_coroutine_threadsafe(batch(), loop)
+        deadline = time.monotonic() + 10
+        while (op._fd < 0 or up._fd < 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        fds = op._fd, up._fd
+        assert min(fds) >= 0
+        # The WRITE's notification settles op's wait; a new one waits for ever.
+        assert waited.result(10) == 5
+        waited = asyncio.run_coroutine_threadsafe(op.notif_wait_async(30), loop)
+        time.sleep(0.2)
+        up.close()
+        with pytest.raises(rdmakit.ClosedError):
+            batched.result(10)
+        op.close()  # its lane may have seen up's disconnect first: "peer gone" then
+        with pytest.raises((rdmakit.ClosedError, rdmakit.PeerGoneError)):
+            waited.result(10)
+
+        async def readers():  # were the fds taken off the loop? (False: not there)
+            return [asyncio.get_running_loop().remove_reader(fd) for fd in fds]
+        assert asyncio.run_coroutine_threadsafe(readers(), loop).result(10) == [False, False]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+        loop.close()
         usr.close()
         own.close()
 
@@ -447,3 +499,92 @@ def test_exit_with_live_objects(how):
     for bad in ("Fatal Python error", "Exception ignored", "Segmentation", "Traceback",
                 "rdmakit warn"):  # e.g. a handle destroyed before one that needs it
         assert bad not in r.stderr, r.stderr
+
+
+def hostile_bin():
+    b = os.path.join(os.environ.get("RK_BUILD", "build"), "tests", "kv", "kv_hostile")
+    return b if os.access(b, os.X_OK) else None
+
+
+def half_peer(usr, host, port):
+    """Lane 0 of a peer of 2 lanes: it waits at the listener for lane 1."""
+    return usr.connect_lane(host, port, rdmakit.xfer.LANES_APP_ID, app_arg=2 << 8,
+                            token=os.urandom(16), timeout=5)[0]
+
+
+def busy(connect):
+    with pytest.raises(rdmakit.RefusedError) as ei:
+        connect()
+    assert ei.value.reject_reason == rdmakit._lib.RK_REJECT_BUSY, ei.value
+    print("refused:", ei.value)
+    return str(ei.value)
+
+
+@pytest.mark.skipif(not hostile_bin(), reason="needs tests/kv/kv_hostile")
+def test_listener_under_attack(dev):
+    port = PORT + 9
+    own, usr = rdmakit.Xfer(dev), rdmakit.Xfer(dev)
+    lis = own.listen(port, addr=ADDR)
+    stall = subprocess.Popen([hostile_bin(), "stall-lanes", "3", ADDR, str(port)],
+                             stdout=subprocess.PIPE, text=True)
+    halves = []
+    try:
+        assert stall.stdout.readline().startswith("stall: sent")
+        # Three handshakes that never end wait at the listener: a good peer
+        # is accepted beside them (each used to hold accept for 5 s, longer
+        # than the good connect's step, 5 s).
+        got = []
+        t = threading.Thread(target=lambda: got.append(lis.accept(30)))
+        t.start()
+        t0 = time.monotonic()
+        tok = os.urandom(16)
+        up = usr.connect(ADDR, port, lanes=2, timeout=5, token=tok)
+        t.join(30)
+        assert got and got[0].lanes == 2 and up.lanes == 2
+        assert got[0].token == up.token == tok  # the token a server may have handed out
+        print("good peer accepted in %.2f s beside %d stalled" % (time.monotonic() - t0,
+                                                                  lis.pending))
+        with pytest.raises(ValueError, match="token"):
+            usr.connect(ADDR, port, token=b"short")
+        # ... and the stalled lanes are closed after accept_timeout (3 s).
+        with pytest.raises(rdmakit.DeadlineError):
+            lis.accept(4.5)
+        assert lis.pending == 0
+        # A flood of half-connected peers from one address: 4, then busy.
+        errs = []
+
+        def accepting():
+            try:
+                lis.accept(60)
+            except rdmakit.ClosedError:
+                pass
+            except BaseException as e:  # noqa: BLE001 (reported below)
+                errs.append(e)
+        t = threading.Thread(target=accepting)
+        t.start()
+        for _ in range(4):
+            halves.append(half_peer(usr, ADDR, port))
+        assert "from this address" in busy(lambda: half_peer(usr, ADDR, port))
+        assert lis.pending == 4
+        lis.close()  # from another thread than the one accepting
+        t.join(30)
+        assert not t.is_alive() and not errs, errs
+        # The listener's limit, over every address: 2 here, then busy.
+        lis = own.listen(port, addr=ADDR, max_pending=2)
+        t = threading.Thread(target=accepting)
+        t.start()
+        for _ in range(2):
+            halves.append(half_peer(usr, ADDR, port))
+        assert "too many peers connecting (" in busy(lambda: half_peer(usr, ADDR, port))
+        lis.close()
+        t.join(30)
+        assert not t.is_alive() and not errs, errs
+    finally:
+        stall.kill()
+        stall.wait()
+        stall.stdout.close()
+        for h in halves:
+            h.close()
+        lis.close()
+        usr.close()
+        own.close()

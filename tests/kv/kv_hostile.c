@@ -17,9 +17,12 @@
  *                and the ticket then be unknown (ENOENT).
  *   flood        data lanes from one address until one is refused: the
  *                server must refuse the (KV_LANES_PER_ADDR + 1)-th busy.
+ *   stall-lanes N  as stall, against the Python package's Listener on PORT
+ *                itself (python/tests/test_xfer.py): each connect a lane 0
+ *                of 1 of its own peer (hello "RKXL", a random token).
  *
- * usage: kv_hostile stall N|hold LEASE|flood ADDR PORT   (the server's RPC
- *        port; its lanes on PORT + 1; RK_DEV set)
+ * usage: kv_hostile stall N|stall-lanes N|hold LEASE|flood ADDR PORT   (the
+ *        server's RPC port; its lanes on PORT + 1; RK_DEV set)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,13 +31,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/random.h>
+
 #include <rdma/rdma_cma.h>
 
 #include <rdmakit/rdmakit.h>
 
 #include "kv_wire.h"
 
-#define TIMEOUT_MS 10000
+#define TIMEOUT_MS  10000
+#define RKXL_APP_ID 0x524B584Cu /* python/rdmakit/xfer_base.py: LANES_APP_ID */
+#define RKXL_TOKEN  16		/* ... _TOKEN_LEN */
 
 static const char *addr;
 static char port[8], lane_port[8];
@@ -67,14 +74,36 @@ static void expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want)
 	rdma_ack_cm_event(ev);
 }
 
-/* A lane connect that stops after sending the request: no RTU ever. */
-static void stall(int n)
+/* @h encoded into @hb; with @rkxl, a fresh random token first. */
+static int lane_hello(struct rk_hello *h, int rkxl, uint8_t *hb, size_t len)
+{
+	int hl;
+
+	if (rkxl && getrandom(h->token, RKXL_TOKEN, 0) != RKXL_TOKEN)
+		die("getrandom", NULL);
+	hl = rk_hello_encode(h, hb, len);
+	if (hl < 0)
+		die("rk_hello_encode", NULL);
+	return hl;
+}
+
+/*
+ * Lane connects that stop after sending the request: no RTU ever. @rkxl:
+ * the hello of a Python Listener's lane (lane 0 of 1, a token of its own
+ * each) to @lane_port's server itself, not KV_APP_ID's.
+ */
+static void stall(int n, int rkxl)
 {
 	struct rk_hello h = {.app_id = KV_APP_ID};
 	uint8_t hb[RK_HELLO_MSG_MAX];
-	int hl = rk_hello_encode(&h, hb, sizeof(hb));
 
+	if (rkxl) {
+		h.app_id = RKXL_APP_ID;
+		h.app_arg = 1u << 8;
+		h.token_len = RKXL_TOKEN;
+	}
 	for (int i = 0; i < n; i++) {
+		int hl = lane_hello(&h, rkxl, hb, sizeof(hb));
 		struct rdma_event_channel *ch = rdma_create_event_channel();
 		struct ibv_qp_init_attr qa = {
 		    .qp_type = IBV_QPT_RC,
@@ -233,7 +262,8 @@ int main(int argc, char **argv)
 	long p;
 
 	if (argc != a + 2) {
-		fprintf(stderr, "usage: kv_hostile stall N|hold LEASE|flood ADDR PORT\n");
+		fprintf(stderr,
+			"usage: kv_hostile stall N|stall-lanes N|hold LEASE|flood ADDR PORT\n");
 		return 2;
 	}
 	addr = argv[a];
@@ -241,7 +271,11 @@ int main(int argc, char **argv)
 	snprintf(port, sizeof(port), "%ld", p);
 	snprintf(lane_port, sizeof(lane_port), "%ld", p + 1);
 	if (!strcmp(argv[1], "stall"))
-		stall((int)strtol(argv[2], NULL, 10));
+		stall((int)strtol(argv[2], NULL, 10), 0);
+	if (!strcmp(argv[1], "stall-lanes")) {
+		snprintf(lane_port, sizeof(lane_port), "%ld", p);
+		stall((int)strtol(argv[2], NULL, 10), 1);
+	}
 	dopts.addr = addr;
 	if (rk_device_open(&dopts, &err, &dev))
 		die("device", &err);
