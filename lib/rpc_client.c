@@ -217,6 +217,16 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	if (!r)
 		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->req_buf, RK_ACCESS_LOCAL, err,
 				   &cl->reqs);
+	for (uint32_t i = 0; !r && i < cl->window; i++) {
+		/* The fields of each slot's request that never change, once. */
+		struct rk_rpc_req_hdr h = {.slot = (uint16_t)i,
+					   .slot_addr = (uintptr_t)rk_mr_addr(cl->slots) +
+							(uint64_t)i * cl->acc.slot_size,
+					   .slot_rkey = rk_mr_rkey(cl->slots)};
+
+		rk_rpc_req_encode_slot(&h,
+				       (uint8_t *)rk_mr_addr(cl->reqs) + (size_t)i * cl->req_buf);
+	}
 	if (!r)
 		r = rk_wait_create(&wo, err, &cl->ws);
 	if (!r) {
@@ -645,11 +655,8 @@ static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 		return r;
 	}
 	c->gen++;
-	h.slot = i;
 	h.gen = c->gen;
-	h.slot_addr = (uintptr_t)rk_mr_addr(cl->slots) + (uint64_t)i * cl->acc.slot_size;
-	h.slot_rkey = rk_mr_rkey(cl->slots);
-	rk_rpc_req_encode(&h, buf);
+	rk_rpc_req_encode_call(&h, buf); /* the slot's own fields are there since the connect */
 
 	struct rk_wr wr = {.op = RK_OP_SEND,
 			   .flags = RK_WR_SIGNALED,
