@@ -26,6 +26,7 @@ struct rk_recv_set {
 	uint64_t base;
 	struct rk_buf *bufs; /* NULL for 0-byte receives */
 	uint8_t *state;
+	uint32_t *later, nlater; /* released, waiting for a batch (rk__recv_set_release_batch) */
 };
 
 struct rk_send_set {
@@ -161,6 +162,7 @@ void rk_recv_set_destroy(struct rk_recv_set *rs)
 			rk_pool_free(rs->pool, &rs->bufs[i]);
 	free(rs->bufs);
 	free(rs->state);
+	free(rs->later);
 	free(rs);
 }
 
@@ -202,6 +204,55 @@ int rk_recv_set_release(struct rk_recv_set *rs, uint32_t index, struct rk_error 
 				  index);
 	rs->state[index] = B_IDLE;
 	return post_one(rs, index, err);
+}
+
+#define LATER_MAX 32 /* receives chained by one rk__recv_set_release_batch */
+
+/* Post the released buffers that wait, in one chain. */
+static __attribute__((noinline)) int post_later(struct rk_recv_set *rs, struct rk_error *err)
+{
+	struct rk_recv rx[LATER_MAX];
+	uint32_t n = rs->nlater < LATER_MAX ? rs->nlater : LATER_MAX;
+	int r;
+
+	if (!n)
+		return 0;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = rs->later[k];
+
+		rx[k] = (struct rk_recv){.addr = rs->bufs ? rs->bufs[i].addr : NULL,
+					 .len = rs->size,
+					 .lkey = rs->bufs ? rs->bufs[i].lkey : 0,
+					 .wr_id = rs->base | i};
+	}
+	rs->nlater = 0;
+	r = rk_post_recv_list(rs->conn, rx, n, err);
+	/* Those posted (all, or the first r: err says why not more), counted as post_one does. */
+	uint32_t posted = r < 0 ? 0 : (uint32_t)r;
+
+	for (uint32_t k = 0; k < posted; k++) {
+		rs->state[rs->later[k]] = B_POSTED;
+		rs->posted++;
+	}
+	return posted == n ? 0 : r < 0 ? r : -EIO;
+}
+
+int rk__recv_set_release_batch(struct rk_recv_set *rs, uint32_t index, uint32_t batch,
+			       struct rk_error *err)
+{
+	if (index >= rs->count || rs->state[index] != B_CALLER)
+		return rk_err_set(err, EINVAL, "rk_recv_set_release", "buffer %u not handed out",
+				  index);
+	if (batch > LATER_MAX)
+		batch = LATER_MAX;
+	if (!rs->later) {
+		rs->later = calloc(LATER_MAX, sizeof(*rs->later));
+		if (!rs->later) /* no memory for the list: posted alone, as ever */
+			return rk_recv_set_release(rs, index, err);
+	}
+	rs->state[index] = B_IDLE;
+	rs->later[rs->nlater++] = index;
+	return rs->nlater >= batch ? post_later(rs, err) : 0;
 }
 
 uint32_t rk_recv_set_posted(const struct rk_recv_set *rs)

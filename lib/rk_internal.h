@@ -222,6 +222,16 @@ void rk_conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct r
  */
 int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
 
+/*
+ * msgbuf.c: rk_recv_set_release(), except that buffer @index is posted
+ * again only once @batch (at most 32) wait, all in one ibv_post_recv. The
+ * owner keeps @batch - 1 receives more than its peer can fill. 0, -EINVAL
+ * (not handed out) or the post's error (the waiting buffers then stay with
+ * the set, not posted, as rk_recv_set_release leaves its one).
+ */
+int rk__recv_set_release_batch(struct rk_recv_set *rs, uint32_t index, uint32_t batch,
+			       struct rk_error *err);
+
 /* cq.c: @m reports its completions through @cq until detached. */
 int rk_cq_attach(struct rk_cq *cq, struct rk_cq_member *m);
 void rk_cq_detach(struct rk_cq *cq, struct rk_cq_member *m);

@@ -9,6 +9,7 @@
  * end) came: a timed-out call keeps its slot as a zombie until then, so a
  * late answer never lands in a slot or staging buffer that is in use again.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@
 #define TAG_REQ	       0x5251ull	 /* wr_id top 16 bits: a request SEND; low bits the slot */
 #define TAG_REQ_INLINE 0x5249ull	 /* an inline request SEND: no slot waits for it */
 #define SIGNAL_EVERY   16		 /* inline requests: a completion every this many */
-#define WRID_ANS       (0x5241ull << 48) /* the receive set of answers */
+#define WRID_ANS       (0x5241ull << 48) /* every receive (of an answer) */
 #define DEF_WINDOW     64
 #define DEF_TIMEOUT    5000
 #define DEF_INLINE     128 /* bytes a SEND carries inline: a header and 76 bytes */
@@ -29,6 +30,13 @@
 #define POLL_BATCH     16
 #define CLOCK_EVERY    64 /* progress calls with completions between looks at the clock */
 #define SPIN_POLLS     64 /* busy: empty CQ polls before the wait set's round */
+/*
+ * Answers come as WRITE WITH IMMEDIATE into 0-byte receives, which carry
+ * no buffer: they are posted again in chains of RECV_BATCH (one
+ * ibv_post_recv), and RECV_BATCH more than the window are posted, so that
+ * the ones waiting to go again never leave a call's answer without one.
+ */
+#define RECV_BATCH 16
 
 enum call_state { C_FREE = 0, C_BUSY, C_ZOMBIE };
 
@@ -56,7 +64,6 @@ struct rk_rpc_client {
 	struct rk_device *dev;
 	struct rk_pd *pd, *own_pd;
 	struct rk_conn *conn;
-	struct rk_recv_set *rs;
 	struct rk_wait *ws;
 	struct rk_mr *slots, *reqs;
 	struct rk_rpc_accept acc;
@@ -64,8 +71,9 @@ struct rk_rpc_client {
 	struct call *calls;
 	uint16_t *free_slots;
 	uint32_t nfree, inflight;
-	uint64_t completed; /* calls finished, ever (progress returns the difference) */
-	int in_progress;    /* completions are being handled: no reentry */
+	uint32_t rx_consumed; /* answer receives used, not yet posted again (< RECV_BATCH) */
+	uint64_t completed;   /* calls finished, ever (progress returns the difference) */
+	int in_progress;      /* completions are being handled: no reentry */
 	unsigned polls_unclocked;
 	int64_t soonest; /* the earliest deadline of a call in flight (ms), -1 none */
 	int dead;	 /* negative errno once the connection is gone */
@@ -93,12 +101,29 @@ static int coarse_left(int64_t deadline_ms)
 	return left > 0 ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0;
 }
 
+/* Post @n 0-byte receives for answers, in chains; 0 or a negative errno. */
+static int post_answer_recvs(struct rk_conn *conn, uint32_t n, struct rk_error *err)
+{
+	struct rk_recv rx[RECV_BATCH];
+
+	for (unsigned i = 0; i < RECV_BATCH; i++)
+		rx[i] = (struct rk_recv){.wr_id = WRID_ANS};
+	while (n) {
+		unsigned k = n < RECV_BATCH ? n : RECV_BATCH;
+		int r = rk_post_recv_list(conn, rx, k, err);
+
+		if (r != (int)k)
+			return r < 0 ? r : -EIO;
+		n -= k;
+	}
+	return 0;
+}
+
 static int prepare(struct rk_conn *conn, void *arg)
 {
 	struct rk_rpc_client *cl = arg;
-	struct rk_msgbuf_opts ro = {.count = cl->window, .wr_id_base = WRID_ANS};
 
-	return rk_recv_set_create(conn, NULL, &ro, NULL, &cl->rs);
+	return post_answer_recvs(conn, cl->window + RECV_BATCH, NULL);
 }
 
 static int alloc_slots(struct rk_rpc_client *cl, struct rk_error *err)
@@ -153,8 +178,8 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	 * Room for every slot's receive and SEND, and for the unsignaled
 	 * inline SENDs that wait in the queue until a signaled one retires them.
 	 */
-	if (co.conn.rq_depth < cl->window)
-		co.conn.rq_depth = cl->window;
+	if (co.conn.rq_depth < cl->window + RECV_BATCH)
+		co.conn.rq_depth = cl->window + RECV_BATCH;
 	if (co.conn.sq_depth < cl->window + 2 * SIGNAL_EVERY + 8)
 		co.conn.sq_depth = cl->window + 2 * SIGNAL_EVERY + 8;
 	co.conn.pd = cl->pd;
@@ -192,6 +217,16 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	if (!r)
 		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->req_buf, RK_ACCESS_LOCAL, err,
 				   &cl->reqs);
+	for (uint32_t i = 0; !r && i < cl->window; i++) {
+		/* The fields of each slot's request that never change, once. */
+		struct rk_rpc_req_hdr h = {.slot = (uint16_t)i,
+					   .slot_addr = (uintptr_t)rk_mr_addr(cl->slots) +
+							(uint64_t)i * cl->acc.slot_size,
+					   .slot_rkey = rk_mr_rkey(cl->slots)};
+
+		rk_rpc_req_encode_slot(&h,
+				       (uint8_t *)rk_mr_addr(cl->reqs) + (size_t)i * cl->req_buf);
+	}
 	if (!r)
 		r = rk_wait_create(&wo, err, &cl->ws);
 	if (!r) {
@@ -238,7 +273,7 @@ static void finish(struct rk_rpc_client *cl, uint16_t i, int status, uint32_t le
 	c->done(c->arg, status, len, code, why ? why : &no_error);
 }
 
-static void maybe_release(struct rk_rpc_client *cl, uint16_t i)
+static inline void maybe_release(struct rk_rpc_client *cl, uint16_t i)
 {
 	struct call *c = &cl->calls[i];
 
@@ -276,10 +311,15 @@ static void protocol_error(struct rk_rpc_client *cl, const char *what, uint32_t 
 	fail_all(cl, -EPROTO, &e);
 }
 
-/* An answer arrived in a slot. */
-static void on_answer(struct rk_rpc_client *cl, const struct rk_msg *m)
+/*
+ * An answer arrived in a slot: @wc is its receive's successful completion.
+ * The immediate names the call (slot and generation); the slot's header,
+ * written by the server at any time, is copied before it is believed.
+ */
+static void on_answer(struct rk_rpc_client *cl, const struct ibv_wc *wc)
 {
-	uint16_t i = (uint16_t)(m->imm >> 16), gen = (uint16_t)m->imm;
+	uint32_t imm = ntohl(wc->imm_data);
+	uint16_t i = (uint16_t)(imm >> 16), gen = (uint16_t)imm;
 	uint8_t hdr[RK_RPC_ANS_HDR];
 	struct rk_rpc_ans_hdr h;
 	const char *why = NULL;
@@ -287,9 +327,10 @@ static void on_answer(struct rk_rpc_client *cl, const struct rk_msg *m)
 	struct call *c;
 	int status;
 
-	if (m->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !m->has_imm || i >= cl->window ||
-	    cl->calls[i].state == C_FREE || cl->calls[i].gen != gen || cl->calls[i].ans_done) {
-		protocol_error(cl, "an answer for no call in flight", m->imm);
+	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
+	    i >= cl->window || cl->calls[i].state == C_FREE || cl->calls[i].gen != gen ||
+	    cl->calls[i].ans_done) {
+		protocol_error(cl, "an answer for no call in flight", imm);
 		return;
 	}
 	c = &cl->calls[i];
@@ -297,8 +338,8 @@ static void on_answer(struct rk_rpc_client *cl, const struct rk_msg *m)
 	/* The slot is the server's to write at any time: copy, then check. */
 	slot = (const uint8_t *)rk_mr_addr(cl->slots) + (size_t)i * cl->acc.slot_size;
 	memcpy(hdr, slot, sizeof(hdr));
-	if (rk_rpc_ans_decode(hdr, m->len, c->resp_cap, c->direct, &h, &why)) {
-		protocol_error(cl, why, m->imm);
+	if (rk_rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, c->direct, &h, &why)) {
+		protocol_error(cl, why, imm);
 		return;
 	}
 	if (c->state == C_BUSY) {
@@ -328,43 +369,57 @@ static void on_answer(struct rk_rpc_client *cl, const struct rk_msg *m)
 	maybe_release(cl, i);
 }
 
-static void on_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
+/* A failed completion: the connection is gone, and every call with it. */
+static __attribute__((noinline, cold)) void wc_failed(struct rk_rpc_client *cl,
+						      const struct ibv_wc *wc)
 {
 	struct rk_error e;
-	struct rk_msg m;
-	int r;
 
-	if ((wc->wr_id >> 48) == TAG_REQ_INLINE) { /* only retires the queue, or failed */
-		if (wc->status != IBV_WC_SUCCESS) {
-			rk_error_from_wc(&e, wc);
-			fail_all(cl, -EIO, &e);
+	rk_error_from_wc(&e, wc);
+	fail_all(cl, -EIO, &e);
+}
+
+/*
+ * One completion, an answer's first (the one every call has). The
+ * receives used are posted again RECV_BATCH at a time, while the
+ * connection lives (a dead one only flushes them).
+ */
+static void on_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
+{
+	uint64_t tag = wc->wr_id >> 48;
+
+	if (__builtin_expect(wc->wr_id == WRID_ANS, 1)) {
+		if (__builtin_expect(wc->status != IBV_WC_SUCCESS, 0)) {
+			wc_failed(cl, wc);
+			return;
+		}
+		if (!cl->dead)
+			on_answer(cl, wc);
+		if (++cl->rx_consumed == RECV_BATCH && !cl->dead) {
+			struct rk_error e;
+			int r = post_answer_recvs(cl->conn, RECV_BATCH, &e);
+
+			if (r)
+				fail_all(cl, r, &e);
+			cl->rx_consumed = 0;
 		}
 		return;
 	}
-	if ((wc->wr_id >> 48) == TAG_REQ) {
+	if (tag == TAG_REQ_INLINE) { /* only retires the queue, or failed */
+		if (wc->status != IBV_WC_SUCCESS)
+			wc_failed(cl, wc);
+		return;
+	}
+	if (tag == TAG_REQ) {
 		uint16_t i = (uint16_t)wc->wr_id;
 
 		if (i >= cl->window)
 			return;
 		cl->calls[i].send_done = 1;
-		if (wc->status != IBV_WC_SUCCESS) {
-			rk_error_from_wc(&e, wc);
-			fail_all(cl, -EIO, &e);
-		}
+		if (wc->status != IBV_WC_SUCCESS)
+			wc_failed(cl, wc);
 		maybe_release(cl, i);
-		return;
 	}
-	r = rk_recv_set_take(cl->rs, wc, &m, &e);
-	if (r == 0)
-		return;
-	if (r < 0) {
-		fail_all(cl, r, &e);
-		return;
-	}
-	if (!cl->dead)
-		on_answer(cl, &m);
-	if (!cl->dead && rk_recv_set_release(cl->rs, m.index, &e))
-		fail_all(cl, -EIO, &e);
 }
 
 /*
@@ -600,11 +655,8 @@ static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 		return r;
 	}
 	c->gen++;
-	h.slot = i;
 	h.gen = c->gen;
-	h.slot_addr = (uintptr_t)rk_mr_addr(cl->slots) + (uint64_t)i * cl->acc.slot_size;
-	h.slot_rkey = rk_mr_rkey(cl->slots);
-	rk_rpc_req_encode(&h, buf);
+	rk_rpc_req_encode_call(&h, buf); /* the slot's own fields are there since the connect */
 
 	struct rk_wr wr = {.op = RK_OP_SEND,
 			   .flags = RK_WR_SIGNALED,
@@ -766,7 +818,6 @@ void rk_rpc_client_destroy(struct rk_rpc_client *cl)
 		rk_mr_dereg(cl->calls[i].req_stage);
 		rk_mr_dereg(cl->calls[i].resp_stage);
 	}
-	rk_recv_set_destroy(cl->rs);
 	rk_mr_dereg(cl->reqs);
 	rk_mr_dereg(cl->slots);
 	free(cl->free_slots);

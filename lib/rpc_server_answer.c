@@ -134,10 +134,13 @@ static int answer_now(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t 
 	rk_rpc_ans_encode(&a, b.data);
 	if (len && !st) /* @data may lie in the request's receive buffer: copy it first */
 		memcpy((uint8_t *)b.data + RK_RPC_ANS_HDR, data, len);
-	/* Then the receive: the client's next request on this slot follows the answer. */
+	/*
+	 * Then the receive (the client's next request on this slot follows
+	 * the answer): posted with the next RECV_SPARE - 1, a spare meanwhile.
+	 */
 	if (q->has_buf) {
 		q->has_buf = 0;
-		r = rk_recv_set_release(c->rs, q->buf_index, &err);
+		r = rk__recv_set_release_batch(c->rs, q->buf_index, RECV_SPARE, &err);
 		if (r) {
 			rk_send_set_put(c->ss, b.index);
 			goto fail;

@@ -136,8 +136,9 @@ static int conn_prepare(struct rk_conn *conn, void *arg)
 {
 	struct sconn *c = arg;
 	struct rk_rpc_server *srv = c->srv;
-	struct rk_msgbuf_opts ro = {
-	    .count = c->window, .size = srv->req_buf, .wr_id_base = wrid(TAG_RECV, c->idx, 0)};
+	struct rk_msgbuf_opts ro = {.count = c->window + RECV_SPARE,
+				    .size = srv->req_buf,
+				    .wr_id_base = wrid(TAG_RECV, c->idx, 0)};
 	struct rk_msgbuf_opts so = {.count = c->window + ANSWER_SPARE_BUF,
 				    .size = srv->lim.slot_size,
 				    .wr_id_base = wrid(TAG_ANSWER, c->idx, 0),
@@ -260,7 +261,7 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 	}
 	srv->conns[idx] = c;
 	c->in_table = 1;
-	co.rq_depth = co.rq_depth > c->window ? co.rq_depth : c->window;
+	co.rq_depth = co.rq_depth > c->window + RECV_SPARE ? co.rq_depth : c->window + RECV_SPARE;
 	co.sq_depth = co.sq_depth > 2 * c->window + 32 ? co.sq_depth : 2 * c->window + 32;
 	co.prepare = conn_prepare;
 	co.prepare_arg = c;

@@ -37,6 +37,12 @@
 #define DEF_RDV_BYTES	 (256ull << 20)
 #define MAX_CONNS_LIMIT	 65535
 #define ANSWER_SPARE_BUF 8
+/*
+ * Request receives beyond the window: answered requests' buffers are
+ * posted again RECV_SPARE at a time (one ibv_post_recv), and the spares
+ * keep a receive ready for every request the client may send meanwhile.
+ */
+#define RECV_SPARE	 8
 #define ESTABLISH_MS	 1000 /* data came first: how long ESTABLISHED may take */
 #define DEF_INLINE	 128  /* bytes an answer carries inline (header and 116 bytes) */
 #define SIGNAL_EVERY	 16   /* answers: a completion every this many frees them all */

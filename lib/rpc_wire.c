@@ -10,21 +10,31 @@
 
 #define ACCEPT_MAGIC 0x524b5241u /* "RKRA" */
 
-void rk_rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *b)
+void rk_rpc_req_encode_slot(const struct rk_rpc_req_hdr *h, uint8_t *b)
 {
 	b[0] = h->version ? h->version : RK_RPC_WIRE_VERSION;
+	rk_put16(b + 4, h->slot);
+	rk_put64(b + 16, h->slot_addr);
+	rk_put32(b + 24, h->slot_rkey);
+}
+
+void rk_rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *b)
+{
 	b[1] = h->flags;
 	rk_put16(b + 2, h->method);
-	rk_put16(b + 4, h->slot);
 	rk_put16(b + 6, h->gen);
 	rk_put32(b + 8, h->req_len);
 	rk_put32(b + 12, h->resp_cap);
-	rk_put64(b + 16, h->slot_addr);
-	rk_put32(b + 24, h->slot_rkey);
 	rk_put32(b + 28, h->resp_rkey);
 	rk_put64(b + 32, h->resp_addr);
 	rk_put64(b + 40, h->req_addr);
 	rk_put32(b + 48, h->req_rkey);
+}
+
+void rk_rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *b)
+{
+	rk_rpc_req_encode_slot(h, b);
+	rk_rpc_req_encode_call(h, b);
 }
 
 static int bad(const char **why, const char *what, int e)

@@ -89,6 +89,14 @@ struct rk_rpc_limits {
 
 void rk_rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *buf);
 /*
+ * rk_rpc_req_encode_slot / _call - rk_rpc_req_encode in two parts: the
+ * fields of a call slot that never change (version, slot, slot_addr,
+ * slot_rkey), written once into the slot's request buffer, and the rest,
+ * written for each call. Both together write what rk_rpc_req_encode does.
+ */
+void rk_rpc_req_encode_slot(const struct rk_rpc_req_hdr *h, uint8_t *buf);
+void rk_rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *buf);
+/*
  * rk_rpc_req_decode - parse a request of @len bytes (header and inline
  * body) and check it against @lim. Returns 0, or -EBADMSG (truncated, other
  * version, unknown flags, an inline length that is not what came),

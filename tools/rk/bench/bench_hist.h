@@ -24,6 +24,13 @@ struct bench_hist {
 
 void bench_hist_reset(struct bench_hist *h);
 void bench_hist_add(struct bench_hist *h, uint64_t ns);
+/*
+ * bench_hist_add_ticks - bench_hist_add() of each of @n raw readings @v,
+ * each first scaled by @ns_per_tick (not if negative) and shifted right by
+ * @shift: the same values, with the sums kept in registers.
+ */
+void bench_hist_add_ticks(struct bench_hist *h, const uint64_t *v, size_t n, double ns_per_tick,
+			  unsigned shift);
 
 /* bench_hist_pct - the value at quantile @q (0..1) in ns; 0 when empty. */
 double bench_hist_pct(const struct bench_hist *h, double q);
