@@ -12,7 +12,6 @@
 #include <rdmakit/version.h>
 
 #include "bench/bench.h"
-#include "bench/bench_ctl.h"
 #include "cli.h"
 #include "matrix_report.h"
 
@@ -271,19 +270,19 @@ int mx_report_json(const struct mx_matrix *m, const struct mx_opts *o, const cha
 		printf("%s\n", json_object_to_json_string_ext(
 				   doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(doc);
-		return fflush(stdout) ? bench_fail(err, EIO, "--json: stdout: %s", strerror(errno))
+		return fflush(stdout) ? mx_fail(err, EIO, "--json: stdout: %s", strerror(errno))
 				      : 0;
 	}
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >= sizeof(tmp)) {
 		json_object_put(doc);
-		return bench_fail(err, ENAMETOOLONG, "--json %s: name too long", path);
+		return mx_fail(err, ENAMETOOLONG, "--json %s: name too long", path);
 	}
 	if (json_object_to_file_ext(tmp, doc,
 				    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE))
-		r = bench_fail(err, EIO, "--json %s: %s", tmp, json_util_get_last_err());
+		r = mx_fail(err, EIO, "--json %s: %s", tmp, json_util_get_last_err());
 	else if (rename(tmp, path))
-		r = bench_fail(err, errno, "--json %s: %s", path, strerror(errno));
+		r = mx_fail(err, errno, "--json %s: %s", path, strerror(errno));
 	if (r)
 		unlink(tmp);
 	json_object_put(doc);
@@ -337,33 +336,33 @@ int mx_report_plot(const struct mx_matrix *m, const char *path, struct rk_error 
 	int st, rc = 0;
 
 	if (!path_ok(path))
-		return bench_fail(err, EINVAL,
-				  "--plot %s: quotes, backslashes and newlines are not supported "
-				  "in the name",
-				  path);
+		return mx_fail(err, EINVAL,
+			       "--plot %s: quotes, backslashes and newlines are not supported "
+			       "in the name",
+			       path);
 	if (!m->n || !m->sched.npairs)
-		return bench_fail(err, ENODATA, "--plot: no results to plot");
+		return mx_fail(err, ENODATA, "--plot: no results to plot");
 	/* gnuplot dying early must not kill us with SIGPIPE. */
 	if (sigaction(SIGPIPE, &ign, &old))
-		return bench_fail(err, errno, "sigaction: %s", strerror(errno));
+		return mx_fail(err, errno, "sigaction: %s", strerror(errno));
 	g = popen("gnuplot", "w");
 	if (!g) {
-		rc = bench_fail(err, errno, "--plot: cannot run gnuplot: %s", strerror(errno));
+		rc = mx_fail(err, errno, "--plot: cannot run gnuplot: %s", strerror(errno));
 		goto out;
 	}
 	if (write_script(g, m, path))
-		rc = bench_fail(err, ENOMEM, "--plot: out of memory");
+		rc = mx_fail(err, ENOMEM, "--plot: out of memory");
 	st = pclose(g);
 	if (rc)
 		goto out;
 	if (st == -1)
-		rc = bench_fail(err, errno, "--plot: gnuplot: %s", strerror(errno));
+		rc = mx_fail(err, errno, "--plot: gnuplot: %s", strerror(errno));
 	else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		rc = bench_fail(err, EIO, "--plot: gnuplot failed (exit %d)%s",
-				WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-				WIFEXITED(st) && WEXITSTATUS(st) == 127
-				    ? "; install it (Debian: apt-get install gnuplot-nox)"
-				    : "");
+		rc = mx_fail(err, EIO, "--plot: gnuplot failed (exit %d)%s",
+			     WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+			     WIFEXITED(st) && WEXITSTATUS(st) == 127
+				 ? "; install it (Debian: apt-get install gnuplot-nox)"
+				 : "");
 out:
 	sigaction(SIGPIPE, &old, NULL);
 	return rc;
