@@ -1,11 +1,9 @@
 /* matrix_report.c - the text matrix, the JSON document and the heatmap; see matrix_report.h. */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -13,6 +11,7 @@
 
 #include "bench/bench.h"
 #include "cli.h"
+#include "common/gnuplot.h"
 #include "matrix_report.h"
 
 static const char *verdict_name(uint32_t v)
@@ -291,15 +290,10 @@ int mx_report_json(const struct mx_matrix *m, const struct mx_opts *o, const cha
 
 /* ------------------------------------------------------------------ plot */
 
-/* The path goes between single quotes in the script: keep it inert (as bench_plot.c). */
-static int path_ok(const char *path)
-{
-	return *path && !strpbrk(path, "'\n\r\\");
-}
-
 /* Rows "from" top down, columns "to"; NaN where nothing was measured. */
-static int write_script(FILE *g, const struct mx_matrix *m, const char *path)
+static int write_script(FILE *g, const void *arg, const char *path)
 {
+	const struct mx_matrix *m = arg;
 	int32_t *ix = index_of(m, MX_MAX_RANKS);
 
 	if (!ix)
@@ -331,39 +325,7 @@ static int write_script(FILE *g, const struct mx_matrix *m, const char *path)
 
 int mx_report_plot(const struct mx_matrix *m, const char *path, struct rk_error *err)
 {
-	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
-	FILE *g;
-	int st, rc = 0;
-
-	if (!path_ok(path))
-		return mx_fail(err, EINVAL,
-			       "--plot %s: quotes, backslashes and newlines are not supported "
-			       "in the name",
-			       path);
 	if (!m->n || !m->sched.npairs)
 		return mx_fail(err, ENODATA, "--plot: no results to plot");
-	/* gnuplot dying early must not kill us with SIGPIPE. */
-	if (sigaction(SIGPIPE, &ign, &old))
-		return mx_fail(err, errno, "sigaction: %s", strerror(errno));
-	g = popen("gnuplot", "w");
-	if (!g) {
-		rc = mx_fail(err, errno, "--plot: cannot run gnuplot: %s", strerror(errno));
-		goto out;
-	}
-	if (write_script(g, m, path))
-		rc = mx_fail(err, ENOMEM, "--plot: out of memory");
-	st = pclose(g);
-	if (rc)
-		goto out;
-	if (st == -1)
-		rc = mx_fail(err, errno, "--plot: gnuplot: %s", strerror(errno));
-	else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		rc = mx_fail(err, EIO, "--plot: gnuplot failed (exit %d)%s",
-			     WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-			     WIFEXITED(st) && WEXITSTATUS(st) == 127
-				 ? "; install it (Debian: apt-get install gnuplot-nox)"
-				 : "");
-out:
-	sigaction(SIGPIPE, &old, NULL);
-	return rc;
+	return cli_gnuplot_run("rk matrix", path, write_script, m, err);
 }
