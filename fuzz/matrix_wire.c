@@ -207,9 +207,8 @@ static size_t frame(uint8_t *p, const char *json)
 	p[5] = (uint8_t)(n >> 16);
 	p[6] = (uint8_t)(n >> 8);
 	p[7] = (uint8_t)n;
-	p[8] = MX_FRAME_JSON;
-	memcpy(p + 9, json, n + 1); /* with its NUL, which the frame does not count */
-	return 9 + n;
+	memcpy(p + 8, json, n + 1); /* with its NUL, which the frame does not count */
+	return 8 + n;
 }
 
 void fuzz_seeds(fuzz_emit_fn *emit)

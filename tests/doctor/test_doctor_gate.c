@@ -144,7 +144,7 @@ static void need_reads_no_further(void **state)
 	header(buf, UINT32_MAX);
 	assert_int_equal(doc_hello_need(buf, 8, why, sizeof(why)), -EMSGSIZE);
 	header(buf, DOC_HELLO_MAX); /* the most a hello may be */
-	assert_int_equal(doc_hello_need(buf, 8, NULL, 0), DOC_WIRE_HDR + DOC_HELLO_MAX);
+	assert_int_equal(doc_hello_need(buf, DOC_WIRE_HDR, NULL, 0), DOC_WIRE_HDR + DOC_HELLO_MAX);
 }
 
 static void judge_without_token(void **state)

@@ -74,32 +74,33 @@ static int send_all(struct cli_chan *c, const uint8_t *p, size_t len, uint64_t d
 	return 0;
 }
 
-int cli_chan_send(struct cli_chan *c, uint8_t type, const void *data, uint32_t len, int timeout_ms,
+int cli_chan_send(struct cli_chan *c, unsigned type, const void *data, uint32_t len, int timeout_ms,
 		  struct rk_error *err)
 {
 	uint64_t deadline = cli_deadline_in(timeout_ms);
-	uint8_t hdr[CLI_FRAME_HDR];
+	uint8_t hdr[CLI_FRAME_HDR_MAX];
+	size_t n;
 	int r;
 
 	if (len > c->fmt->max || type == 0 || type > c->fmt->type_max)
 		return cli_fail(err, c->fmt->who, EMSGSIZE,
-				"a message of %u bytes (type %u): over the %u allowed", len, type,
+				"a frame of %u bytes (type %u): over the %u allowed", len, type,
 				c->fmt->max);
-	cli_frame_head(c->fmt, type, len, hdr);
-	r = send_all(c, hdr, sizeof(hdr), deadline, timeout_ms, err);
+	n = cli_frame_head(c->fmt, type, len, hdr);
+	r = send_all(c, hdr, n, deadline, timeout_ms, err);
 	return r ?: send_all(c, data, len, deadline, timeout_ms, err);
 }
 
 /* The header is whole: check it, and make room for the payload it announces. */
 static int take_head(struct cli_chan *c, struct rk_error *err)
 {
+	size_t hdr = cli_frame_hdr_len(c->fmt), len;
 	char why[96];
-	int need = cli_frame_need(c->fmt, c->head, CLI_FRAME_HDR, why, sizeof(why));
-	size_t len;
+	int need = cli_frame_need(c->fmt, c->head, hdr, why, sizeof(why));
 
 	if (need < 0)
 		return cli_fail(err, c->fmt->who, -need, "%s", why);
-	len = (size_t)need - CLI_FRAME_HDR;
+	len = (size_t)need - hdr;
 	if (len > c->cap) {
 		uint8_t *b = realloc(c->buf, len);
 
@@ -114,16 +115,17 @@ static int take_head(struct cli_chan *c, struct rk_error *err)
 int cli_chan_feed(struct cli_chan *c, struct cli_frame *f, struct rk_error *err)
 {
 	const char *who = c->fmt->who;
+	size_t hdr = cli_frame_hdr_len(c->fmt);
 
 	if (c->whole) {
 		c->got = 0;
 		c->whole = 0;
 	}
 	for (;;) {
-		int in_head = c->got < CLI_FRAME_HDR;
-		size_t len = in_head ? 0 : cli_frame_len(c->head);
-		uint8_t *dst = in_head ? c->head + c->got : c->buf + (c->got - CLI_FRAME_HDR);
-		size_t want = in_head ? CLI_FRAME_HDR - c->got : len - (c->got - CLI_FRAME_HDR);
+		int in_head = c->got < hdr;
+		size_t len = in_head ? 0 : cli_frame_len(c->fmt, c->head);
+		uint8_t *dst = in_head ? c->head + c->got : c->buf + (c->got - hdr);
+		size_t want = in_head ? hdr - c->got : len - (c->got - hdr);
 		ssize_t n = 0;
 		int r;
 
@@ -152,7 +154,7 @@ int cli_chan_feed(struct cli_chan *c, struct cli_frame *f, struct rk_error *err)
 			need = cli_frame_need(c->fmt, c->head, c->got, why, sizeof(why));
 			if (need < 0)
 				return cli_fail(err, who, -need, "%s", why);
-			if (c->got < CLI_FRAME_HDR)
+			if (c->got < hdr)
 				continue;
 			r = take_head(c, err);
 			if (r)
@@ -160,10 +162,10 @@ int cli_chan_feed(struct cli_chan *c, struct cli_frame *f, struct rk_error *err)
 		} else {
 			c->got += (size_t)n;
 		}
-		if (c->got == CLI_FRAME_HDR + (size_t)cli_frame_len(c->head)) {
+		if (c->got == hdr + (size_t)cli_frame_len(c->fmt, c->head)) {
 			c->whole = 1;
-			f->type = cli_frame_type(c->head);
-			f->len = cli_frame_len(c->head);
+			f->type = cli_frame_type(c->fmt, c->head);
+			f->len = cli_frame_len(c->fmt, c->head);
 			f->data = c->buf;
 			return 1;
 		}

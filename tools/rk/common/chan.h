@@ -1,6 +1,6 @@
 /*
  * chan.h - one framed control channel over a connected TCP socket, in the
- * frame format of frame.h: rk doctor's, rk matrix's and rk bench's
+ * frame formats of frame.h: rk doctor's, rk matrix's and rk bench's
  * control connections are each one of these with a format of their own.
  *
  * What arrives is a peer's: the header is checked (magic, type, length
@@ -28,7 +28,7 @@
 struct cli_chan {
 	int fd;
 	const struct cli_frame_fmt *fmt;
-	uint8_t head[CLI_FRAME_HDR];
+	uint8_t head[CLI_FRAME_HDR_MAX];
 	size_t got;	     /* bytes of the frame being read, header included */
 	int whole;	     /* the frame is complete (handed out; the next read starts anew) */
 	uint8_t *buf;	     /* its payload, allocated once its header passed */
@@ -38,7 +38,7 @@ struct cli_chan {
 
 /* One received frame: @data (@len bytes) stays valid until the channel's next read. */
 struct cli_frame {
-	uint8_t type;
+	unsigned type;
 	uint32_t len;
 	const uint8_t *data;
 };
@@ -55,7 +55,7 @@ void cli_chan_free(struct cli_chan *c);
  * (the peer took nothing), -ECONNRESET (it closed), another -errno; @err
  * (may be NULL) says which.
  */
-int cli_chan_send(struct cli_chan *c, uint8_t type, const void *data, uint32_t len, int timeout_ms,
+int cli_chan_send(struct cli_chan *c, unsigned type, const void *data, uint32_t len, int timeout_ms,
 		  struct rk_error *err);
 
 /*

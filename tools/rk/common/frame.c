@@ -8,29 +8,57 @@
 #include "cli.h"
 #include "common/frame.h"
 
-void cli_frame_head(const struct cli_frame_fmt *f, uint8_t type, uint32_t len,
-		    uint8_t hdr[CLI_FRAME_HDR])
+size_t cli_frame_hdr_len(const struct cli_frame_fmt *f)
+{
+	return f->layout == CLI_FRAME_LEN_TYPE ? 9 : 8;
+}
+
+size_t cli_frame_head(const struct cli_frame_fmt *f, unsigned type, uint32_t len,
+		      uint8_t hdr[CLI_FRAME_HDR_MAX])
 {
 	memcpy(hdr, f->magic, 4);
+	if (f->layout == CLI_FRAME_TYPE_LEN) {
+		rk_put16(hdr + 4, (uint16_t)type);
+		rk_put16(hdr + 6, (uint16_t)len);
+		return 8;
+	}
 	rk_put32(hdr + 4, len);
-	hdr[8] = type;
+	if (f->layout == CLI_FRAME_LEN)
+		return 8;
+	hdr[8] = (uint8_t)type;
+	return 9;
 }
 
-uint32_t cli_frame_len(const uint8_t hdr[CLI_FRAME_HDR])
+uint32_t cli_frame_len(const struct cli_frame_fmt *f, const uint8_t *hdr)
 {
-	return rk_get32(hdr + 4);
+	return f->layout == CLI_FRAME_TYPE_LEN ? rk_get16(hdr + 6) : rk_get32(hdr + 4);
 }
 
-uint8_t cli_frame_type(const uint8_t hdr[CLI_FRAME_HDR])
+unsigned cli_frame_type(const struct cli_frame_fmt *f, const uint8_t *hdr)
 {
-	return hdr[8];
+	switch (f->layout) {
+	case CLI_FRAME_TYPE_LEN:
+		return rk_get16(hdr + 4);
+	case CLI_FRAME_LEN:
+		return 1;
+	default:
+		return hdr[8];
+	}
+}
+
+static int too_long(const struct cli_frame_fmt *f, uint32_t len, char *why, size_t why_len)
+{
+	if (why && why_len)
+		snprintf(why, why_len, "a frame of %u bytes, over the %u allowed", len, f->max);
+	return -EMSGSIZE;
 }
 
 int cli_frame_need(const struct cli_frame_fmt *f, const uint8_t *buf, size_t got, char *why,
 		   size_t why_len)
 {
+	size_t hdr = cli_frame_hdr_len(f);
 	char shown[9];
-	uint32_t len;
+	unsigned type;
 
 	if (memcmp(buf, f->magic, got < 4 ? got : 4) != 0) {
 		/* What came, as far as a header's first 8 bytes: enough to recognise it. */
@@ -39,19 +67,18 @@ int cli_frame_need(const struct cli_frame_fmt *f, const uint8_t *buf, size_t got
 			snprintf(why, why_len, "not %s: it sent \"%s\"", f->who, shown);
 		return -EBADMSG;
 	}
-	if (got < 8)
-		return CLI_FRAME_HDR;
-	len = rk_get32(buf + 4);
-	if (len > f->max) {
+	/* In the u32 layouts the length is judged before the type byte is in. */
+	if (got >= 8 && f->layout != CLI_FRAME_TYPE_LEN && rk_get32(buf + 4) > f->max)
+		return too_long(f, rk_get32(buf + 4), why, why_len);
+	if (got < hdr)
+		return (int)hdr;
+	type = cli_frame_type(f, buf);
+	if (type == 0 || type > f->type_max) {
 		if (why && why_len)
-			snprintf(why, why_len, "a message of %u bytes, over the %u allowed", len,
-				 f->max);
-		return -EMSGSIZE;
-	}
-	if (got >= CLI_FRAME_HDR && (buf[8] == 0 || buf[8] > f->type_max)) {
-		if (why && why_len)
-			snprintf(why, why_len, "a message of unknown type %u", buf[8]);
+			snprintf(why, why_len, "a frame of unknown type %u", type);
 		return -EBADMSG;
 	}
-	return (int)(CLI_FRAME_HDR + len);
+	if (cli_frame_len(f, buf) > f->max)
+		return too_long(f, cli_frame_len(f, buf), why, why_len);
+	return (int)(hdr + cli_frame_len(f, buf));
 }

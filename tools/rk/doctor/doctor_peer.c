@@ -38,7 +38,7 @@ int doc_ctl_send(int fd, const struct doc_msg *m, int timeout_ms, struct rk_erro
 		return cli_fail(err, "rk doctor", -n, "cannot encode the message: %s",
 				strerror(-n));
 	cli_chan_init(&ch, fd, &doc_frame_fmt);
-	return cli_chan_send(&ch, cli_frame_type(buf), buf + DOC_WIRE_HDR,
+	return cli_chan_send(&ch, cli_frame_type(&doc_frame_fmt, buf), buf + DOC_WIRE_HDR,
 			     (uint32_t)n - DOC_WIRE_HDR, timeout_ms, err);
 }
 
@@ -54,7 +54,7 @@ int doc_ctl_recv(int fd, struct doc_msg *m, int timeout_ms, struct rk_error *err
 	r = cli_chan_recv(&ch, &f, timeout_ms, err);
 	if (!r) {
 		r = doc_msg_decode(f.data, f.len, m, why, sizeof(why));
-		if (!r && m->type != f.type) {
+		if (!r && (unsigned)m->type != f.type) {
 			snprintf(why, sizeof(why), "a frame of type %u holding a \"%s\" message",
 				 f.type, doc_msg_type_name(m->type));
 			r = -EBADMSG;

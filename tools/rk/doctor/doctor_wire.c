@@ -14,10 +14,12 @@
 #include "doctor_wire.h"
 
 const struct cli_frame_fmt doc_frame_fmt = {.magic = {'R', 'K', 'D', 'R'},
+					    .layout = CLI_FRAME_LEN_TYPE,
 					    .type_max = DOC_MSG_LAST,
 					    .max = DOC_WIRE_MAX,
 					    .who = "rk doctor"};
 const struct cli_frame_fmt doc_hello_fmt = {.magic = {'R', 'K', 'D', 'R'},
+					    .layout = CLI_FRAME_LEN_TYPE,
 					    .type_max = DOC_MSG_LAST,
 					    .max = DOC_HELLO_MAX,
 					    .who = "rk doctor"};
@@ -151,7 +153,7 @@ int doc_msg_encode(const struct doc_msg *m, uint8_t *buf, size_t len)
 		json_object_put(o);
 		return -ENOSPC;
 	}
-	cli_frame_head(&doc_frame_fmt, (uint8_t)m->type, (uint32_t)n, buf);
+	cli_frame_head(&doc_frame_fmt, (unsigned)m->type, (uint32_t)n, buf);
 	memcpy(buf + DOC_WIRE_HDR, s, n);
 	json_object_put(o);
 	return (int)(n + DOC_WIRE_HDR);

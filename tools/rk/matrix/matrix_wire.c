@@ -10,6 +10,7 @@
 #include "matrix_wire.h"
 
 const struct cli_frame_fmt mx_frame_fmt = {.magic = {'R', 'K', 'M', 'X'},
+					   .layout = CLI_FRAME_LEN,
 					   .type_max = MX_FRAME_JSON,
 					   .max = MX_WIRE_MAX,
 					   .who = "rk matrix"};

@@ -2,9 +2,10 @@
  * matrix_wire.h - the rendezvous channel of rk matrix: one TCP connection
  * between each rank and rank 0, carrying JSON documents (json-c).
  *
- * Frame: rk's control frame (common/frame.h) with magic "RKMX", type
- * MX_FRAME_JSON and at most MX_WIRE_MAX bytes of JSON text, one object,
- * sent and read by the shared channel (common/chan.h). What arrives is network input: the length is
+ * Frame: rk's control frame (common/frame.h) in its CLI_FRAME_LEN layout:
+ * "RKMX", u32 big-endian length (<= MX_WIRE_MAX), that many bytes of JSON
+ * text, one object; sent and read by the shared channel (common/chan.h).
+ * What arrives is network input: the length is
  * bounded before anything is allocated, the text must parse as one JSON
  * object, and the reader checks every field it uses (mx_get_*). Every
  * wait has a deadline.
@@ -21,7 +22,7 @@
 #include "common/chan.h"
 
 #define MX_WIRE_MAX   (64u << 10)
-#define MX_FRAME_JSON 1 /* the one frame type: a JSON object */
+#define MX_FRAME_JSON 1 /* the one frame type (not on the wire): a JSON object */
 
 extern const struct cli_frame_fmt mx_frame_fmt;
 
