@@ -215,7 +215,7 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	emit("type-len", buf, stream(buf, CLI_FRAME_TYPE_LEN, 255, 11, 7, 6));
 	n = stream(buf, CLI_FRAME_LEN_TYPE, 16, 2, 1, 2);
 	emit("partial", buf, n - 3);
-	memcpy(buf + 4, "GET / HTTP/1.0\r\n\r\n", 18);
+	memcpy(buf + 4, "GET / HTTP/1.0\r\n\r\n", 19); /* 18 bytes sent */
 	emit("stranger", buf, 22);
 	n = stream(buf, CLI_FRAME_LEN, 16, 1, 5, 1);
 	memset(buf + 8, 0xff, 4); /* a length of 4 GiB */
