@@ -1,13 +1,14 @@
 /*
  * bench_ctl.c - rk bench's control channel: the frame splitter behind
- * bench_ctl_recv, fed the input as a TCP peer would send it (a socketpair
+ * bench_ctl_recv (tools/rk/common/chan.c), fed the input as a TCP peer would send it (a socketpair
  * holding the input, closed after it).
  *
  * Asserts, for any bytes:
  *  - bench_ctl_recv returns the frames a plain reading of the format finds
  *    ("RKBC", u16 type, u16 length <= BENCH_MSG_MAX, payload), in order,
  *    heartbeats skipped; then -EREMOTEIO at an ERROR frame, -EBADMSG at a
- *    bad magic, type or length (a heartbeat is 8 bytes), -ECONNRESET at
+ *    bad magic (from its first wrong byte) or type or a heartbeat not of
+ *    8 bytes, -EMSGSIZE at a length over BENCH_MSG_MAX, -ECONNRESET at
  *    the end of the stream;
  *  - beat_count is the highest count the heartbeats read so far claimed;
  *  - each frame it returns, sent again with bench_ctl_send, is the same
@@ -29,15 +30,20 @@
 /* The reference reading of the frame at @pos: 1 a frame, or the expected error. */
 static int ref_frame(const uint8_t *d, size_t size, size_t pos, unsigned *type, size_t *len)
 {
-	if (size - pos < 8)
-		return -ECONNRESET;
-	if (memcmp(d + pos, "RKBC", 4))
+	size_t avail = size - pos;
+
+	/* A stranger is known from its first wrong byte, before a whole header. */
+	if (memcmp(d + pos, "RKBC", avail < 4 ? avail : 4))
 		return -EBADMSG;
+	if (avail < 8)
+		return -ECONNRESET;
 	*type = (unsigned)d[pos + 4] << 8 | d[pos + 5];
 	*len = (size_t)d[pos + 6] << 8 | d[pos + 7];
-	if (*len > BENCH_MSG_MAX || *type == 0 || *type >= BM_TYPE_MAX)
+	if (*type == 0 || *type >= BM_TYPE_MAX)
 		return -EBADMSG;
-	if (size - pos < 8 + *len)
+	if (*len > BENCH_MSG_MAX)
+		return -EMSGSIZE;
+	if (avail < 8 + *len)
 		return -ECONNRESET;
 	if (*type == BM_HEARTBEAT && *len != 8)
 		return -EBADMSG;

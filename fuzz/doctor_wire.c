@@ -161,7 +161,7 @@ static void check_gate(const uint8_t *data, size_t size, const uint8_t *token)
 	}
 	/* admitted: a whole hello of this version, with the token if there is one */
 	FUZZ_CHECK(doc_msg_decode(data + DOC_WIRE_HDR, got - DOC_WIRE_HDR, &m, NULL, 0) == 0);
-	FUZZ_CHECK(m.type == DOC_MSG_HELLO);
+	FUZZ_CHECK(m.type == DOC_MSG_HELLO && data[DOC_WIRE_HDR - 1] == DOC_MSG_HELLO);
 	FUZZ_CHECK(checked == (token != NULL));
 	if (token)
 		FUZZ_CHECK(m.has_token && memcmp(m.token, token, DOC_TOKEN_LEN) == 0);
@@ -276,8 +276,8 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	m.type = DOC_MSG_WELCOME;
 	m.checked = 1;
 	emit_msg(emit, "welcome", &m);
-	emit("hello-v1", "RKDR\0\0\0\x13{\"v\":1,\"t\":\"hello\"}", 27);
-	emit("hello-long", "RKDR\0\0\x40\0{", 9);
-	emit("not-json", "RKDR\0\0\0\3{\"v", 11);
+	emit("hello-v1", "RKDR\0\0\0\x13\x05{\"v\":1,\"t\":\"hello\"}", 28);
+	emit("hello-long", "RKDR\0\0\x40\0\x05{", 10);
+	emit("not-json", "RKDR\0\0\0\3\x05{\"v", 12);
 	emit("http", "GET / HTTP/1.0\r\n\r\n", 18);
 }

@@ -32,13 +32,13 @@ AGAIN_S = 0.5  # back this long after the listener let go (the log shows 20 a se
 
 
 def hello(token):
-    body = json.dumps({"v": 2, "t": "hello", "token": token}).encode()
-    return b"RKDR" + len(body).to_bytes(4, "big") + body
+    body = json.dumps({"v": 3, "t": "hello", "token": token}).encode()
+    return b"RKDR" + len(body).to_bytes(4, "big") + b"\x05" + body  # type 5: hello
 
 
 FIRST = {
     "idle": b"",
-    "slow": b"RKDR\0\0\0 ",
+    "slow": b"RKDR\0\0\0 \x05",  # a hello of 32 bytes
     "garbage": b"GET / HTTP/1.0\r\nHost: x\r\n\r\n",
     "wrong": hello(os.urandom(16).hex()),
     "none": hello(""),

@@ -19,7 +19,7 @@
 static const uint8_t tok[DOC_TOKEN_LEN] = {0xde, 0xad, 0xbe, 0xef, 1, 2,  3,  4,
 					   5,	 6,    7,    8,	   9, 10, 11, 0xff};
 
-/* A frame header announcing @n bytes. */
+/* A frame header announcing @n bytes of a hello. */
 static void header(uint8_t *buf, uint32_t n)
 {
 	buf[0] = 'R';
@@ -30,6 +30,7 @@ static void header(uint8_t *buf, uint32_t n)
 	buf[5] = (uint8_t)(n >> 16);
 	buf[6] = (uint8_t)(n >> 8);
 	buf[7] = (uint8_t)n;
+	buf[8] = DOC_MSG_HELLO;
 }
 
 /* A frame of @json as rk doctor would frame it. */
@@ -86,14 +87,14 @@ static void hello_round_trip(void **state)
 static void hello_bad_tokens(void **state)
 {
 	static const char *const bad[] = {
-	    "{\"v\":2,\"t\":\"hello\"}",		   /* none */
-	    "{\"v\":2,\"t\":\"hello\",\"token\":1}",	   /* a number */
-	    "{\"v\":2,\"t\":\"hello\",\"token\":\"abc\"}", /* short */
-	    "{\"v\":2,\"t\":\"hello\",\"token\":\"0123456789abcdef0123456789abcdefaa\"}", /* long */
-	    "{\"v\":2,\"t\":\"hello\",\"token\":\"0123456789abcdef0123456789abcdeg\"}",	  /* not hex
+	    "{\"v\":3,\"t\":\"hello\"}",		   /* none */
+	    "{\"v\":3,\"t\":\"hello\",\"token\":1}",	   /* a number */
+	    "{\"v\":3,\"t\":\"hello\",\"token\":\"abc\"}", /* short */
+	    "{\"v\":3,\"t\":\"hello\",\"token\":\"0123456789abcdef0123456789abcdefaa\"}", /* long */
+	    "{\"v\":3,\"t\":\"hello\",\"token\":\"0123456789abcdef0123456789abcdeg\"}",	  /* not hex
 											   */
-	    "{\"v\":2,\"t\":\"hello\",\"token\":\"0123456789abcdef0123456789abcde \"}",
-	    "{\"v\":2,\"t\":\"welcome\",\"checked\":2}",
+	    "{\"v\":3,\"t\":\"hello\",\"token\":\"0123456789abcdef0123456789abcde \"}",
+	    "{\"v\":3,\"t\":\"welcome\",\"checked\":2}",
 	};
 	struct doc_msg m;
 	char why[160];
@@ -108,7 +109,7 @@ static void hello_bad_tokens(void **state)
 	/* upper-case hex is the same token */
 	{
 		const char *up =
-		    "{\"v\":2,\"t\":\"hello\",\"token\":\"DEADBEEF0102030405060708090A0BFF\"}";
+		    "{\"v\":3,\"t\":\"hello\",\"token\":\"DEADBEEF0102030405060708090A0BFF\"}";
 
 		assert_int_equal(doc_msg_decode(up, strlen(up), &m, why, sizeof(why)), 0);
 		assert_memory_equal(m.token, tok, DOC_TOKEN_LEN);
@@ -143,7 +144,7 @@ static void need_reads_no_further(void **state)
 	header(buf, UINT32_MAX);
 	assert_int_equal(doc_hello_need(buf, 8, why, sizeof(why)), -EMSGSIZE);
 	header(buf, DOC_HELLO_MAX); /* the most a hello may be */
-	assert_int_equal(doc_hello_need(buf, 8, NULL, 0), DOC_WIRE_HDR + DOC_HELLO_MAX);
+	assert_int_equal(doc_hello_need(buf, DOC_WIRE_HDR, NULL, 0), DOC_WIRE_HDR + DOC_HELLO_MAX);
 }
 
 static void judge_without_token(void **state)
@@ -164,12 +165,12 @@ static void judge_without_token(void **state)
 	/* another version: told so */
 	n = frame(buf, sizeof(buf), "{\"v\":1,\"t\":\"hello\",\"token\":\"\"}");
 	assert_int_equal(doc_hello_judge(buf, n, NULL, &checked, why, sizeof(why)), -EPROTO);
-	assert_non_null(strstr(why, "version 1, this rk speaks 2"));
+	assert_non_null(strstr(why, "version 1, this rk speaks 3"));
 	/* protocol 1's first message, facts, does not fit a hello */
-	n = frame(buf, sizeof(buf), "{\"v\":2,\"t\":\"do\",\"step\":1}");
+	n = frame(buf, sizeof(buf), "{\"v\":3,\"t\":\"do\",\"step\":1}");
 	assert_int_equal(doc_hello_judge(buf, n, NULL, &checked, why, sizeof(why)), -EBADMSG);
 	assert_non_null(strstr(why, "not an rk doctor hello"));
-	n = frame(buf, sizeof(buf), "{\"v\":2,\"t\":\"hello\",");
+	n = frame(buf, sizeof(buf), "{\"v\":3,\"t\":\"hello\",");
 	assert_int_equal(doc_hello_judge(buf, n, NULL, &checked, why, sizeof(why)), -EBADMSG);
 	n = frame(buf, sizeof(buf), "[2]");
 	assert_int_equal(doc_hello_judge(buf, n, NULL, &checked, why, sizeof(why)), -EBADMSG);
@@ -206,7 +207,7 @@ static void judge_with_token(void **state)
 	assert_non_null(strstr(why, "--token-file"));
 	/* the token does not excuse a bad hello */
 	n = frame(buf, sizeof(buf),
-		  "{\"v\":3,\"t\":\"hello\",\"token\":\"deadbeef0102030405060708090a0bff\"}");
+		  "{\"v\":4,\"t\":\"hello\",\"token\":\"deadbeef0102030405060708090a0bff\"}");
 	assert_int_equal(doc_hello_judge(buf, n, tok, &checked, why, sizeof(why)), -EPROTO);
 	assert_int_equal(checked, 0);
 }
@@ -219,7 +220,7 @@ static void facts_of_version_1_refused(void **state)
 
 	(void)state;
 	assert_int_equal(doc_msg_decode(v1, strlen(v1), &m, why, sizeof(why)), -EPROTO);
-	assert_string_equal(why, "version 1, this rk speaks 2");
+	assert_string_equal(why, "version 1, this rk speaks 3");
 }
 
 int main(void)

@@ -12,6 +12,7 @@
 #include <rdmakit/device.h>
 
 #include "cli.h"
+#include "common/deadline.h"
 #include "commands.h"
 
 int cli_parse_size(const char *s, uint64_t *out)
@@ -157,10 +158,7 @@ int cli_have_program(const char *name)
 
 uint64_t cli_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return cli_deadline_now();
 }
 
 void cli_name_thread(const char *name)

@@ -26,6 +26,7 @@
 #include "bench_rpc.h"
 #include "bench_xfer.h"
 #include "cli.h"
+#include "common/deadline.h"
 
 #define PARAMS_MSG_LEN (BENCH_PARAMS_LEN + BENCH_TOKEN_LEN)
 #define HELLO_MS       5000 /* a connection's PARAMS must come within this (or --watchdog) */
@@ -177,7 +178,7 @@ static int open_device(struct bench_ctx *c, const char *addr, const char *peer,
  */
 static int connect_control(struct bench_ctx *c, struct rk_error *err)
 {
-	uint64_t deadline = cli_now_ns() + (uint64_t)bench_step_ms(c) * 1000000;
+	uint64_t deadline = cli_deadline_in(bench_step_ms(c));
 
 	for (;;) {
 		uint64_t now = cli_now_ns();
@@ -188,8 +189,7 @@ static int connect_control(struct bench_ctx *c, struct rk_error *err)
 			return bench_fail(err, ECONNREFUSED,
 					  "nobody accepted a connection on %s port %s for %u s",
 					  c->l->host, c->l->port, c->l->watchdog_s);
-		fd = rk_tcp_connect(c->l->host, c->l->port, (int)((deadline - now) / 1000000) + 1,
-				    err);
+		fd = rk_tcp_connect(c->l->host, c->l->port, cli_deadline_ms_left(deadline), err);
 		if (fd != -ECONNREFUSED)
 			return fd;
 		nanosleep(&pause, NULL);
@@ -279,7 +279,7 @@ static int accept_client(struct bench_ctx *c, struct bench_msg *m, struct rk_err
 		if (now >= deadline)
 			return bench_fail(err, ETIMEDOUT, "no client within --wait %u s",
 					  c->l->wait_s);
-		fd = rk_tcp_accept(c->listen_fd, (int)((deadline - now) / 1000000) + 1, err);
+		fd = rk_tcp_accept(c->listen_fd, cli_deadline_ms_left(deadline), err);
 		if (fd < 0)
 			return fd;
 		bench_ctl_init(&c->ctl, fd);
@@ -474,7 +474,7 @@ static int connect_cm_client(struct bench_ctx *c, struct bench_qp *q, struct rk_
 /* Accept num_qp requests carrying our client's token; anyone else is turned away. */
 static int accept_cm(struct bench_ctx *c, struct rk_error *err)
 {
-	uint64_t deadline = cli_now_ns() + (uint64_t)bench_connect_ms(c) * 1000000;
+	uint64_t deadline = cli_deadline_in(bench_connect_ms(c));
 
 	while (c->nqp < c->p->num_qp) {
 		struct rk_cm_request *req;
@@ -487,8 +487,7 @@ static int accept_cm(struct bench_ctx *c, struct rk_error *err)
 		if (now >= deadline)
 			return bench_fail(err, ETIMEDOUT, "%u of %u QPs connected after %d ms",
 					  c->nqp, c->p->num_qp, bench_connect_ms(c));
-		r = rk_listener_get_request(c->lis, (int)((deadline - now) / 1000000) + 1, err,
-					    &req);
+		r = rk_listener_get_request(c->lis, cli_deadline_ms_left(deadline), err, &req);
 		if (r)
 			return r;
 		h = rk_cm_request_hello(req);

@@ -7,8 +7,10 @@
  * counts, results, heartbeats and the reason for a failure. A closed
  * socket is also the fastest sign that the peer process died.
  *
- * Frame: "RKBC", u16 type, u16 payload length (<= BENCH_MSG_MAX), payload.
- * Integers in payloads are big-endian. Every wait has a deadline.
+ * Frame: rk's control frame (common/frame.h) in its CLI_FRAME_TYPE_LEN
+ * layout: "RKBC", u16 type, u16 payload length (<= BENCH_MSG_MAX),
+ * payload, sent and read by the shared channel (common/chan.h). Integers
+ * in payloads are big-endian. Every wait has a deadline.
  */
 #ifndef RK_BENCH_CTL_H
 #define RK_BENCH_CTL_H
@@ -17,6 +19,8 @@
 #include <stdint.h>
 
 #include <rdmakit/error.h>
+
+#include "common/chan.h"
 
 #define BENCH_MSG_MAX 256
 
@@ -41,11 +45,11 @@ struct bench_msg {
 	uint8_t data[BENCH_MSG_MAX];
 };
 
+extern const struct cli_frame_fmt bench_frame_fmt;
+
 struct bench_ctl {
 	int fd;
-	uint8_t in[8 + BENCH_MSG_MAX]; /* a partly received frame */
-	size_t have;
-	uint64_t last_rx_ns; /* when anything last arrived */
+	struct cli_chan ch;  /* the frames, a partly received one kept */
 	uint64_t beat_count; /* the highest progress count a heartbeat claimed this run */
 	uint64_t beat_ns;    /* when that count last grew */
 };
@@ -70,7 +74,8 @@ void bench_ctl_beat_reset(struct bench_ctl *c);
  * A heartbeat is taken in passing: a count above beat_count is recorded
  * (beat_count, beat_ns); one without its 8 bytes is a protocol error.
  * A BM_ERROR from the peer is turned into an error ("peer failed: ...").
- * Returns 0, -ETIMEDOUT, -EAGAIN, -ECONNRESET (peer closed), -EBADMSG.
+ * Returns 0, -ETIMEDOUT, -EAGAIN, -ECONNRESET (peer closed), -EBADMSG,
+ * -EMSGSIZE (a length over BENCH_MSG_MAX), -EREMOTEIO (the peer's ERROR).
  */
 int bench_ctl_recv(struct bench_ctl *c, struct bench_msg *m, int timeout_ms, struct rk_error *err);
 
@@ -81,7 +86,7 @@ int bench_ctl_expect(struct bench_ctl *c, uint16_t type, int len, struct bench_m
 /* bench_ctl_error - tell the peer why we give up (best effort, short deadline). */
 void bench_ctl_error(struct bench_ctl *c, const char *text);
 
-/* bench_fail - fill @err with a message of our own (errno @errnum). Returns -@errnum. */
+/* bench_fail - cli_fail under rk bench's name (common/tool_error.h). Returns -@errnum. */
 int bench_fail(struct rk_error *err, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

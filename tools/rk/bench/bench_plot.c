@@ -5,21 +5,14 @@
  * lat mode: latency (median, p99, p99.9) and the bandwidth it implies.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/wait.h>
 
 #include "bench_report.h"
+#include "common/gnuplot.h"
 
-/* The path goes between single quotes in the script: keep it inert. */
-static int path_ok(const char *path)
+static int write_script(FILE *g, const void *arg, const char *path)
 {
-	return *path && !strpbrk(path, "'\n\r\\");
-}
-
-static void write_script(FILE *g, const struct bench_report *r, const char *path)
-{
+	const struct bench_report *r = arg;
 	const struct bench_ctx *c = r->c;
 	int lat = c->p->mode == BENCH_MODE_LAT;
 	double div = c->l->gbits ? 1e9 : 8.0 * 1048576.0;
@@ -58,40 +51,12 @@ static void write_script(FILE *g, const struct bench_report *r, const char *path
 		fprintf(g, "plot $d using 1:4 with linespoints title 'Mpps'\n");
 	}
 	fprintf(g, "unset multiplot\nset output\n");
+	return 0;
 }
 
 int bench_report_plot(const struct bench_report *r, const char *path, struct rk_error *err)
 {
-	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
-	FILE *g;
-	int st, rc = 0;
-
-	if (!path_ok(path))
-		return bench_fail(err, EINVAL,
-				  "--plot %s: quotes, backslashes and newlines are "
-				  "not supported in the name",
-				  path);
 	if (!r->n)
 		return bench_fail(err, ENODATA, "--plot: no results to plot");
-	/* gnuplot dying early must not kill us with SIGPIPE. */
-	if (sigaction(SIGPIPE, &ign, &old))
-		return bench_fail(err, errno, "sigaction: %s", strerror(errno));
-	g = popen("gnuplot", "w");
-	if (!g) {
-		rc = bench_fail(err, errno, "--plot: cannot run gnuplot: %s", strerror(errno));
-		goto out;
-	}
-	write_script(g, r, path);
-	st = pclose(g);
-	if (st == -1)
-		rc = bench_fail(err, errno, "--plot: gnuplot: %s", strerror(errno));
-	else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		rc = bench_fail(err, EIO, "--plot: gnuplot failed (exit %d)%s",
-				WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-				WIFEXITED(st) && WEXITSTATUS(st) == 127
-				    ? "; install it (Debian: apt-get install gnuplot-nox)"
-				    : "");
-out:
-	sigaction(SIGPIPE, &old, NULL);
-	return rc;
+	return cli_gnuplot_run("rk bench", path, write_script, r, err);
 }

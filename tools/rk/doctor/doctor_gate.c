@@ -3,8 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <rdmakit/wire.h>
-
 #include "cli.h"
 #include "doctor_gate.h"
 
@@ -21,28 +19,21 @@ int doc_hello_from_rk(const uint8_t *buf, size_t got)
 
 int doc_hello_need(const uint8_t *buf, size_t got, char *why, size_t why_len)
 {
-	char shown[DOC_WIRE_HDR + 1], text[224];
-	uint32_t len;
+	char text[224];
+	int need = cli_frame_need(&doc_hello_fmt, buf, got, text, sizeof(text));
+	uint32_t len = got >= 8 ? cli_frame_len(&doc_hello_fmt, buf) : 1;
 
-	if (!doc_hello_from_rk(buf, got)) {
-		cli_clean_text(shown, sizeof(shown), buf, got < DOC_WIRE_HDR ? got : DOC_WIRE_HDR);
-		snprintf(text, sizeof(text), "not rk doctor: it sent \"%s\"", shown);
-		say(why, why_len, text);
-		return -EBADMSG;
-	}
-	if (got < DOC_WIRE_HDR)
-		return DOC_WIRE_HDR;
-	len = rk_get32(buf + 4);
-	if (len == 0 || len > DOC_HELLO_MAX) {
+	if (need == -EMSGSIZE || len == 0) {
 		/* rk doctor protocol 1 began with its facts, a few KiB */
 		snprintf(text, sizeof(text),
 			 "a first message of %u bytes: rk doctor protocol %d begins with a hello "
 			 "of at most %d (install the same rk version on both hosts)",
 			 len, DOC_WIRE_VERSION, DOC_HELLO_MAX);
-		say(why, why_len, text);
-		return -EMSGSIZE;
+		need = -EMSGSIZE;
 	}
-	return (int)(DOC_WIRE_HDR + len);
+	if (need < 0)
+		say(why, why_len, text);
+	return need;
 }
 
 int doc_hello_judge(const uint8_t *frame, size_t len, const uint8_t *token, int *checked, char *why,
@@ -73,7 +64,7 @@ int doc_hello_judge(const uint8_t *frame, size_t len, const uint8_t *token, int 
 		say(why, why_len, text);
 		return -EBADMSG;
 	}
-	if (m.type != DOC_MSG_HELLO) {
+	if (m.type != DOC_MSG_HELLO || cli_frame_type(&doc_hello_fmt, frame) != DOC_MSG_HELLO) {
 		say(why, why_len, "not an rk doctor hello: another message first");
 		return -EBADMSG;
 	}

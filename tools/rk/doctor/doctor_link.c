@@ -27,6 +27,7 @@
 #include <rdmakit/post.h>
 
 #include "cli.h"
+#include "common/deadline.h"
 #include "doctor_peer.h"
 
 enum { SLOT_SEND, SLOT_RECV, SLOT_READ, SLOT_RTT, NSLOTS };
@@ -104,20 +105,13 @@ static void verify(uint64_t seed, int step, const volatile uint8_t *got, size_t 
 			 len);
 }
 
-static int remaining_ms(uint64_t deadline)
-{
-	uint64_t now = cli_now_ns();
-
-	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-}
-
 /*
  * Wait for the completion of send WR @want, or (@want 0) of a receive,
  * within @ms. Other completions are skipped (receives counted for later).
  */
 static int wait_wc(struct doc_link *l, uint64_t want, int ms, struct step_res *res)
 {
-	uint64_t deadline = cli_now_ns() + (uint64_t)ms * 1000000;
+	uint64_t deadline = cli_deadline_in(ms);
 	struct rk_error err;
 
 	if (!want && l->recv_pending > 0) {
@@ -126,7 +120,7 @@ static int wait_wc(struct doc_link *l, uint64_t want, int ms, struct step_res *r
 	}
 	for (;;) {
 		struct ibv_wc wc[8];
-		int n, found = 0, left = remaining_ms(deadline);
+		int n, found = 0, left = cli_deadline_ms_left(deadline);
 
 		if (left == 0) {
 			res->timed_out = 1;
@@ -143,10 +137,8 @@ static int wait_wc(struct doc_link *l, uint64_t want, int ms, struct step_res *r
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				res->wc_status = wc[i].status;
-				snprintf(res->text, sizeof(res->text),
-					 "completion status %s (%d), vendor error 0x%x",
-					 ibv_wc_status_str(wc[i].status), wc[i].status,
-					 wc[i].vendor_err);
+				rk_error_from_wc(&err, &wc[i]);
+				snprintf(res->text, sizeof(res->text), "%s", rk_error_str(&err));
 				return -EIO;
 			}
 			if (wc[i].opcode & IBV_WC_RECV) {
@@ -698,7 +690,7 @@ static int is_client(const struct server *s, struct rk_cm_request *req)
 
 static void serve_connect(struct server *s, struct step_res *res)
 {
-	uint64_t deadline = cli_now_ns() + (uint64_t)(s->step_ms + CONNECT_SLACK_MS) * 1000000;
+	uint64_t deadline = cli_deadline_in(s->step_ms + CONNECT_SLACK_MS);
 	struct rk_error err;
 
 	if (s->l->conn) {
@@ -708,7 +700,7 @@ static void serve_connect(struct server *s, struct step_res *res)
 	for (;;) {
 		struct rk_cm_request *req;
 		struct rk_conn_opts o;
-		int r, ms = remaining_ms(deadline);
+		int r, ms = cli_deadline_ms_left(deadline);
 
 		if (ms == 0) {
 			res->timed_out = 1;
@@ -813,7 +805,7 @@ void doc_link_serve(struct doc_link *l, int fd, const struct doc_facts *client,
 		struct doc_msg m, out = {.type = DOC_MSG_RESULT};
 		struct step_res res = {.wc_status = -1};
 		struct rk_error err;
-		int ms = remaining_ms(deadline_ns), r;
+		int ms = cli_deadline_ms_left(deadline_ns), r;
 
 		if (ms == 0) {
 			fprintf(stderr, "rk doctor: %s: the session's time is up\n", client_ip);

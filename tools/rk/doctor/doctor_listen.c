@@ -35,6 +35,7 @@
 #include <rdmakit/oob.h>
 
 #include "cli.h"
+#include "common/deadline.h"
 #include "doctor_gate.h"
 #include "doctor_peer.h"
 
@@ -381,7 +382,7 @@ static int round_once(struct listener *L)
 			of[n] = &L->p[i];
 			fds[n++] = (struct pollfd){.fd = L->p[i].fd, .events = POLLIN};
 		}
-	r = poll(fds, (nfds_t)n, next > now ? (int)((next - now + 999999) / 1000000) : 0);
+	r = poll(fds, (nfds_t)n, cli_deadline_ms_left(next));
 	if (r < 0 && errno == EINTR)
 		return 0;
 	if (r < 0) {

@@ -9,8 +9,6 @@
 #include <ifaddrs.h>
 #include <inttypes.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -24,118 +22,48 @@
 #include <rdmakit/version.h>
 
 #include "cli.h"
+#include "common/chan.h"
+#include "common/tool_error.h"
 #include "doctor_peer.h"
 
 /* ---- control channel ----------------------------------------------------- */
 
-static int fail(struct rk_error *err, int e, const char *op, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(struct rk_error *err, int e, const char *op, const char *fmt, ...)
-{
-	char msg[RK_ERROR_MSG_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return rk_error_setf(err, op, e, "%s", msg);
-}
-
-static int remaining_ms(uint64_t deadline)
-{
-	uint64_t now = cli_now_ns();
-
-	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-}
-
-/* Move @len bytes within the deadline; the socket may be blocking or not. */
-static int xfer(int fd, void *buf, size_t len, int sending, uint64_t deadline, size_t *done)
-{
-	uint8_t *p = buf;
-
-	*done = 0;
-	while (*done < len) {
-		struct pollfd pfd = {.fd = fd, .events = sending ? POLLOUT : POLLIN};
-		int ms = remaining_ms(deadline), r;
-		ssize_t n;
-
-		if (ms == 0)
-			return -ETIMEDOUT;
-		r = poll(&pfd, 1, ms);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -ETIMEDOUT;
-		n = sending ? send(fd, p + *done, len - *done, MSG_DONTWAIT | MSG_NOSIGNAL)
-			    : recv(fd, p + *done, len - *done, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n < 0)
-			return errno == EPIPE ? -ECONNRESET : -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		*done += (size_t)n;
-	}
-	return 0;
-}
-
 int doc_ctl_send(int fd, const struct doc_msg *m, int timeout_ms, struct rk_error *err)
 {
 	static uint8_t buf[DOC_WIRE_HDR + DOC_WIRE_MAX];
-	size_t done;
-	int n = doc_msg_encode(m, buf, sizeof(buf)), r;
+	struct cli_chan ch;
+	int n = doc_msg_encode(m, buf, sizeof(buf));
 
 	if (n < 0)
-		return fail(err, -n, "send", "cannot encode the message: %s", strerror(-n));
-	r = xfer(fd, buf, (size_t)n, 1, cli_now_ns() + (uint64_t)timeout_ms * 1000000, &done);
-	if (r == -ETIMEDOUT)
-		return fail(err, ETIMEDOUT, "send", "the peer took nothing for %d ms", timeout_ms);
-	if (r)
-		return fail(err, -r, "send", "%s", strerror(-r));
-	return 0;
+		return cli_fail(err, "rk doctor", -n, "cannot encode the message: %s",
+				strerror(-n));
+	cli_chan_init(&ch, fd, &doc_frame_fmt);
+	return cli_chan_send(&ch, cli_frame_type(&doc_frame_fmt, buf), buf + DOC_WIRE_HDR,
+			     (uint32_t)n - DOC_WIRE_HDR, timeout_ms, err);
 }
 
 int doc_ctl_recv(int fd, struct doc_msg *m, int timeout_ms, struct rk_error *err)
 {
-	static uint8_t buf[DOC_WIRE_MAX];
-	uint64_t deadline = cli_now_ns() + (uint64_t)timeout_ms * 1000000;
-	uint8_t hdr[DOC_WIRE_HDR] = {0};
-	char why[160], shown[DOC_WIRE_HDR + 1];
-	uint32_t len;
-	size_t done;
+	struct cli_chan ch;
+	struct cli_frame f;
+	char why[160];
 	int r;
 
-	r = xfer(fd, hdr, sizeof(hdr), 0, deadline, &done);
-	if (r && done > 0 && memcmp(hdr, DOC_WIRE_MAGIC, done < 4 ? done : 4) != 0) {
-		cli_clean_text(shown, sizeof(shown), hdr, done);
-		return fail(err, EBADMSG, "recv", "not rk doctor: it sent \"%s\"", shown);
+	/* One frame, read no further: a channel of its own for each is enough. */
+	cli_chan_init(&ch, fd, &doc_frame_fmt);
+	r = cli_chan_recv(&ch, &f, timeout_ms, err);
+	if (!r) {
+		r = doc_msg_decode(f.data, f.len, m, why, sizeof(why));
+		if (!r && (unsigned)m->type != f.type) {
+			snprintf(why, sizeof(why), "a frame of type %u holding a \"%s\" message",
+				 f.type, doc_msg_type_name(m->type));
+			r = -EBADMSG;
+		}
+		if (r)
+			cli_fail(err, "rk doctor", -r, "a bad message: %s", why);
 	}
-	if (r == -ETIMEDOUT)
-		return fail(err, ETIMEDOUT, "recv", "%s within %d ms",
-			    done ? "only part of a message" : "no message", timeout_ms);
-	if (r == -ECONNRESET)
-		return fail(err, ECONNRESET, "recv", "the peer closed the connection%s",
-			    done ? " in the middle of a message" : "");
-	if (r)
-		return fail(err, -r, "recv", "%s", strerror(-r));
-	r = doc_frame_len(hdr, &len);
-	if (r == -EBADMSG) {
-		cli_clean_text(shown, sizeof(shown), hdr, sizeof(hdr));
-		return fail(err, EBADMSG, "recv", "not rk doctor: it sent \"%s\"", shown);
-	}
-	if (r)
-		return fail(err, EMSGSIZE, "recv", "a message longer than %d bytes", DOC_WIRE_MAX);
-	r = xfer(fd, buf, len, 0, deadline, &done);
-	if (r)
-		return fail(err, r == -ETIMEDOUT ? ETIMEDOUT : ECONNRESET, "recv",
-			    "a message cut short (%zu of %u bytes)", done, len);
-	r = doc_msg_decode(buf, len, m, why, sizeof(why));
-	if (r)
-		return fail(err, -r, "recv", "a bad message: %s", why);
-	return 0;
+	cli_chan_free(&ch);
+	return r;
 }
 
 static int addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
@@ -564,7 +492,7 @@ static int say_hello(struct doc_report *r, int fd, const char *host, const char 
 		return -EACCES;
 	}
 	if (ans.type != DOC_MSG_WELCOME) {
-		rk_error_setf(&err, "recv", EBADMSG, "another message where its welcome belongs");
+		cli_fail(&err, "rk doctor", EBADMSG, "another message where its welcome belongs");
 		exchange_failed(r, -EBADMSG, &err, host, port);
 		return -EBADMSG;
 	}
@@ -630,8 +558,8 @@ void doc_peer_run(struct doc_report *r, const char *target, int step_ms, const u
 		goto out;
 	}
 	if (!e && peer.type != DOC_MSG_FACTS)
-		e = fail(&err, EBADMSG, "recv", "a %s message where its facts belong",
-			 peer.type == DOC_MSG_DO ? "do" : "result");
+		e = cli_fail(&err, "rk doctor", EBADMSG, "a %s message where its facts belong",
+			     peer.type == DOC_MSG_DO ? "do" : "result");
 	if (e) {
 		exchange_failed(r, e, &err, host, port);
 		goto out;

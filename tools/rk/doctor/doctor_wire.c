@@ -9,10 +9,20 @@
 #include <string.h>
 
 #include <json-c/json.h>
-#include <rdmakit/wire.h>
 
 #include "cli.h"
 #include "doctor_wire.h"
+
+const struct cli_frame_fmt doc_frame_fmt = {.magic = {'R', 'K', 'D', 'R'},
+					    .layout = CLI_FRAME_LEN_TYPE,
+					    .type_max = DOC_MSG_LAST,
+					    .max = DOC_WIRE_MAX,
+					    .who = "rk doctor"};
+const struct cli_frame_fmt doc_hello_fmt = {.magic = {'R', 'K', 'D', 'R'},
+					    .layout = CLI_FRAME_LEN_TYPE,
+					    .type_max = DOC_MSG_LAST,
+					    .max = DOC_HELLO_MAX,
+					    .who = "rk doctor"};
 
 static const char *const step_names[DOC_STEP_COUNT] = {
     "connect", "send out", "send in", "write out", "write in", "read out", "read in", "rtt",
@@ -24,6 +34,11 @@ static const char *const type_names[DOC_MSG_LAST + 1] = {NULL,	  "facts", "do", 
 const char *doc_step_name(int step)
 {
 	return step >= 0 && step < DOC_STEP_COUNT ? step_names[step] : "?";
+}
+
+const char *doc_msg_type_name(int type)
+{
+	return type >= DOC_MSG_FACTS && type <= DOC_MSG_LAST ? type_names[type] : "?";
 }
 
 /* ---- encoding --------------------------------------------------------- */
@@ -138,11 +153,7 @@ int doc_msg_encode(const struct doc_msg *m, uint8_t *buf, size_t len)
 		json_object_put(o);
 		return -ENOSPC;
 	}
-	buf[0] = 'R';
-	buf[1] = 'K';
-	buf[2] = 'D';
-	buf[3] = 'R'; /* DOC_WIRE_MAGIC */
-	rk_put32(buf + 4, (uint32_t)n);
+	cli_frame_head(&doc_frame_fmt, (unsigned)m->type, (uint32_t)n, buf);
 	memcpy(buf + DOC_WIRE_HDR, s, n);
 	json_object_put(o);
 	return (int)(n + DOC_WIRE_HDR);
@@ -152,14 +163,13 @@ int doc_msg_encode(const struct doc_msg *m, uint8_t *buf, size_t len)
 
 int doc_frame_len(const uint8_t hdr[DOC_WIRE_HDR], uint32_t *len)
 {
-	uint32_t n;
+	int need = cli_frame_need(&doc_frame_fmt, hdr, DOC_WIRE_HDR, NULL, 0);
 
-	if (memcmp(hdr, DOC_WIRE_MAGIC, 4) != 0)
-		return -EBADMSG;
-	n = rk_get32(hdr + 4);
-	if (n == 0 || n > DOC_WIRE_MAX)
-		return -EMSGSIZE;
-	*len = n;
+	if (need < 0)
+		return need;
+	if (need == DOC_WIRE_HDR)
+		return -EMSGSIZE; /* an empty message: none is */
+	*len = (uint32_t)need - DOC_WIRE_HDR;
 	return 0;
 }
 

@@ -4,17 +4,17 @@
  * token, if any) and the listener's welcome, then each side's facts, the
  * client's "do this step" and the listener's result of it.
  *
- * Frame: magic "RKDR", u32 big-endian payload length (1..DOC_WIRE_MAX),
- * then a JSON object: {"v": 2, "t": "hello" | "welcome" | "facts" | "do" |
- * "result" | "error", ...}. The hello comes first and alone, at most
- * DOC_HELLO_MAX bytes: the listener tells nothing about itself (not even
- * its facts) to a peer before it has proven to be an rk doctor client with
- * the right token. Version 2 added the hello; 1 began with the facts.
- * JSON because the facts are a report's facts (json-c already writes and
- * parses them); the decoder is what stands between the peer and the rest
- * of rk doctor: sizes bounded, nesting limited, every field typed and
- * range-checked, unknown keys ignored, text cut to its field and made
- * printable (cli_clean_text).
+ * Frame: rk's control frame (common/frame.h) with magic "RKDR", a payload
+ * of 1..DOC_WIRE_MAX bytes and the message's type (enum doc_msg_type), then
+ * a JSON object: {"v": 3, "t": "hello" | "welcome" | "facts" | "do" |
+ * "result" | "error", ...}, whose "t" must be the frame's type. The hello comes first and alone, at
+ * most DOC_HELLO_MAX bytes: the listener tells nothing about itself (not even its facts) to a peer
+ * before it has proven to be an rk doctor client with the right token. Version 2 added the hello; 1
+ * began with the facts; 3 has the type byte in the frame header (rk's one frame format). JSON
+ * because the facts are a report's facts (json-c already writes and parses them); the decoder is
+ * what stands between the peer and the rest of rk doctor: sizes bounded, nesting limited, every
+ * field typed and range-checked, unknown keys ignored, text cut to its field and made printable
+ * (cli_clean_text).
  *
  * The codec is pure (no I/O, no globals) and reentrant; the frame I/O is
  * in doctor_peer.c.
@@ -25,9 +25,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/frame.h"
+
 #define DOC_WIRE_MAGIC	 "RKDR"
-#define DOC_WIRE_VERSION 2
-#define DOC_WIRE_HDR	 8	     /* magic + length */
+#define DOC_WIRE_VERSION 3
+#define DOC_WIRE_HDR	 9	     /* magic, length, type: CLI_FRAME_LEN_TYPE */
 #define DOC_WIRE_MAX	 16384	     /* payload bytes */
 #define DOC_HELLO_MAX	 256	     /* payload bytes of the first message, the hello */
 #define DOC_TOKEN_LEN	 16	     /* the token's digest (CP_TOKEN_LEN, as rk copy) */
@@ -117,15 +119,22 @@ struct doc_msg {
 /* doc_step_name - "connect", "send out" ... ("?" past the end). */
 const char *doc_step_name(int step);
 
+/* doc_msg_type_name - "facts", "do" ... ("?" for a type rk doctor does not know). */
+const char *doc_msg_type_name(int type);
+
 /*
  * doc_msg_encode - @m as a whole frame (header and JSON) into @buf.
  * Returns the frame's length, or -ENOSPC / -EINVAL (a field out of range).
  */
 int doc_msg_encode(const struct doc_msg *m, uint8_t *buf, size_t len);
 
+/* rk doctor's frames (DOC_WIRE_MAX), and the bound on its first, the hello (DOC_HELLO_MAX). */
+extern const struct cli_frame_fmt doc_frame_fmt, doc_hello_fmt;
+
 /*
- * doc_frame_len - the payload length a frame header announces: 0 with
- * *@len set, -EBADMSG (not "RKDR": not rk doctor) or -EMSGSIZE.
+ * doc_frame_len - the payload length a whole frame header announces: 0
+ * with *@len set, -EBADMSG (not "RKDR": not rk doctor; a type it does not
+ * know) or -EMSGSIZE (empty, or over DOC_WIRE_MAX).
  */
 int doc_frame_len(const uint8_t hdr[DOC_WIRE_HDR], uint32_t *len);
 

@@ -21,7 +21,6 @@
 #include <rdmakit/version.h>
 
 #include "bench/bench.h"
-#include "bench/bench_ctl.h"
 #include "cli.h"
 #include "commands.h"
 #include "matrix_auth.h"
@@ -397,7 +396,7 @@ static int report(struct mx_coord *c, const struct mx_opts *o)
 	}
 	mx_report_text(&c->m, o); /* on stderr when the JSON takes stdout (json_fd) */
 	if (json_fd >= 0 && (fflush(stdout) || dup2(json_fd, STDOUT_FILENO) < 0)) {
-		bench_fail(&err, errno, "--json: stdout: %s", strerror(errno));
+		mx_fail(&err, errno, "--json: stdout: %s", strerror(errno));
 		cli_report(MATRIX_PROG, "json", &err);
 		return RK_EXIT_FAILURE;
 	}
@@ -488,7 +487,7 @@ int rk_cmd_matrix(int argc, char **argv)
 		if (!r) {
 			r = -pthread_create(&th, NULL, mx_coord_run, &coord);
 			if (r)
-				bench_fail(&err, -r, "pthread_create: %s", strerror(-r));
+				mx_fail(&err, -r, "pthread_create: %s", strerror(-r));
 		}
 		if (r) {
 			cli_report(MATRIX_PROG, "rendezvous", &err);

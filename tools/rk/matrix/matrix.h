@@ -5,7 +5,7 @@
  * rk matrix is split by concern, one file each:
  *   matrix_launch.c  rank, size and rendezvous from MPI or the launcher's environment
  *   matrix_sched.c   rounds of disjoint pairs, flags, merge (pure, unit-tested)
- *   matrix_wire.c    the rendezvous channel: length-prefixed JSON documents
+ *   matrix_wire.c    the rendezvous channel: JSON documents on rk's control channel
  *   matrix_coord.c   rank 0: ranks joining, the rounds, results, retests
  *   matrix_worker.c  every rank: join, run the pairs it is given, report
  *   matrix_pair.c    one measurement of a pair: an rk bench session in-process
@@ -40,8 +40,12 @@
 
 #include <rdmakit/cq.h>
 
+#include "common/tool_error.h"
 #include "matrix_launch.h"
 #include "matrix_sched.h"
+
+/* mx_fail - rk matrix's own failure in @err: cli_fail under the command's name. */
+#define mx_fail(err, errnum, ...) cli_fail((err), "rk matrix", (errnum), __VA_ARGS__)
 
 #define MATRIX_PROG	    "matrix"
 #define MATRIX_DEF_RDV_PORT "18590"

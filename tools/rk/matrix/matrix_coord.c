@@ -25,8 +25,8 @@
 
 #include <rdmakit/oob.h>
 
-#include "bench/bench_ctl.h"
 #include "cli.h"
+#include "common/deadline.h"
 #include "matrix_coord.h"
 #include "matrix_hello.h"
 #include "matrix_wire.h"
@@ -98,7 +98,7 @@ int mx_coord_init(struct mx_coord *c, const struct mx_opts *o, const struct mx_a
 	c->fds = malloc(n * sizeof(*c->fds));
 	c->m.ranks = calloc(n, sizeof(*c->m.ranks));
 	if (!c->fds || !c->m.ranks)
-		return bench_fail(err, ENOMEM, "out of memory for %u ranks", n);
+		return mx_fail(err, ENOMEM, "out of memory for %u ranks", n);
 	for (uint32_t i = 0; i < n; i++) {
 		c->fds[i] = -1;
 		c->m.ranks[i].rank = i;
@@ -356,7 +356,7 @@ static void take_connection(struct rdv *v, int lfd)
 	p = &v->p[v->np++];
 	memset(p, 0, sizeof(*p));
 	p->fd = fd;
-	p->deadline = cli_now_ns() + HELLO_MS * 1000000ull;
+	p->deadline = cli_deadline_in(HELLO_MS);
 	peer_name(fd, p->peer, sizeof(p->peer));
 }
 
@@ -420,7 +420,7 @@ static void take_ranks(struct mx_coord *c)
 		pf[0] = (struct pollfd){.fd = c->lfd, .events = POLLIN};
 		for (uint32_t i = 0; i < np; i++)
 			pf[i + 1] = (struct pollfd){.fd = v->p[i].fd, .events = POLLIN};
-		r = poll(pf, np + 1, (int)((next - now) / 1000000) + 1);
+		r = poll(pf, np + 1, cli_deadline_ms_left(next));
 		if (r <= 0)
 			continue;
 		/* From the last: a slot taken by read_pending moves the last one into it. */
@@ -465,30 +465,30 @@ static int build_schedule(struct mx_coord *c)
 	int r;
 
 	if (!ids)
-		return bench_fail(&c->err, ENOMEM, "out of memory");
+		return mx_fail(&c->err, ENOMEM, "out of memory");
 	host_ids(c, ids);
 	r = mx_set_init(&set, c->m.n, !c->o->pairs_text);
 	if (r) {
 		free(ids);
-		return bench_fail(&c->err, -r, "out of memory for %u ranks", c->m.n);
+		return mx_fail(&c->err, -r, "out of memory for %u ranks", c->m.n);
 	}
 	if (c->o->pairs_text && mx_set_parse_pairs(&set, c->o->pairs_text, why, sizeof(why)))
-		r = bench_fail(&c->err, EINVAL, "--pairs %s: %s", c->o->pairs_path, why);
+		r = mx_fail(&c->err, EINVAL, "--pairs %s: %s", c->o->pairs_path, why);
 	if (!r && !c->o->intra)
 		mx_set_drop_intra(&set, ids);
 	if (!r && mx_sched_build(&c->m.sched, &set, c->o->quick))
-		r = bench_fail(&c->err, ENOMEM, "out of memory for the schedule");
+		r = mx_fail(&c->err, ENOMEM, "out of memory for the schedule");
 	mx_set_free(&set);
 	free(ids);
 	if (!r && !c->m.sched.npairs)
-		r = bench_fail(&c->err, ENOENT,
-			       "no pairs to measure: every pair is of ranks on one host (add "
-			       "--intra to measure those) or outside --pairs");
+		r = mx_fail(&c->err, ENOENT,
+			    "no pairs to measure: every pair is of ranks on one host (add "
+			    "--intra to measure those) or outside --pairs");
 	if (!r) {
 		c->m.res = calloc(c->m.sched.npairs, sizeof(*c->m.res));
 		if (!c->m.res)
-			r = bench_fail(&c->err, ENOMEM, "out of memory for %u results",
-				       c->m.sched.npairs);
+			r = mx_fail(&c->err, ENOMEM, "out of memory for %u results",
+				    c->m.sched.npairs);
 	}
 	return r;
 }
@@ -550,15 +550,13 @@ static int parse_result(json_object *m, uint32_t round, struct side_buf *s)
 static struct mx_side_report *gather(struct mx_coord *c, uint32_t rank, uint32_t round,
 				     uint64_t deadline, struct side_buf *s, const char *what)
 {
-	uint64_t now = cli_now_ns();
 	json_object *m = NULL;
 	struct rk_error err;
 
 	if (!alive(c, rank))
 		return NULL;
 	rk_error_clear(&err);
-	if (mx_wire_recv(c->fds[rank], &m, now < deadline ? (int)((deadline - now) / 1000000) : 0,
-			 &err)) {
+	if (mx_wire_recv(c->fds[rank], &m, cli_deadline_ms_left(deadline), &err)) {
 		kill_rank(c, rank, what, rk_error_str(&err));
 		return NULL;
 	}
@@ -603,7 +601,7 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 	int r = 0;
 
 	if (!busy || !sa || !sb) {
-		r = bench_fail(&c->err, ENOMEM, "out of memory");
+		r = mx_fail(&c->err, ENOMEM, "out of memory");
 		goto out;
 	}
 	for (uint32_t i = 0; i < np; i++) {
@@ -619,7 +617,7 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 		 * the address (matrix_pair.h).
 		 */
 		if (getrandom(keys, sizeof(keys), 0) != (ssize_t)sizeof(keys)) {
-			r = bench_fail(&c->err, EIO, "getrandom: %s", strerror(errno));
+			r = mx_fail(&c->err, EIO, "getrandom: %s", strerror(errno));
 			goto out;
 		}
 		cli_hex(keys, sizeof(keys), hex);
@@ -654,7 +652,7 @@ static int run_round(struct mx_coord *c, uint32_t round, const struct mx_pair *p
 			rb = gather(c, p->b, round, deadline, sb, what);
 		}
 		if (mx_merge(&out[i], p, ra, rb) || (!busy[p->a] && absent_why(c, p, &out[i])))
-			r = bench_fail(&c->err, ENOMEM, "out of memory");
+			r = mx_fail(&c->err, ENOMEM, "out of memory");
 		out[i].round = round;
 	}
 out:
@@ -711,7 +709,7 @@ void *mx_coord_run(void *arg)
 		r = run_round(c, k, s->pairs + s->round_at[k], s->round_at[k + 1] - s->round_at[k],
 			      MX_ALL_LEGS, c->m.res + s->round_at[k], "in a round");
 	if (!r && mx_flag_all(c->m.res, s->npairs, c->o->bw_frac, c->o->lat_mult, &c->m.refs))
-		r = bench_fail(&c->err, ENOMEM, "out of memory");
+		r = mx_fail(&c->err, ENOMEM, "out of memory");
 	if (!r && c->o->retest)
 		r = retest_flagged(c, s->nrounds);
 	end = msg("end");

@@ -93,7 +93,7 @@ void mx_run_leg(const struct mx_opts *o, int leg, uint32_t me, const char *my_ad
 	if (c.dev)
 		snprintf(out->dev, sizeof(out->dev), "%s", c.me.dev);
 	if (!r && rep.n != 1)
-		r = bench_fail(&err, EPROTO, "the session ended without a result");
+		r = mx_fail(&err, EPROTO, "the session ended without a result");
 	if (!r) {
 		struct bench_figures f;
 

@@ -2,8 +2,10 @@
  * matrix_wire.h - the rendezvous channel of rk matrix: one TCP connection
  * between each rank and rank 0, carrying JSON documents (json-c).
  *
- * Frame: "RKMX", u32 big-endian length (<= MX_WIRE_MAX), that many bytes
- * of JSON text, one object. What arrives is network input: the length is
+ * Frame: rk's control frame (common/frame.h) in its CLI_FRAME_LEN layout:
+ * "RKMX", u32 big-endian length (<= MX_WIRE_MAX), that many bytes of JSON
+ * text, one object; sent and read by the shared channel (common/chan.h).
+ * What arrives is network input: the length is
  * bounded before anything is allocated, the text must parse as one JSON
  * object, and the reader checks every field it uses (mx_get_*). Every
  * wait has a deadline.
@@ -17,7 +19,12 @@
 #include <json-c/json.h>
 #include <rdmakit/error.h>
 
-#define MX_WIRE_MAX (64u << 10)
+#include "common/chan.h"
+
+#define MX_WIRE_MAX   (64u << 10)
+#define MX_FRAME_JSON 1 /* the one frame type (not on the wire): a JSON object */
+
+extern const struct cli_frame_fmt mx_frame_fmt;
 
 /* mx_wire_send - @o as one frame within @timeout_ms. 0 or a negative errno. @o stays the caller's.
  */
@@ -42,10 +49,8 @@ int mx_wire_parse(const char *text, size_t len, json_object **o, struct rk_error
  * Zero it to start; mx_wire_rd_free after.
  */
 struct mx_wire_rd {
-	uint8_t head[8];
-	uint32_t got; /* bytes so far, header included */
-	uint32_t len; /* the text's, once the header is in */
-	char *text;
+	struct cli_frame_fmt fmt; /* mx_frame_fmt with the caller's bound */
+	struct cli_chan ch;
 };
 
 /*

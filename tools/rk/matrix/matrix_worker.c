@@ -13,8 +13,8 @@
 
 #include <rdmakit/oob.h>
 
-#include "bench/bench_ctl.h"
 #include "cli.h"
+#include "common/deadline.h"
 #include "matrix_coord.h"
 #include "matrix_hello.h"
 #include "matrix_pair.h"
@@ -31,11 +31,10 @@ static int join(const struct mx_opts *o, const char *host, const char *port, str
 		int fd;
 
 		if (now >= deadline)
-			return bench_fail(
-			    err, ECONNREFUSED,
-			    "rendezvous: rank 0 did not accept on %s port %s for %u s", host, port,
-			    o->wait_s);
-		fd = rk_tcp_connect(host, port, (int)((deadline - now) / 1000000) + 1, err);
+			return mx_fail(err, ECONNREFUSED,
+				       "rendezvous: rank 0 did not accept on %s port %s for %u s",
+				       host, port, o->wait_s);
+		fd = rk_tcp_connect(host, port, cli_deadline_ms_left(deadline), err);
 		if (fd != -ECONNREFUSED && fd != -EHOSTUNREACH && fd != -ENETUNREACH)
 			return fd;
 		nanosleep(&pause, NULL);
@@ -50,13 +49,13 @@ static int local_addr(int fd, char *out, size_t len, struct rk_error *err)
 	const void *a;
 
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl))
-		return bench_fail(err, errno, "getsockname: %s", strerror(errno));
+		return mx_fail(err, errno, "getsockname: %s", strerror(errno));
 	if (ss.ss_family == AF_INET6)
 		a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
 	else
 		a = &((struct sockaddr_in *)&ss)->sin_addr;
 	if (!inet_ntop(ss.ss_family, a, out, (socklen_t)len))
-		return bench_fail(err, errno, "inet_ntop: %s", strerror(errno));
+		return mx_fail(err, errno, "inet_ntop: %s", strerror(errno));
 	return 0;
 }
 
@@ -115,7 +114,7 @@ static int run_pair(const struct mx_opts *o, const struct mx_launch *la, const c
 	    mx_get_str(m, "peer_addr", peer_addr, sizeof(peer_addr)) ||
 	    mx_get_u32(m, "legs", MX_ALL_LEGS, &which) || mx_get_str(m, "keys", hex, sizeof(hex)) ||
 	    cli_unhex(hex, strlen(hex), keys, sizeof(keys)) != (int)sizeof(keys))
-		return bench_fail(err, EPROTO, "rendezvous: a malformed pair from rank 0");
+		return mx_fail(err, EPROTO, "rendezvous: a malformed pair from rank 0");
 	memset(hex, 0, sizeof(hex));
 	for (int leg = 0; leg < MX_LEGS; leg++) {
 		if (which & (1u << leg)) {
@@ -152,7 +151,7 @@ int mx_worker_run(const struct mx_opts *o, const struct mx_auth *auth, const str
 		goto out;
 	m = hello(la, addr, params);
 	if (mx_auth_prove(auth, m, la->rank, la->size, params, proof_why, sizeof(proof_why)))
-		r = bench_fail(err, EACCES, "rendezvous: %s", proof_why);
+		r = mx_fail(err, EACCES, "rendezvous: %s", proof_why);
 	else
 		r = mx_wire_send(fd, m, 10000, err);
 	json_object_put(m);
@@ -163,10 +162,9 @@ int mx_worker_run(const struct mx_opts *o, const struct mx_auth *auth, const str
 		r = mx_wire_recv(fd, &m, idle_ms, err);
 		if (r) {
 			if (r == -ECONNRESET)
-				r = bench_fail(
-				    err, ECONNRESET,
-				    "rendezvous: rank 0 closed the connection (it failed "
-				    "or died)");
+				r = mx_fail(err, ECONNRESET,
+					    "rendezvous: rank 0 closed the connection (it failed "
+					    "or died)");
 			break;
 		}
 		t = mx_type(m);
@@ -174,7 +172,7 @@ int mx_worker_run(const struct mx_opts *o, const struct mx_auth *auth, const str
 			char why[300] = "?";
 
 			mx_get_str(m, "why", why, sizeof(why));
-			r = bench_fail(err, ECONNREFUSED, "rank 0 refused this rank: %s", why);
+			r = mx_fail(err, ECONNREFUSED, "rank 0 refused this rank: %s", why);
 		} else if (!strcmp(t, "end")) {
 			json_object_put(m);
 			m = NULL;
@@ -182,7 +180,7 @@ int mx_worker_run(const struct mx_opts *o, const struct mx_auth *auth, const str
 		} else if (!strcmp(t, "pair")) {
 			r = run_pair(o, la, addr, fd, m, err);
 		} else if (strcmp(t, "welcome") && strcmp(t, "sit")) {
-			r = bench_fail(err, EPROTO, "rendezvous: unexpected message from rank 0");
+			r = mx_fail(err, EPROTO, "rendezvous: unexpected message from rank 0");
 		}
 		json_object_put(m);
 		m = NULL;
