@@ -40,9 +40,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	lanes = 1u + (data[0] >> 4);
 	slots = lanes * (1u + (data[0] & 7));
-	FUZZ_CHECK(rk_ring_geometry_ok(slots, lanes) == 0);
-	FUZZ_CHECK(rk_rseq_rx_init(&rx, slots, lanes, SLOT_SIZE) == 0);
-	rk_rseq_tx_init(&tx, slots, lanes);
+	FUZZ_CHECK(rk__ring_geometry_ok(slots, lanes) == 0);
+	FUZZ_CHECK(rk__rseq_rx_init(&rx, slots, lanes, SLOT_SIZE) == 0);
+	rk__rseq_tx_init(&tx, slots, lanes);
 	data++;
 	size--;
 	for (; size >= 9; data += 9, size -= 9) {
@@ -56,40 +56,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint64_t acked = tx.acked;
 
 			tx.sent = rx.next + waiting; /* all the receiver holds or delivered */
-			if (rk_rseq_tx_credit(&tx, imm) == 0)
+			if (rk__rseq_tx_credit(&tx, imm) == 0)
 				FUZZ_CHECK(tx.acked >= acked && tx.acked <= tx.sent);
 			else
 				FUZZ_CHECK(tx.acked == acked);
 			/* (this model sends without reserving: credits are meaningful when in
 			 * range) */
 			if (tx.sent - tx.acked <= slots)
-				FUZZ_CHECK(rk_rseq_tx_credits(&tx) <= slots);
+				FUZZ_CHECK(rk__rseq_tx_credits(&tx) <= slots);
 			continue;
 		}
 		before = rx;
 		memcpy(have, rx.have, slots);
-		v = rk_rseq_rx_accept(&rx, lane, imm, len, &seq, &slot);
+		v = rk__rseq_rx_accept(&rx, lane, imm, len, &seq, &slot);
 		if (v == RK_RING_OK) {
 			FUZZ_CHECK(seq >= rx.next && seq < rx.next + slots);
 			FUZZ_CHECK(slot == (uint32_t)(seq % slots));
 			FUZZ_CHECK(slot % lanes == lane);
 			FUZZ_CHECK(len <= SLOT_SIZE);
 			FUZZ_CHECK(!have[slot] && rx.have[slot]);
-			FUZZ_CHECK(imm == rk_ring_imm_encode(slots, seq));
+			FUZZ_CHECK(imm == rk__ring_imm_encode(slots, seq));
 			waiting++;
 		} else {
 			FUZZ_CHECK(v >= RK_RING_BAD_SLOT && v <= RK_RING_TOO_LONG);
 			FUZZ_CHECK(rx.next == before.next && memcmp(have, rx.have, slots) == 0);
 		}
-		while (rk_rseq_rx_peek(&rx, &slot, &plen)) {
+		while (rk__rseq_rx_peek(&rx, &slot, &plen)) {
 			FUZZ_CHECK(slot == (uint32_t)(rx.next % slots) && plen <= SLOT_SIZE);
 			FUZZ_CHECK(rx.next == delivered);
-			rk_rseq_rx_consume(&rx);
+			rk__rseq_rx_consume(&rx);
 			delivered++;
 			waiting--;
 		}
 	}
-	rk_rseq_rx_fini(&rx);
+	rk__rseq_rx_fini(&rx);
 	return 0;
 }
 
@@ -110,22 +110,22 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	/* 8 slots, 2 lanes: four in order, then four in reverse, then a credit. */
 	buf[0] = 3 | 1 << 4;
 	for (uint32_t s = 0; s < 4; s++, n += 9)
-		emit_rec(buf + n, (uint8_t)(s % 2), rk_ring_imm_encode(8, s), 100 * s);
+		emit_rec(buf + n, (uint8_t)(s % 2), rk__ring_imm_encode(8, s), 100 * s);
 	for (uint32_t s = 8; s-- > 4; n += 9)
-		emit_rec(buf + n, (uint8_t)(s % 2), rk_ring_imm_encode(8, s), s);
-	emit_rec(buf + n, 0x80, rk_ring_credit_imm(8), 0);
+		emit_rec(buf + n, (uint8_t)(s % 2), rk__ring_imm_encode(8, s), s);
+	emit_rec(buf + n, 0x80, rk__ring_credit_imm(8), 0);
 	n += 9;
 	emit("lanes-reorder", buf, n);
 	/* One slot, one lane: a duplicate, a forged slot, an oversized length. */
 	n = 1;
 	buf[0] = 0;
-	emit_rec(buf + n, 0, rk_ring_imm_encode(1, 0), 1);
+	emit_rec(buf + n, 0, rk__ring_imm_encode(1, 0), 1);
 	n += 9;
-	emit_rec(buf + n, 0, rk_ring_imm_encode(1, 0), 1);
+	emit_rec(buf + n, 0, rk__ring_imm_encode(1, 0), 1);
 	n += 9;
 	emit_rec(buf + n, 0, 3u << RK_RING_SEQ_BITS | 1, 1);
 	n += 9;
-	emit_rec(buf + n, 0, rk_ring_imm_encode(1, 1), SLOT_SIZE + 1);
+	emit_rec(buf + n, 0, rk__ring_imm_encode(1, 1), SLOT_SIZE + 1);
 	n += 9;
 	emit("refused", buf, n);
 }

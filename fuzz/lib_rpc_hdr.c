@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data++;
 	size--;
 
-	if (rk_rpc_req_decode(data, size, &lim, &h, &why) == 0) {
+	if (rk__rpc_req_decode(data, size, &lim, &h, &why) == 0) {
 		FUZZ_CHECK(h.slot < lim.window);
 		FUZZ_CHECK((h.flags & ~RK_RPC_F_ALL) == 0);
 		if (h.flags & RK_RPC_F_RDV) {
@@ -58,13 +58,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(h.resp_cap <= lim.max_msg);
 		else
 			FUZZ_CHECK(h.resp_cap <= lim.slot_size - RK_RPC_ANS_HDR);
-		rk_rpc_req_encode(&h, again);
+		rk__rpc_req_encode(&h, again);
 		FUZZ_CHECK(memcmp(again, data, RK_RPC_REQ_HDR) == 0);
 	}
 	if (size >= RK_RPC_ANS_HDR) {
 		uint32_t byte_len = (uint32_t)size, cap = lim.slot_size - RK_RPC_ANS_HDR;
 
-		if (rk_rpc_ans_decode(data, byte_len, cap, direct, &a, &why) == 0) {
+		if (rk__rpc_ans_decode(data, byte_len, cap, direct, &a, &why) == 0) {
 			FUZZ_CHECK(a.status <= RK_RPC_STATUS_MAX);
 			FUZZ_CHECK(a.len <= cap);
 			FUZZ_CHECK(byte_len == RK_RPC_ANS_HDR + (a.in_slot ? a.len : 0));
@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(!a.len || a.status == RK_RPC_OK || a.status == RK_RPC_APP_ERROR);
 		}
 	}
-	if (rk_rpc_accept_decode(data, size, &acc) == 0) {
+	if (rk__rpc_accept_decode(data, size, &acc) == 0) {
 		FUZZ_CHECK(acc.window >= 1 && acc.window <= RK_RPC_WIRE_MAX_WINDOW);
 		FUZZ_CHECK(acc.slot_size > RK_RPC_ANS_HDR && acc.slot_size <= RK_RPC_WIRE_MAX_BUF);
 		FUZZ_CHECK(acc.req_inline + RK_RPC_REQ_HDR <= RK_RPC_WIRE_MAX_BUF);
@@ -86,7 +86,7 @@ static void emit_req(fuzz_emit_fn *emit, const char *name, uint8_t limits,
 {
 	uint8_t buf[1 + RK_RPC_REQ_HDR + 64] = {limits};
 
-	rk_rpc_req_encode(h, buf + 1);
+	rk__rpc_req_encode(h, buf + 1);
 	memset(buf + 1 + RK_RPC_REQ_HDR, 'b', body);
 	emit(name, buf, 1 + RK_RPC_REQ_HDR + body);
 }
@@ -107,7 +107,7 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	h.req_addr = 0x7f0000001000ull;
 	h.resp_addr = 0x7f0000200000ull;
 	emit_req(emit, "request-rendezvous", 0x10, &h, 0);
-	rk_rpc_ans_encode(&a, buf + 1);
+	rk__rpc_ans_encode(&a, buf + 1);
 	memset(buf + 1 + RK_RPC_ANS_HDR, 'a', 8);
 	emit("answer-inline", buf, sizeof(buf));
 	a.status = RK_RPC_APP_ERROR;
@@ -115,8 +115,8 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	a.len = 0;
 	a.in_slot = 0;
 	buf[0] = 0x18; /* direct */
-	rk_rpc_ans_encode(&a, buf + 1);
+	rk__rpc_ans_encode(&a, buf + 1);
 	emit("answer-direct-error", buf, 1 + RK_RPC_ANS_HDR);
-	rk_rpc_accept_encode(&acc, ab + 1);
+	rk__rpc_accept_encode(&acc, ab + 1);
 	emit("accept", ab, sizeof(ab));
 }

@@ -68,7 +68,7 @@ int rk_device_poll_async(struct rk_device *dev, struct rk_async_event *out, stru
 	if (ibv_get_async_event(dev->ctx, &ev)) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		return rk_err_sys(err, "ibv_get_async_event", "%s", dev->info.name);
+		return rk__err_sys(err, "ibv_get_async_event", "%s", dev->info.name);
 	}
 	out->type = (int)ev.event_type;
 	out->type_str = ibv_event_type_str(ev.event_type);
@@ -86,8 +86,8 @@ int rk_device_poll_async(struct rk_device *dev, struct rk_async_event *out, stru
 		       out->qp_num, out->port);
 		return 1;
 	}
-	rk_err_set(&e, EIO, "async event", "%s on %s", out->type_str, dev->info.name);
-	rk_err_set_qp(&e, out->qp_num);
+	rk__err_set(&e, EIO, "async event", "%s on %s", out->type_str, dev->info.name);
+	rk__err_set_qp(&e, out->qp_num);
 	rk_warn("%s", e.msg);
 	if (qp_context && dev->on_qp_fatal)
 		dev->on_qp_fatal(qp_context, &e);
@@ -96,7 +96,7 @@ int rk_device_poll_async(struct rk_device *dev, struct rk_async_event *out, stru
 	return 1;
 }
 
-void rk_device_drain_async(struct rk_device *dev)
+void rk__device_drain_async(struct rk_device *dev)
 {
 	struct rk_async_event ev;
 

@@ -20,18 +20,18 @@ static int expect(struct rk_conn *c, enum rdma_cm_event_type want, int step_ms, 
 	struct rdma_cm_event *ev;
 	int r;
 
-	r = rk_cm_get_event(c->ch, rk_deadline(step_ms), err, &ev);
+	r = rk__cm_get_event(c->ch, rk__deadline(step_ms), err, &ev);
 	if (r == -ETIMEDOUT)
-		return rk_err_set(err, ETIMEDOUT, step, "no answer within %d ms", step_ms);
+		return rk__err_set(err, ETIMEDOUT, step, "no answer within %d ms", step_ms);
 	if (r)
 		return r;
 	if (ev->event == want && want != RDMA_CM_EVENT_ESTABLISHED) {
 		r = 0;
 	} else {
-		r = rk_cm_conn_event(c, ev, err);
+		r = rk__cm_conn_event(c, ev, err);
 		if (!r && ev->event != want)
-			r = rk_err_set(err, EPROTO, step, "unexpected CM event %s",
-				       rdma_event_str(ev->event));
+			r = rk__err_set(err, EPROTO, step, "unexpected CM event %s",
+					rdma_event_str(ev->event));
 	}
 	if (rdma_ack_cm_event(ev))
 		rk_warn("rdma_ack_cm_event: %s", strerror(errno));
@@ -66,45 +66,45 @@ static int connect_steps(struct rk_conn *c, const struct rk_cm_connect_opts *o, 
 	if (r)
 		goto out;
 	if (rdma_resolve_addr(c->id, src ? src->ai_addr : NULL, dst->ai_addr, step)) {
-		r = rk_err_sys(err, "rdma_resolve_addr", "%s", o->host);
+		r = rk__err_sys(err, "rdma_resolve_addr", "%s", o->host);
 		goto out;
 	}
 	r = expect(c, RDMA_CM_EVENT_ADDR_RESOLVED, step + 1000, "rdma_resolve_addr", err);
 	if (r)
 		goto out;
 	if (c->id->verbs != c->dev->ctx) {
-		r = rk_err_set(err, ENODEV, "rdma_resolve_addr", "%s is reached through %s, not %s",
-			       o->host, ibv_get_device_name(c->id->verbs->device),
-			       c->dev->info.name);
+		r = rk__err_set(err, ENODEV, "rdma_resolve_addr",
+				"%s is reached through %s, not %s", o->host,
+				ibv_get_device_name(c->id->verbs->device), c->dev->info.name);
 		goto out;
 	}
-	rk_cm_set_ack_timeout(c);
+	rk__cm_set_ack_timeout(c);
 	if (rdma_resolve_route(c->id, step)) {
-		r = rk_err_sys(err, "rdma_resolve_route", "%s", o->host);
+		r = rk__err_sys(err, "rdma_resolve_route", "%s", o->host);
 		goto out;
 	}
 	r = expect(c, RDMA_CM_EVENT_ROUTE_RESOLVED, step + 1000, "rdma_resolve_route", err);
 	if (r)
 		goto out;
-	r = rk_conn_build_qp(c, err);
+	r = rk__conn_build_qp(c, err);
 	if (!r && c->opts.prepare) {
 		r = c->opts.prepare(c, c->opts.prepare_arg);
 		if (r)
-			r = rk_err_set(err, r, "rk_cm_connect", "prepare callback failed");
+			r = rk__err_set(err, r, "rk_cm_connect", "prepare callback failed");
 	}
 	if (r)
 		goto out;
 	n = rk_hello_encode(o->hello ? o->hello : &none, hello, sizeof(hello));
 	if (n < 0) {
-		r = rk_err_set(err, -n, "rk_hello_encode", "token too long");
+		r = rk__err_set(err, -n, "rk_hello_encode", "token too long");
 		goto out;
 	}
-	rk_cm_conn_param(c, &p, 0, 0);
+	rk__cm_conn_param(c, &p, 0, 0);
 	p.private_data = hello;
 	p.private_data_len = (uint8_t)n;
 	c->state = RK_CONN_CONNECTING;
 	if (rdma_connect(c->id, &p)) {
-		r = rk_err_sys(err, "rdma_connect", "%s", o->host);
+		r = rk__err_sys(err, "rdma_connect", "%s", o->host);
 		goto out;
 	}
 	r = expect(c, RDMA_CM_EVENT_ESTABLISHED, step, "rdma_connect", err);
@@ -125,24 +125,24 @@ int rk_cm_connect(struct rk_device *dev, const struct rk_cm_connect_opts *o, str
 
 	*out = NULL;
 	if (!o->host || !o->port)
-		return rk_err_set(err, EINVAL, "rk_cm_connect", "host and port are required");
-	r = rk_conn_alloc(dev, &o->conn, err, &c);
+		return rk__err_set(err, EINVAL, "rk_cm_connect", "host and port are required");
+	r = rk__conn_alloc(dev, &o->conn, err, &c);
 	if (r)
 		return r;
-	rk_cm_own(c);
-	r = rk_cm_new_channel(err, &c->ch);
+	rk__cm_own(c);
+	r = rk__cm_new_channel(err, &c->ch);
 	if (r)
 		goto fail;
 	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
-		r = rk_err_sys(err, "rdma_create_id", NULL);
+		r = rk__err_sys(err, "rdma_create_id", NULL);
 		goto fail;
 	}
 	r = connect_steps(c, o, step, err);
 	if (r)
 		goto fail;
 	if (c->state != RK_CONN_CONNECTED) {
-		r = rk_err_set(err, ECONNABORTED, "rk_cm_connect", "connection %s",
-			       rk_conn_state_str(c->state));
+		r = rk__err_set(err, ECONNABORTED, "rk_cm_connect", "connection %s",
+				rk_conn_state_str(c->state));
 		goto fail;
 	}
 	*out = c;

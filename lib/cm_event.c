@@ -17,15 +17,15 @@
 #define IB_CM_REJ_INVALID_SERVICE_ID 8
 #define IB_CM_REJ_CONSUMER_DEFINED   28
 
-int rk_cm_new_channel(struct rk_error *err, struct rdma_event_channel **out)
+int rk__cm_new_channel(struct rk_error *err, struct rdma_event_channel **out)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 
 	*out = NULL;
 	if (!ch)
-		return rk_err_sys(err, "rdma_create_event_channel", NULL);
-	if (rk_set_nonblock(ch->fd)) {
-		int r = rk_err_sys(err, "fcntl", "CM channel");
+		return rk__err_sys(err, "rdma_create_event_channel", NULL);
+	if (rk__set_nonblock(ch->fd)) {
+		int r = rk__err_sys(err, "fcntl", "CM channel");
 
 		rdma_destroy_event_channel(ch);
 		return r;
@@ -34,7 +34,7 @@ int rk_cm_new_channel(struct rk_error *err, struct rdma_event_channel **out)
 	return 0;
 }
 
-const char *rk_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
+const char *rk__sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 
@@ -54,8 +54,8 @@ const char *rk_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
 	return buf;
 }
 
-int rk_cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct rk_error *err,
-		    struct rdma_cm_event **ev)
+int rk__cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct rk_error *err,
+		     struct rdma_cm_event **ev)
 {
 	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
 
@@ -65,17 +65,17 @@ int rk_cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct r
 		if (rdma_get_cm_event(ch, ev) == 0)
 			return 0;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return rk_err_sys(err, "rdma_get_cm_event", NULL);
-		r = poll(&p, 1, rk_ms_left(deadline_ms));
+			return rk__err_sys(err, "rdma_get_cm_event", NULL);
+		r = poll(&p, 1, rk__ms_left(deadline_ms));
 		if (r < 0 && errno != EINTR)
-			return rk_err_sys(err, "poll", "CM channel");
+			return rk__err_sys(err, "poll", "CM channel");
 		if (r == 0)
 			return -ETIMEDOUT;
 	}
 }
 
-int rk_cm_conn_param(struct rk_conn *c, struct rdma_conn_param *p, uint8_t peer_initiator,
-		     uint8_t peer_responder)
+int rk__cm_conn_param(struct rk_conn *c, struct rdma_conn_param *p, uint8_t peer_initiator,
+		      uint8_t peer_responder)
 {
 	const struct rk_device_info *di = &c->dev->info;
 	unsigned resp = c->opts.max_rd_atomic;
@@ -99,7 +99,7 @@ int rk_cm_conn_param(struct rk_conn *c, struct rdma_conn_param *p, uint8_t peer_
 	return 0;
 }
 
-void rk_cm_set_ack_timeout(struct rk_conn *c)
+void rk__cm_set_ack_timeout(struct rk_conn *c)
 {
 	uint8_t t = c->opts.ack_timeout;
 
@@ -147,13 +147,13 @@ static int rejected(struct rk_conn *c, const struct rdma_cm_event *ev, struct rk
 	uint16_t reason = 0;
 
 	if (ev->status == IB_CM_REJ_INVALID_SERVICE_ID)
-		return rk_err_set(err, ECONNREFUSED, "rdma_connect", "nobody listens there");
+		return rk__err_set(err, ECONNREFUSED, "rdma_connect", "nobody listens there");
 	if (ev->status == IB_CM_REJ_CONSUMER_DEFINED &&
 	    rk_reject_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &reason,
 			     text, sizeof(text)) == 0) {
-		int r = rk_err_set(err, ECONNREFUSED, "rdma_connect",
-				   "rejected by peer: %s%s%s (reason %u)",
-				   rk_reject_reason_str(reason), text[0] ? ": " : "", text, reason);
+		int r = rk__err_set(
+		    err, ECONNREFUSED, "rdma_connect", "rejected by peer: %s%s%s (reason %u)",
+		    rk_reject_reason_str(reason), text[0] ? ": " : "", text, reason);
 
 		if (err) {
 			/* the code, so that nobody has to match the text */
@@ -170,10 +170,11 @@ static int rejected(struct rk_conn *c, const struct rdma_cm_event *ev, struct rk
 		}
 		return r;
 	}
-	return rk_err_set(err, ECONNREFUSED, "rdma_connect", "rejected (CM reason %d)", ev->status);
+	return rk__err_set(err, ECONNREFUSED, "rdma_connect", "rejected (CM reason %d)",
+			   ev->status);
 }
 
-int rk_cm_conn_event(struct rk_conn *c, struct rdma_cm_event *ev, struct rk_error *err)
+int rk__cm_conn_event(struct rk_conn *c, struct rdma_cm_event *ev, struct rk_error *err)
 {
 	struct rk_error e;
 	int r = 0;
@@ -187,12 +188,12 @@ int rk_cm_conn_event(struct rk_conn *c, struct rdma_cm_event *ev, struct rk_erro
 		c->state = RK_CONN_CONNECTED;
 		return 0;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		rk_err_set(&e, ECONNRESET, "rdma_cm",
-			   "DISCONNECTED: the peer closed the connection");
-		rk_conn_fail(c, RK_CONN_DISCONNECTED, &e);
+		rk__err_set(&e, ECONNRESET, "rdma_cm",
+			    "DISCONNECTED: the peer closed the connection");
+		rk__conn_fail(c, RK_CONN_DISCONNECTED, &e);
 		return 0;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		r = rk_err_set(&e, ENODEV, "rdma_cm", "DEVICE_REMOVAL: the RDMA device went away");
+		r = rk__err_set(&e, ENODEV, "rdma_cm", "DEVICE_REMOVAL: the RDMA device went away");
 		break;
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 		return 0; /* the QP may be reused; nothing to do for us */
@@ -204,27 +205,27 @@ int rk_cm_conn_event(struct rk_conn *c, struct rdma_cm_event *ev, struct rk_erro
 		r = rejected(c, ev, &e);
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:
-		r = rk_err_set(&e, EHOSTUNREACH, "rdma_connect",
-			       "UNREACHABLE: no answer (status %d)", ev->status);
+		r = rk__err_set(&e, EHOSTUNREACH, "rdma_connect",
+				"UNREACHABLE: no answer (status %d)", ev->status);
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		r = rk_err_set(&e, ECONNABORTED, "rdma_cm", "CONNECT_ERROR (status %d)",
-			       ev->status);
+		r = rk__err_set(&e, ECONNABORTED, "rdma_cm", "CONNECT_ERROR (status %d)",
+				ev->status);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
-		r = rk_err_set(&e, EHOSTUNREACH, "rdma_resolve_addr", "ADDR_ERROR (status %d)",
-			       ev->status);
+		r = rk__err_set(&e, EHOSTUNREACH, "rdma_resolve_addr", "ADDR_ERROR (status %d)",
+				ev->status);
 		break;
 	case RDMA_CM_EVENT_ROUTE_ERROR:
-		r = rk_err_set(&e, EHOSTUNREACH, "rdma_resolve_route", "ROUTE_ERROR (status %d)",
-			       ev->status);
+		r = rk__err_set(&e, EHOSTUNREACH, "rdma_resolve_route", "ROUTE_ERROR (status %d)",
+				ev->status);
 		break;
 	default:
 		rk_dbg("unexpected CM event %s ignored", rdma_event_str(ev->event));
 		return 0;
 	}
-	rk_err_set_qp(&e, rk_conn_qp_num(c));
-	rk_conn_fail(c, RK_CONN_ERROR, &e);
+	rk__err_set_qp(&e, rk_conn_qp_num(c));
+	rk__conn_fail(c, RK_CONN_ERROR, &e);
 	if (err)
 		*err = e;
 	return r;
@@ -232,19 +233,19 @@ int rk_cm_conn_event(struct rk_conn *c, struct rdma_cm_event *ev, struct rk_erro
 
 int rk_conn_progress(struct rk_conn *c, int timeout_ms, struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 	struct rdma_cm_event *ev;
 	int r;
 
 	if (!c->ch)
 		return (int)c->state;
 	for (;;) {
-		r = rk_cm_get_event(c->ch, deadline, err, &ev);
+		r = rk__cm_get_event(c->ch, deadline, err, &ev);
 		if (r == -ETIMEDOUT)
 			break;
 		if (r)
 			return r;
-		rk_cm_conn_event(c, ev, err);
+		rk__cm_conn_event(c, ev, err);
 		if (rdma_ack_cm_event(ev))
 			rk_warn("rdma_ack_cm_event: %s", strerror(errno));
 		deadline = 0; /* drain what is pending, but wait only for the first */
@@ -252,7 +253,7 @@ int rk_conn_progress(struct rk_conn *c, int timeout_ms, struct rk_error *err)
 	return (int)c->state;
 }
 
-int rk_cm_comm_established(struct rk_conn *c, int timeout_ms, struct rk_error *err)
+int rk__cm_comm_established(struct rk_conn *c, int timeout_ms, struct rk_error *err)
 {
 	if (c->state != RK_CONN_CONNECTING || !c->id)
 		return (int)c->state;
@@ -265,7 +266,7 @@ int rk_cm_comm_established(struct rk_conn *c, int timeout_ms, struct rk_error *e
 	 * the connection is up. rdma_notify makes the CM say so (ESTABLISHED).
 	 */
 	if (rdma_notify(c->id, IBV_EVENT_COMM_EST) && errno != EISCONN)
-		return rk_err_sys(err, "rdma_notify", "COMM_EST [qp 0x%x]", rk_conn_qp_num(c));
+		return rk__err_sys(err, "rdma_notify", "COMM_EST [qp 0x%x]", rk_conn_qp_num(c));
 	return rk_conn_progress(c, timeout_ms, err);
 }
 
@@ -277,9 +278,9 @@ static void cm_disconnect(struct rk_conn *c, int64_t deadline_ms, struct rk_erro
 	while (c->state == RK_CONN_CONNECTED || c->state == RK_CONN_CONNECTING) {
 		struct rdma_cm_event *ev;
 
-		if (rk_cm_get_event(c->ch, deadline_ms, err, &ev))
+		if (rk__cm_get_event(c->ch, deadline_ms, err, &ev))
 			break;
-		rk_cm_conn_event(c, ev, NULL);
+		rk__cm_conn_event(c, ev, NULL);
 		if (rdma_ack_cm_event(ev))
 			rk_warn("rdma_ack_cm_event: %s", strerror(errno));
 	}
@@ -288,9 +289,9 @@ static void cm_disconnect(struct rk_conn *c, int64_t deadline_ms, struct rk_erro
 static int cm_create_qp(struct rk_conn *c, struct ibv_qp_init_attr *qa, struct rk_error *err)
 {
 	if (rdma_create_qp(c->id, c->pd, qa))
-		return rk_err_sys(err, "rdma_create_qp", "sq %u rq %u sge %u/%u inline %u",
-				  qa->cap.max_send_wr, qa->cap.max_recv_wr, qa->cap.max_send_sge,
-				  qa->cap.max_recv_sge, qa->cap.max_inline_data);
+		return rk__err_sys(err, "rdma_create_qp", "sq %u rq %u sge %u/%u inline %u",
+				   qa->cap.max_send_wr, qa->cap.max_recv_wr, qa->cap.max_send_sge,
+				   qa->cap.max_recv_sge, qa->cap.max_inline_data);
 	c->qp = c->id->qp;
 	return 0;
 }
@@ -317,7 +318,7 @@ static const struct rk_conn_cm_ops cm_ops = {
     .release = cm_release,
 };
 
-void rk_cm_own(struct rk_conn *c)
+void rk__cm_own(struct rk_conn *c)
 {
 	c->cm = &cm_ops;
 }

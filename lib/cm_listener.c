@@ -44,7 +44,7 @@ int rk_listener_create(struct rk_device *dev, const struct rk_listen_opts *o, st
 	*out = NULL;
 	l = calloc(1, sizeof(*l));
 	if (!l)
-		return rk_err_set(err, ENOMEM, "rk_listener_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_listener_create", NULL);
 	l->dev = dev;
 	l->app_id = o->app_id;
 	r = getaddrinfo(o->addr, o->port ? o->port : "0", &hints, &ai);
@@ -52,25 +52,25 @@ int rk_listener_create(struct rk_device *dev, const struct rk_listen_opts *o, st
 		r = rk__err_gai(err, r, "%s:%s", o->addr ? o->addr : "*", o->port ? o->port : "0");
 		goto fail;
 	}
-	r = rk_cm_new_channel(err, &l->ch);
+	r = rk__cm_new_channel(err, &l->ch);
 	if (r)
 		goto fail;
 	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP)) {
-		r = rk_err_sys(err, "rdma_create_id", NULL);
+		r = rk__err_sys(err, "rdma_create_id", NULL);
 		goto fail;
 	}
 	if (rdma_bind_addr(l->id, ai->ai_addr)) {
-		r = rk_err_sys(err, "rdma_bind_addr", "%s:%s", o->addr ? o->addr : "*",
-			       o->port ? o->port : "0");
+		r = rk__err_sys(err, "rdma_bind_addr", "%s:%s", o->addr ? o->addr : "*",
+				o->port ? o->port : "0");
 		goto fail;
 	}
 	if (l->id->verbs && l->id->verbs != dev->ctx) {
-		r = rk_err_set(err, ENODEV, "rdma_bind_addr", "%s belongs to %s, not %s", o->addr,
-			       ibv_get_device_name(l->id->verbs->device), dev->info.name);
+		r = rk__err_set(err, ENODEV, "rdma_bind_addr", "%s belongs to %s, not %s", o->addr,
+				ibv_get_device_name(l->id->verbs->device), dev->info.name);
 		goto fail;
 	}
 	if (rdma_listen(l->id, o->backlog > 0 ? o->backlog : 64)) {
-		r = rk_err_sys(err, "rdma_listen", NULL);
+		r = rk__err_sys(err, "rdma_listen", NULL);
 		goto fail;
 	}
 	freeaddrinfo(ai);
@@ -99,7 +99,7 @@ void rk_listener_destroy(struct rk_listener *l)
 	if (!l)
 		return;
 	if (l->ch) {
-		while (rk_cm_get_event(l->ch, 0, NULL, &ev) == 0) {
+		while (rk__cm_get_event(l->ch, 0, NULL, &ev) == 0) {
 			struct rdma_cm_id *child = NULL;
 
 			if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -165,7 +165,7 @@ static int take_request(struct rk_listener *l, struct rdma_cm_event *ev, struct 
 	char peer[64];
 	int reason;
 
-	rk_sockaddr_str(rdma_get_peer_addr(ev->id), peer, sizeof(peer));
+	rk__sockaddr_str(rdma_get_peer_addr(ev->id), peer, sizeof(peer));
 	reason = check_request(l, ev, &h, &why);
 	if (!reason) {
 		req = calloc(1, sizeof(*req));
@@ -190,7 +190,7 @@ static int take_request(struct rk_listener *l, struct rdma_cm_event *ev, struct 
 int rk_listener_get_request(struct rk_listener *l, int timeout_ms, struct rk_error *err,
 			    struct rk_cm_request **out)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 	struct rdma_cm_event *ev;
 	int r;
 
@@ -198,12 +198,12 @@ int rk_listener_get_request(struct rk_listener *l, int timeout_ms, struct rk_err
 	for (;;) {
 		struct rdma_cm_id *drop = NULL;
 
-		r = rk_cm_get_event(l->ch, deadline, err, &ev);
+		r = rk__cm_get_event(l->ch, deadline, err, &ev);
 		if (r == -ETIMEDOUT)
 			return timeout_ms == 0
 				   ? -EAGAIN
-				   : rk_err_set(err, ETIMEDOUT, "rk_listener_get_request",
-						"no connect request within %d ms", timeout_ms);
+				   : rk__err_set(err, ETIMEDOUT, "rk_listener_get_request",
+						 "no connect request within %d ms", timeout_ms);
 		if (r)
 			return r;
 		rk_dbg("listener: CM event %s (status %d)", rdma_event_str(ev->event), ev->status);
@@ -212,8 +212,8 @@ int rk_listener_get_request(struct rk_listener *l, int timeout_ms, struct rk_err
 			if (r)
 				drop = ev->id;
 		} else if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-			r = rk_err_set(err, ENODEV, "rk_listener_get_request",
-				       "DEVICE_REMOVAL: the RDMA device went away");
+			r = rk__err_set(err, ENODEV, "rk_listener_get_request",
+					"DEVICE_REMOVAL: the RDMA device went away");
 		} else {
 			r = -EAGAIN; /* ADDR_CHANGE and the like: keep listening */
 		}
@@ -243,7 +243,7 @@ int rk_cm_request_reject(struct rk_cm_request *req, uint16_t reason, const char 
 	int n = rk_reject_encode(reason, text, pd, sizeof(pd)), r = 0;
 
 	if (rdma_reject(req->id, pd, n > 0 ? (uint8_t)n : 0))
-		r = rk_err_sys(err, "rdma_reject", "%s", req->peer);
+		r = rk__err_sys(err, "rdma_reject", "%s", req->peer);
 	if (rdma_destroy_id(req->id))
 		rk_warn("rdma_destroy_id: %s", strerror(errno));
 	free(req);
@@ -252,18 +252,18 @@ int rk_cm_request_reject(struct rk_cm_request *req, uint16_t reason, const char 
 
 static int wait_established(struct rk_conn *c, int timeout_ms, struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 
 	while (c->state == RK_CONN_CONNECTING) {
 		struct rdma_cm_event *ev;
-		int r = rk_cm_get_event(c->ch, deadline, err, &ev);
+		int r = rk__cm_get_event(c->ch, deadline, err, &ev);
 
 		if (r == -ETIMEDOUT)
-			return rk_err_set(err, ETIMEDOUT, "rdma_accept",
-					  "not established within %d ms", timeout_ms);
+			return rk__err_set(err, ETIMEDOUT, "rdma_accept",
+					   "not established within %d ms", timeout_ms);
 		if (r)
 			return r;
-		r = rk_cm_conn_event(c, ev, err);
+		r = rk__cm_conn_event(c, ev, err);
 		if (rdma_ack_cm_event(ev))
 			rk_warn("rdma_ack_cm_event: %s", strerror(errno));
 		if (r)
@@ -271,8 +271,8 @@ static int wait_established(struct rk_conn *c, int timeout_ms, struct rk_error *
 	}
 	if (c->state != RK_CONN_CONNECTED)
 		return rk_conn_first_error(c, err)
-			   ?: rk_err_set(err, ECONNABORTED, "rdma_accept", "connection %s",
-					 rk_conn_state_str(c->state));
+			   ?: rk__err_set(err, ECONNABORTED, "rdma_accept", "connection %s",
+					  rk_conn_state_str(c->state));
 	return 0;
 }
 
@@ -287,33 +287,33 @@ int rk_cm_request_accept(struct rk_cm_request *req, const struct rk_conn_opts *o
 
 	*out = NULL;
 	if (reply_len > RK_CM_REPLY_MAX) {
-		r = rk_err_set(err, EMSGSIZE, "rk_cm_request_accept", "reply of %zu bytes (max %u)",
-			       reply_len, RK_CM_REPLY_MAX);
+		r = rk__err_set(err, EMSGSIZE, "rk_cm_request_accept",
+				"reply of %zu bytes (max %u)", reply_len, RK_CM_REPLY_MAX);
 		goto reject;
 	}
-	r = rk_conn_alloc(req->lis->dev, opts, err, &c);
+	r = rk__conn_alloc(req->lis->dev, opts, err, &c);
 	if (r)
 		goto reject;
-	rk_cm_own(c);
-	r = rk_cm_new_channel(err, &c->ch);
+	rk__cm_own(c);
+	r = rk__cm_new_channel(err, &c->ch);
 	if (r)
 		goto reject;
 	if (rdma_migrate_id(req->id, c->ch)) {
-		r = rk_err_sys(err, "rdma_migrate_id", NULL);
+		r = rk__err_sys(err, "rdma_migrate_id", NULL);
 		goto reject;
 	}
 	c->id = req->id;
 	c->id->context = c;
-	r = rk_conn_build_qp(c, err);
+	r = rk__conn_build_qp(c, err);
 	if (!r && c->opts.prepare) {
 		r = c->opts.prepare(c, c->opts.prepare_arg);
 		if (r)
-			r = rk_err_set(err, r, "rk_cm_request_accept", "prepare callback failed");
+			r = rk__err_set(err, r, "rk_cm_request_accept", "prepare callback failed");
 	}
 	if (r)
 		goto reject;
-	rk_cm_set_ack_timeout(c);
-	rk_cm_conn_param(c, &p, req->peer_initiator, req->peer_responder);
+	rk__cm_set_ack_timeout(c);
+	rk__cm_conn_param(c, &p, req->peer_initiator, req->peer_responder);
 	pd[0] = 'R';
 	pd[1] = 'P';
 	rk_put16(pd + 2, (uint16_t)reply_len);
@@ -323,7 +323,7 @@ int rk_cm_request_accept(struct rk_cm_request *req, const struct rk_conn_opts *o
 	p.private_data_len = (uint8_t)(4 + reply_len);
 	c->state = RK_CONN_CONNECTING;
 	if (rdma_accept(c->id, &p)) {
-		r = rk_err_sys(err, "rdma_accept", "%s", req->peer);
+		r = rk__err_sys(err, "rdma_accept", "%s", req->peer);
 		c->state = RK_CONN_ERROR;
 		goto fail;
 	}

@@ -22,8 +22,8 @@
 static int check_range(struct rk_error *err, const char *what, unsigned v, unsigned lo, unsigned hi)
 {
 	if (v < lo || v > hi)
-		return rk_err_set(err, EINVAL, "rk_conn_opts", "%s %u outside %u..%u", what, v, lo,
-				  hi);
+		return rk__err_set(err, EINVAL, "rk_conn_opts", "%s %u outside %u..%u", what, v, lo,
+				   hi);
 	return 0;
 }
 
@@ -84,13 +84,13 @@ static void conn_wc_failed(struct rk_cq_member *m, const struct ibv_wc *wc)
 	if (c->first_errno)
 		return;
 	rk_error_from_wc(&e, wc);
-	rk_conn_fail(c, RK_CONN_ERROR, &e);
+	rk__conn_fail(c, RK_CONN_ERROR, &e);
 }
 
 /* The device saw a fatal async event on a QP we created (qp_context = c). */
 static void conn_qp_fatal(void *qp_context, const struct rk_error *e)
 {
-	rk_conn_fail(qp_context, RK_CONN_ERROR, e);
+	rk__conn_fail(qp_context, RK_CONN_ERROR, e);
 }
 
 /* The mask of the smallest power of two >= @depth (see struct rk_conn). */
@@ -103,8 +103,8 @@ static uint64_t ring_mask(uint32_t depth)
 	return size - 1;
 }
 
-int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
-		  struct rk_conn **out)
+int rk__conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
+		   struct rk_conn **out)
 {
 	struct rk_conn_opts def = {0};
 	struct rk_conn *c;
@@ -113,7 +113,7 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 	*out = NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+		rk__err_set(err, ENOMEM, "rk_conn_create", NULL);
 		return -ENOMEM;
 	}
 	c->dev = dev;
@@ -121,10 +121,10 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 	c->slots.on_fail = conn_wc_failed;
 	r = resolve_opts(dev, opts ? opts : &def, &c->opts, err);
 	if (!r && c->opts.pd && c->opts.pd->dev != dev)
-		r = rk_err_set(err, EINVAL, "rk_conn_create", "opts.pd belongs to another device");
+		r = rk__err_set(err, EINVAL, "rk_conn_create", "opts.pd belongs to another device");
 	if (r) {
 		free(c);
-		return rk_fail(r);
+		return rk__fail(r);
 	}
 	c->pd = c->opts.pd ? c->opts.pd->pd : dev->pd;
 	c->sq_depth = c->opts.sq_depth;
@@ -139,18 +139,18 @@ int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct
 	c->sges = calloc(c->sq_depth, sizeof(*c->sges));
 	if (!c->slots.sq_ids || !c->slots.rq_ids || !c->wrs || !c->sges) {
 		rk_conn_destroy(c);
-		rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+		rk__err_set(err, ENOMEM, "rk_conn_create", NULL);
 		return -ENOMEM;
 	}
 	if (getrandom(&c->psn, sizeof(c->psn), 0) != sizeof(c->psn))
-		c->psn = (uint32_t)rk_now_us() ^ (uint32_t)getpid();
+		c->psn = (uint32_t)rk__now_us() ^ (uint32_t)getpid();
 	c->psn &= 0xffffff;
 	*out = c;
 	return 0;
 }
 
 /* Create the CQ (unless shared) and the QP: by the CM layer's hook when it owns @c. */
-int rk_conn_build_qp(struct rk_conn *c, struct rk_error *err)
+int rk__conn_build_qp(struct rk_conn *c, struct rk_error *err)
 {
 	struct ibv_qp_init_attr qa = {0};
 	int r;
@@ -183,22 +183,22 @@ int rk_conn_build_qp(struct rk_conn *c, struct rk_error *err)
 	} else {
 		c->qp = ibv_create_qp(c->pd, &qa);
 		if (!c->qp)
-			return rk_err_sys(err, "ibv_create_qp", "sq %u rq %u sge %u/%u inline %u",
-					  c->sq_depth, c->rq_depth, qa.cap.max_send_sge,
-					  qa.cap.max_recv_sge, c->opts.max_inline);
+			return rk__err_sys(err, "ibv_create_qp", "sq %u rq %u sge %u/%u inline %u",
+					   c->sq_depth, c->rq_depth, qa.cap.max_send_sge,
+					   qa.cap.max_recv_sge, c->opts.max_inline);
 	}
 	/* The provider may round up; inline is what it granted. */
 	c->max_inline = qa.cap.max_inline_data;
 	if (c->max_inline < c->opts.max_inline)
-		return rk_err_set(err, EINVAL, "ibv_create_qp", "inline %u asked, %u granted",
-				  c->opts.max_inline, c->max_inline);
+		return rk__err_set(err, EINVAL, "ibv_create_qp", "inline %u asked, %u granted",
+				   c->opts.max_inline, c->max_inline);
 	c->slots.qp_num = c->qp->qp_num;
-	if (rk_cq_attach(c->cq, &c->slots))
-		return rk_err_set(err, ENOMEM, "rk_conn_create", NULL);
+	if (rk__cq_attach(c->cq, &c->slots))
+		return rk__err_set(err, ENOMEM, "rk_conn_create", NULL);
 	return 0;
 }
 
-void rk_conn_fail(struct rk_conn *c, enum rk_conn_state state, const struct rk_error *e)
+void rk__conn_fail(struct rk_conn *c, enum rk_conn_state state, const struct rk_error *e)
 {
 	if (!c->first_errno && e) {
 		c->first_errno = e->err ? e->err : EIO;
@@ -255,7 +255,7 @@ static void drain(struct rk_conn *c)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	struct ibv_wc wc[16];
-	int64_t deadline = rk_deadline(DRAIN_MS);
+	int64_t deadline = rk__deadline(DRAIN_MS);
 	int r;
 
 	r = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
@@ -273,7 +273,7 @@ static void drain(struct rk_conn *c)
 		if (r < 0)
 			break;
 		if (r == 0) {
-			if (rk_ms_left(deadline) == 0) {
+			if (rk__ms_left(deadline) == 0) {
 				rk_warn(
 				    "qp 0x%x: %llu sends and %llu receives not flushed in %d ms",
 				    c->qp->qp_num,
@@ -297,7 +297,7 @@ void rk_conn_destroy(struct rk_conn *c)
 		rk_conn_disconnect(c, 1000, NULL);
 	if (c->qp) {
 		drain(c);
-		rk_cq_detach(c->cq, &c->slots);
+		rk__cq_detach(c->cq, &c->slots);
 		if (c->cm) {
 			c->cm->destroy_qp(c);
 		} else {
@@ -325,10 +325,10 @@ int rk_conn_create(struct rk_device *dev, const struct rk_conn_opts *opts, struc
 	struct rk_conn *c;
 	int r;
 
-	r = rk_conn_alloc(dev, opts, err, &c);
+	r = rk__conn_alloc(dev, opts, err, &c);
 	if (r)
 		return r;
-	r = rk_conn_build_qp(c, err);
+	r = rk__conn_build_qp(c, err);
 	if (r)
 		goto fail;
 	a.qp_state = IBV_QPS_INIT;
@@ -340,15 +340,15 @@ int rk_conn_create(struct rk_device *dev, const struct rk_conn_opts *opts, struc
 	r = ibv_modify_qp(c->qp, &a,
 			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (r) {
-		r = rk_err_ret(err, r, "ibv_modify_qp INIT", "port %u pkey_index 0 access 0x%x",
-			       a.port_num, a.qp_access_flags);
-		rk_err_set_qp(err, c->qp->qp_num);
+		r = rk__err_ret(err, r, "ibv_modify_qp INIT", "port %u pkey_index 0 access 0x%x",
+				a.port_num, a.qp_access_flags);
+		rk__err_set_qp(err, c->qp->qp_num);
 		goto fail;
 	}
 	if (c->opts.prepare) {
 		r = c->opts.prepare(c, c->opts.prepare_arg);
 		if (r) {
-			r = rk_err_set(err, r, "rk_conn_create", "prepare callback failed");
+			r = rk__err_set(err, r, "rk_conn_create", "prepare callback failed");
 			goto fail;
 		}
 	}
@@ -362,22 +362,22 @@ fail:
 
 int rk_conn_disconnect(struct rk_conn *c, int timeout_ms, struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	struct rk_error e;
 	int r;
 
 	if (c->state == RK_CONN_CONNECTED || c->state == RK_CONN_CONNECTING) {
-		rk_err_set(&e, ESHUTDOWN, "rk_conn_disconnect", "connection closed locally");
+		rk__err_set(&e, ESHUTDOWN, "rk_conn_disconnect", "connection closed locally");
 		if (c->cm)
 			c->cm->disconnect(c, deadline, err);
-		rk_conn_fail(c, RK_CONN_DISCONNECTED, &e);
+		rk__conn_fail(c, RK_CONN_DISCONNECTED, &e);
 		c->state = RK_CONN_DISCONNECTED;
 	}
 	if (c->qp) {
 		r = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
 		if (r)
-			return rk_err_ret(err, r, "ibv_modify_qp ERR", NULL);
+			return rk__err_ret(err, r, "ibv_modify_qp ERR", NULL);
 	}
 	return 0;
 }
@@ -417,11 +417,11 @@ int rk_conn_rd_atomic(const struct rk_conn *c, uint8_t *initiator, uint8_t *resp
 	int r;
 
 	if (!c->qp)
-		return rk_err_set(err, ENOTCONN, "rk_conn_rd_atomic", "no QP");
+		return rk__err_set(err, ENOTCONN, "rk_conn_rd_atomic", "no QP");
 	r = ibv_query_qp(c->qp, &a, IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &ia);
 	if (r) {
-		r = rk_err_ret(err, r, "ibv_query_qp", "rd_atomic");
-		rk_err_set_qp(err, c->qp->qp_num);
+		r = rk__err_ret(err, r, "ibv_query_qp", "rd_atomic");
+		rk__err_set_qp(err, c->qp->qp_num);
 		return r;
 	}
 	if (initiator)

@@ -26,33 +26,33 @@ int rk_cq_create(struct rk_device *dev, const struct rk_cq_opts *opts, struct rk
 		opts = &def;
 	*out = NULL;
 	if (opts->mode > RK_WAIT_ADAPTIVE)
-		return rk_err_set(err, EINVAL, "rk_cq_create", "unknown wait mode %d", opts->mode);
+		return rk__err_set(err, EINVAL, "rk_cq_create", "unknown wait mode %d", opts->mode);
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
-		return rk_err_set(err, ENOMEM, "rk_cq_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_cq_create", NULL);
 	cq->dev = dev;
 	cq->mode = opts->mode;
 	cq->spin_us = opts->spin_us ? opts->spin_us : 50;
 	cq->depth = opts->depth ? opts->depth : 512;
 	if (cq->depth > dev->info.max_cqe) {
-		r = rk_err_set(err, EINVAL, "rk_cq_create", "depth %u exceeds the device's %u",
-			       cq->depth, dev->info.max_cqe);
+		r = rk__err_set(err, EINVAL, "rk_cq_create", "depth %u exceeds the device's %u",
+				cq->depth, dev->info.max_cqe);
 		goto fail;
 	}
 	if (cq->mode != RK_WAIT_BUSY) {
 		cq->ch = ibv_create_comp_channel(dev->ctx);
 		if (!cq->ch) {
-			r = rk_err_sys(err, "ibv_create_comp_channel", NULL);
+			r = rk__err_sys(err, "ibv_create_comp_channel", NULL);
 			goto fail;
 		}
-		if (rk_set_nonblock(cq->ch->fd)) {
-			r = rk_err_sys(err, "fcntl", "completion channel");
+		if (rk__set_nonblock(cq->ch->fd)) {
+			r = rk__err_sys(err, "fcntl", "completion channel");
 			goto fail;
 		}
 	}
 	cq->cq = ibv_create_cq(dev->ctx, (int)cq->depth, cq, cq->ch, 0);
 	if (!cq->cq) {
-		r = rk_err_sys(err, "ibv_create_cq", "depth %u", cq->depth);
+		r = rk__err_sys(err, "ibv_create_cq", "depth %u", cq->depth);
 		goto fail;
 	}
 	*out = cq;
@@ -83,7 +83,7 @@ void rk_cq_destroy(struct rk_cq *cq)
 	free(cq);
 }
 
-int rk_cq_attach(struct rk_cq *cq, struct rk_cq_member *m)
+int rk__cq_attach(struct rk_cq *cq, struct rk_cq_member *m)
 {
 	if (cq->nmembers == cq->cap) {
 		unsigned cap = cq->cap ? cq->cap * 2 : 4;
@@ -98,7 +98,7 @@ int rk_cq_attach(struct rk_cq *cq, struct rk_cq_member *m)
 	return 0;
 }
 
-void rk_cq_detach(struct rk_cq *cq, struct rk_cq_member *m)
+void rk__cq_detach(struct rk_cq *cq, struct rk_cq_member *m)
 {
 	for (unsigned i = 0; i < cq->nmembers; i++)
 		if (cq->members[i] == m) {
@@ -163,7 +163,7 @@ static inline int fix_wc(struct rk_cq *cq, struct ibv_wc *wc)
 
 static __attribute__((noinline, cold)) int poll_failed(struct rk_error *err)
 {
-	return rk_err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
+	return rk__err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
 }
 
 /* rk_cq_take from completion @i on: any completion, kept or dropped. */
@@ -238,7 +238,7 @@ static int consume_events(struct rk_cq *cq, struct rk_error *err)
 		cq->armed = 0;
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
-		return rk_err_sys(err, "ibv_get_cq_event", NULL);
+		return rk__err_sys(err, "ibv_get_cq_event", NULL);
 	if (cq->unacked >= ACK_BATCH) {
 		ibv_ack_cq_events(cq->cq, cq->unacked);
 		cq->unacked = 0;
@@ -251,14 +251,14 @@ int rk_cq_arm(struct rk_cq *cq, struct rk_error *err)
 	int r;
 
 	if (!cq->ch)
-		return rk_err_set(err, EINVAL, "rk_cq_arm", "busy-mode CQ has no channel");
+		return rk__err_set(err, EINVAL, "rk_cq_arm", "busy-mode CQ has no channel");
 	r = consume_events(cq, err);
 	if (r)
 		return r;
 	if (!cq->armed) {
 		r = ibv_req_notify_cq(cq->cq, 0);
 		if (r)
-			return rk_err_ret(err, r, "ibv_req_notify_cq", NULL);
+			return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
 		cq->armed = 1;
 	}
 	return 0;
@@ -272,7 +272,7 @@ static int wait_busy(struct rk_cq *cq, struct ibv_wc *wc, int n, int64_t until_u
 
 		if (r)
 			return r;
-		if ((spins & 63) == 0 && until_us >= 0 && rk_now_us() >= until_us)
+		if ((spins & 63) == 0 && until_us >= 0 && rk__now_us() >= until_us)
 			return -ETIMEDOUT;
 	}
 }
@@ -294,9 +294,9 @@ static int wait_event(struct rk_cq *cq, struct ibv_wc *wc, int n, int64_t deadli
 		r = rk_cq_poll(cq, wc, n, err);
 		if (r)
 			return r;
-		r = poll(&p, 1, rk_ms_left(deadline_ms));
+		r = poll(&p, 1, rk__ms_left(deadline_ms));
 		if (r < 0 && errno != EINTR)
-			return rk_err_sys(err, "poll", "completion channel");
+			return rk__err_sys(err, "poll", "completion channel");
 		if (r == 0)
 			return rk_cq_poll(cq, wc, n, err) ?: -ETIMEDOUT;
 	}
@@ -304,7 +304,7 @@ static int wait_event(struct rk_cq *cq, struct ibv_wc *wc, int n, int64_t deadli
 
 int rk_cq_wait(struct rk_cq *cq, struct ibv_wc *wc, int n, int timeout_ms, struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 	int64_t spin_until;
 	int r;
 
@@ -312,7 +312,7 @@ int rk_cq_wait(struct rk_cq *cq, struct ibv_wc *wc, int n, int timeout_ms, struc
 		r = wait_busy(cq, wc, n, deadline < 0 ? -1 : deadline * 1000, err);
 	} else {
 		if (cq->mode == RK_WAIT_ADAPTIVE) {
-			spin_until = rk_now_us() + cq->spin_us;
+			spin_until = rk__now_us() + cq->spin_us;
 			if (deadline >= 0 && spin_until > deadline * 1000)
 				spin_until = deadline * 1000;
 			r = wait_busy(cq, wc, n, spin_until, err);
@@ -322,7 +322,7 @@ int rk_cq_wait(struct rk_cq *cq, struct ibv_wc *wc, int n, int timeout_ms, struc
 		r = wait_event(cq, wc, n, deadline, err);
 	}
 	if (r == -ETIMEDOUT)
-		rk_err_set(err, ETIMEDOUT, "rk_cq_wait", "no completion within %d ms", timeout_ms);
+		rk__err_set(err, ETIMEDOUT, "rk_cq_wait", "no completion within %d ms", timeout_ms);
 	return r;
 }
 

@@ -57,16 +57,16 @@ static int context_for_addr(const char *addr, struct ibv_context **ctx, uint8_t 
 	if (r)
 		return rk__err_gai(err, r, "'%s'", addr);
 	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP)) {
-		r = rk_err_sys(err, "rdma_create_id", NULL);
+		r = rk__err_sys(err, "rdma_create_id", NULL);
 		freeaddrinfo(ai);
 		return r;
 	}
 	if (rdma_bind_addr(id, ai->ai_addr)) {
-		r = rk_err_sys(err, "rdma_bind_addr", "'%s'", addr);
+		r = rk__err_sys(err, "rdma_bind_addr", "'%s'", addr);
 		goto out;
 	}
 	if (!id->verbs) {
-		r = rk_err_set(err, ENODEV, "rdma_bind_addr", "'%s' is on no RDMA device", addr);
+		r = rk__err_set(err, ENODEV, "rdma_bind_addr", "'%s' is on no RDMA device", addr);
 		goto out;
 	}
 	*ctx = id->verbs;
@@ -97,18 +97,18 @@ static int route_source(const char *peer, char *out, size_t len, struct rk_error
 		return rk__err_gai(err, r, "'%s'", peer);
 	fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		r = rk_err_sys(err, "socket", NULL);
+		r = rk__err_sys(err, "socket", NULL);
 		goto out;
 	}
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) ||
 	    getsockname(fd, (struct sockaddr *)&ss, &sl)) {
-		r = rk_err_sys(err, "connect", "no route to '%s'", peer);
+		r = rk__err_sys(err, "connect", "no route to '%s'", peer);
 		goto out;
 	}
 	a = ss.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
 				     : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
 	r = inet_ntop(ss.ss_family, a, out, (socklen_t)len) ? 0
-							    : rk_err_sys(err, "inet_ntop", NULL);
+							    : rk__err_sys(err, "inet_ntop", NULL);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -203,7 +203,7 @@ static int choose_gid(struct rk_device *dev, int tbl_len, const char *addr, stru
 		ssize_t n = port_gids(dev, tbl_len, &gids);
 
 		if (n < 0)
-			return rk_err_set(err, ENOMEM, "rk_device_open", "out of memory");
+			return rk__err_set(err, ENOMEM, "rk_device_open", "out of memory");
 		if (addr && getaddrinfo(addr, NULL, &hints, &want))
 			want = NULL;
 		for (ssize_t i = 0; i < n; i++) {
@@ -218,8 +218,8 @@ static int choose_gid(struct rk_device *dev, int tbl_len, const char *addr, stru
 		if (want)
 			freeaddrinfo(want);
 		if (best < 0)
-			return rk_err_set(err, ENODEV, "ibv_query_gid_ex",
-					  "port %u of %s has no usable GID", in->port, in->name);
+			return rk__err_set(err, ENODEV, "ibv_query_gid_ex",
+					   "port %u of %s has no usable GID", in->port, in->name);
 	}
 	in->gid_index = best;
 	return 0;
@@ -233,8 +233,8 @@ static int fill_gid(struct rk_device *dev, struct rk_error *err)
 
 	r = ibv_query_gid_ex(dev->ctx, in->port, (uint32_t)in->gid_index, &e, 0);
 	if (r)
-		return rk_err_ret(err, r, "ibv_query_gid_ex", "%s port %u index %d", in->name,
-				  in->port, in->gid_index);
+		return rk__err_ret(err, r, "ibv_query_gid_ex", "%s port %u index %d", in->name,
+				   in->port, in->gid_index);
 	in->gid = e.gid;
 	in->gid_roce_v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
 	return 0;
@@ -259,7 +259,7 @@ static int find_context(struct rk_device *dev, int n, const struct rk_device_opt
 			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
 						i ? ", " : "",
 						ibv_get_device_name(dev->list[i]->device));
-		return rk_err_set(
+		return rk__err_set(
 		    err, ENODEV, "rk_device_open",
 		    "%d RDMA devices (%s) and nothing to choose by: give a device name, "
 		    "a local address or the peer",
@@ -275,10 +275,10 @@ static int find_context(struct rk_device *dev, int n, const struct rk_device_opt
 		}
 	}
 	if (o->name)
-		return rk_err_set(err, ENODEV, "rk_device_open", "no RDMA device named '%s'",
-				  o->name);
-	return rk_err_set(err, ENODEV, "rk_device_open", "no RDMA device owns '%s'",
-			  o->addr ? o->addr : "?");
+		return rk__err_set(err, ENODEV, "rk_device_open", "no RDMA device named '%s'",
+				   o->name);
+	return rk__err_set(err, ENODEV, "rk_device_open", "no RDMA device owns '%s'",
+			   o->addr ? o->addr : "?");
 }
 
 static int query_port(struct rk_device *dev, int gid_index, const char *addr, struct rk_error *err)
@@ -289,16 +289,16 @@ static int query_port(struct rk_device *dev, int gid_index, const char *addr, st
 
 	r = ibv_query_device(dev->ctx, &dev->attr);
 	if (r)
-		return rk_err_ret(err, r, "ibv_query_device", "%s", in->name);
+		return rk__err_ret(err, r, "ibv_query_device", "%s", in->name);
 	if (in->port < 1 || in->port > dev->attr.phys_port_cnt)
-		return rk_err_set(err, EINVAL, "rk_device_open", "%s has no port %u", in->name,
-				  in->port);
+		return rk__err_set(err, EINVAL, "rk_device_open", "%s has no port %u", in->name,
+				   in->port);
 	r = ibv_query_port(dev->ctx, in->port, &pa);
 	if (r)
-		return rk_err_ret(err, r, "ibv_query_port", "%s port %u", in->name, in->port);
+		return rk__err_ret(err, r, "ibv_query_port", "%s port %u", in->name, in->port);
 	if (pa.state != IBV_PORT_ACTIVE)
-		return rk_err_set(err, ENETDOWN, "ibv_query_port", "%s port %u is %s", in->name,
-				  in->port, ibv_port_state_str(pa.state));
+		return rk__err_set(err, ENETDOWN, "ibv_query_port", "%s port %u is %s", in->name,
+				   in->port, ibv_port_state_str(pa.state));
 	in->link_layer = pa.link_layer;
 	in->lid = pa.lid;
 	in->active_mtu = pa.active_mtu;
@@ -311,9 +311,9 @@ static int query_port(struct rk_device *dev, int gid_index, const char *addr, st
 	in->max_mr_size = dev->attr.max_mr_size;
 	if (gid_index >= 0) {
 		if (gid_index >= pa.gid_tbl_len)
-			return rk_err_set(err, EINVAL, "rk_device_open",
-					  "GID index %d out of range (table has %d)", gid_index,
-					  pa.gid_tbl_len);
+			return rk__err_set(err, EINVAL, "rk_device_open",
+					   "GID index %d out of range (table has %d)", gid_index,
+					   pa.gid_tbl_len);
 		in->gid_index = gid_index;
 	} else {
 		r = choose_gid(dev, pa.gid_tbl_len, addr, err);
@@ -344,15 +344,15 @@ int rk_device_open(const struct rk_device_opts *opts, struct rk_error *err, stru
 	}
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
-		return rk_err_set(err, ENOMEM, "rk_device_open", NULL);
+		return rk__err_set(err, ENOMEM, "rk_device_open", NULL);
 	dev->list = rdma_get_devices(&n);
 	if (!dev->list || n == 0) {
-		r = rk_err_set(err, ENODEV, "rdma_get_devices", "no RDMA device");
+		r = rk__err_set(err, ENODEV, "rdma_get_devices", "no RDMA device");
 		goto fail;
 	}
 	r = find_context(dev, n, o, &port, err);
 	if (r || !dev->ctx) {
-		r = rk_fail(r);
+		r = rk__fail(r);
 		goto fail;
 	}
 	snprintf(dev->info.name, sizeof(dev->info.name), "%s",
@@ -363,11 +363,11 @@ int rk_device_open(const struct rk_device_opts *opts, struct rk_error *err, stru
 		goto fail;
 	dev->pd = ibv_alloc_pd(dev->ctx);
 	if (!dev->pd) {
-		r = rk_err_sys(err, "ibv_alloc_pd", "%s", dev->info.name);
+		r = rk__err_sys(err, "ibv_alloc_pd", "%s", dev->info.name);
 		goto fail;
 	}
-	if (rk_set_nonblock(dev->ctx->async_fd)) {
-		r = rk_err_sys(err, "fcntl", "async fd of %s", dev->info.name);
+	if (rk__set_nonblock(dev->ctx->async_fd)) {
+		r = rk__err_sys(err, "fcntl", "async fd of %s", dev->info.name);
 		goto fail;
 	}
 	rk_dbg("device %s port %u: mtu %u, gid index %d%s, lid %u", dev->info.name, dev->info.port,
@@ -385,7 +385,7 @@ void rk_device_close(struct rk_device *dev)
 	if (!dev)
 		return;
 	if (dev->ctx)
-		rk_device_drain_async(dev);
+		rk__device_drain_async(dev);
 	if (dev->pd && ibv_dealloc_pd(dev->pd))
 		rk_warn("ibv_dealloc_pd: %s (something created on the device is still alive)",
 			strerror(errno));

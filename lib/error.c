@@ -139,7 +139,7 @@ int rk__err_gai(struct rk_error *e, int gai_rc, const char *fmt, ...)
 	return -err;
 }
 
-int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
+int rk__err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -155,7 +155,7 @@ int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...
 	return -err;
 }
 
-int rk_err_sys(struct rk_error *e, const char *op, const char *fmt, ...)
+int rk__err_sys(struct rk_error *e, const char *op, const char *fmt, ...)
 {
 	int err = errno ? errno : EIO;
 	va_list ap;
@@ -168,7 +168,7 @@ int rk_err_sys(struct rk_error *e, const char *op, const char *fmt, ...)
 	return -err;
 }
 
-int rk_err_ret(struct rk_error *e, int ret, const char *op, const char *fmt, ...)
+int rk__err_ret(struct rk_error *e, int ret, const char *op, const char *fmt, ...)
 {
 	int err = ret > 0 ? ret : (errno ? errno : EIO);
 	va_list ap;
@@ -181,7 +181,7 @@ int rk_err_ret(struct rk_error *e, int ret, const char *op, const char *fmt, ...
 	return -err;
 }
 
-void rk_err_set_qp(struct rk_error *e, uint32_t qp_num)
+void rk__err_set_qp(struct rk_error *e, uint32_t qp_num)
 {
 	size_t n;
 

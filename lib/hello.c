@@ -55,26 +55,26 @@ int rk_hello_decode(const void *buf, size_t len, struct rk_hello *h, struct rk_e
 
 	memset(h, 0, sizeof(*h));
 	if (len > PDATA_MAX)
-		return rk_err_set(err, EMSGSIZE, "rk_hello_decode", "oversized: %zu bytes", len);
+		return rk__err_set(err, EMSGSIZE, "rk_hello_decode", "oversized: %zu bytes", len);
 	if (!p || len < HELLO_HDR)
-		return rk_err_set(err, EBADMSG, "rk_hello_decode", "truncated: %zu bytes", len);
+		return rk__err_set(err, EBADMSG, "rk_hello_decode", "truncated: %zu bytes", len);
 	if (memcmp(p, hello_magic, 4) != 0)
-		return rk_err_set(err, EBADMSG, "rk_hello_decode",
-				  "bad magic (not an rdmakit peer)");
+		return rk__err_set(err, EBADMSG, "rk_hello_decode",
+				   "bad magic (not an rdmakit peer)");
 	v = rk_get16(p + 4);
 	if (v != RK_HELLO_VERSION)
-		return rk_err_set(err, EPROTO, "rk_hello_decode", "peer speaks version %u, we %u",
-				  v, RK_HELLO_VERSION);
+		return rk__err_set(err, EPROTO, "rk_hello_decode", "peer speaks version %u, we %u",
+				   v, RK_HELLO_VERSION);
 	if (p[6] != 0)
-		return rk_err_set(err, EBADMSG, "rk_hello_decode", "unknown flags 0x%x", p[6]);
+		return rk__err_set(err, EBADMSG, "rk_hello_decode", "unknown flags 0x%x", p[6]);
 	tl = p[7];
 	if (tl > RK_HELLO_TOKEN_MAX)
-		return rk_err_set(err, EMSGSIZE, "rk_hello_decode", "token of %u bytes (max %u)",
-				  tl, RK_HELLO_TOKEN_MAX);
+		return rk__err_set(err, EMSGSIZE, "rk_hello_decode", "token of %u bytes (max %u)",
+				   tl, RK_HELLO_TOKEN_MAX);
 	if (len < HELLO_HDR + tl)
-		return rk_err_set(err, EBADMSG, "rk_hello_decode", "truncated token");
+		return rk__err_set(err, EBADMSG, "rk_hello_decode", "truncated token");
 	if (!zeros_after(p, HELLO_HDR + tl, len))
-		return rk_err_set(err, EBADMSG, "rk_hello_decode", "garbage after the hello");
+		return rk__err_set(err, EBADMSG, "rk_hello_decode", "garbage after the hello");
 	h->version = (uint16_t)v;
 	h->token_len = (uint8_t)tl;
 	h->app_id = rk_get32(p + 8);

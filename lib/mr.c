@@ -69,14 +69,14 @@ static int reg_failed(struct rk_error *err, size_t len)
 	char cur[32] = "?", max[32] = "?";
 
 	if (e != ENOMEM && e != EPERM)
-		return rk_err_set(err, e, "ibv_reg_mr", "%zu bytes", len);
+		return rk__err_set(err, e, "ibv_reg_mr", "%zu bytes", len);
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
 		fmt_limit(cur, sizeof(cur), rl.rlim_cur);
 		fmt_limit(max, sizeof(max), rl.rlim_max);
 	}
-	return rk_err_set(err, e, "ibv_reg_mr",
-			  "cannot pin %zu bytes: locked-memory limit (memlock) is %s, hard %s", len,
-			  cur, max);
+	return rk__err_set(err, e, "ibv_reg_mr",
+			   "cannot pin %zu bytes: locked-memory limit (memlock) is %s, hard %s",
+			   len, cur, max);
 }
 
 static int reg_in(struct rk_device *dev, struct ibv_pd *pd, void *addr, size_t len, unsigned access,
@@ -86,20 +86,20 @@ static int reg_in(struct rk_device *dev, struct ibv_pd *pd, void *addr, size_t l
 
 	*out = NULL;
 	if (!addr || !len)
-		return rk_err_set(err, EINVAL, "rk_mr_reg", "empty buffer");
+		return rk__err_set(err, EINVAL, "rk_mr_reg", "empty buffer");
 	if (len > dev->info.max_mr_size)
-		return rk_err_set(err, EINVAL, "rk_mr_reg", "%zu bytes exceed the device's %llu",
-				  len, (unsigned long long)dev->info.max_mr_size);
+		return rk__err_set(err, EINVAL, "rk_mr_reg", "%zu bytes exceed the device's %llu",
+				   len, (unsigned long long)dev->info.max_mr_size);
 	m = calloc(1, sizeof(*m));
 	if (!m)
-		return rk_err_set(err, ENOMEM, "rk_mr_reg", NULL);
+		return rk__err_set(err, ENOMEM, "rk_mr_reg", NULL);
 	errno = 0;
 	m->mr = ibv_reg_mr(pd, addr, len, access_flags(access));
 	if (!m->mr) {
 		int r = reg_failed(err, len);
 
 		free(m);
-		return rk_fail(r);
+		return rk__fail(r);
 	}
 	*out = m;
 	return 0;
@@ -126,11 +126,11 @@ static int alloc_in(struct rk_device *dev, struct ibv_pd *pd, size_t len, unsign
 	*out = NULL;
 	p = rk_alloc_aligned(len);
 	if (!p)
-		return rk_err_sys(err, "posix_memalign", "%zu bytes", len);
+		return rk__err_sys(err, "posix_memalign", "%zu bytes", len);
 	r = reg_in(dev, pd, p, len, access, err, out);
 	if (r || !*out) {
 		rk_free_aligned(p);
-		return rk_fail(r);
+		return rk__fail(r);
 	}
 	(*out)->owned = p;
 	return 0;

@@ -51,8 +51,8 @@ static int64_t wr_index(uint64_t wr_id, uint64_t base, uint32_t count)
 static int check_base(uint64_t base, struct rk_error *err, const char *op)
 {
 	if (base & IDX_MASK)
-		return rk_err_set(err, EINVAL, op, "wr_id_base 0x%llx has low bits set",
-				  (unsigned long long)base);
+		return rk__err_set(err, EINVAL, op, "wr_id_base 0x%llx has low bits set",
+				   (unsigned long long)base);
 	return 0;
 }
 
@@ -100,22 +100,22 @@ int rk_recv_set_create(struct rk_conn *conn, struct rk_pool *pool,
 	if (r)
 		return r;
 	if (opts->size > UINT32_MAX)
-		return rk_err_set(err, E2BIG, "rk_recv_set_create", "buffers of %zu bytes",
-				  opts->size);
+		return rk__err_set(err, E2BIG, "rk_recv_set_create", "buffers of %zu bytes",
+				   opts->size);
 	if (opts->size && !pool)
-		return rk_err_set(err, EINVAL, "rk_recv_set_create", "buffers need a pool");
+		return rk__err_set(err, EINVAL, "rk_recv_set_create", "buffers need a pool");
 	rs = calloc(1, sizeof(*rs));
 	if (!rs)
-		return rk_err_set(err, ENOMEM, "rk_recv_set_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_recv_set_create", NULL);
 	rs->conn = conn;
 	rs->pool = pool;
 	rs->size = (uint32_t)opts->size;
 	rs->base = opts->wr_id_base ? opts->wr_id_base : RK_RECV_SET_WRID;
 	rs->count = opts->count ? opts->count : rk_rq_room(conn);
 	if (rs->count == 0 || rs->count > rk_rq_room(conn)) {
-		r = rk_err_set(err, ENOBUFS, "rk_recv_set_create",
-			       "%u receives asked, %u receive slots free", rs->count,
-			       rk_rq_room(conn));
+		r = rk__err_set(err, ENOBUFS, "rk_recv_set_create",
+				"%u receives asked, %u receive slots free", rs->count,
+				rk_rq_room(conn));
 		free(rs);
 		return r;
 	}
@@ -126,7 +126,7 @@ int rk_recv_set_create(struct rk_conn *conn, struct rk_pool *pool,
 		free(rs->state);
 		free(rs->bufs);
 		free(rs);
-		return rk_err_set(err, ENOMEM, "rk_recv_set_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_recv_set_create", NULL);
 	}
 	if (rs->size) {
 		r = take_bufs(pool, rs->count, rs->size, rs->bufs, err);
@@ -184,8 +184,8 @@ int rk_recv_set_take(struct rk_recv_set *rs, const struct ibv_wc *wc, struct rk_
 	}
 	/* Verbs never lets a SEND overrun a receive; a provider that did is not believed. */
 	if (wc->byte_len > rs->size && wc->opcode == IBV_WC_RECV)
-		return rk_err_set(err, EMSGSIZE, "rk_recv_set_take",
-				  "%u bytes in a %u-byte receive", wc->byte_len, rs->size);
+		return rk__err_set(err, EMSGSIZE, "rk_recv_set_take",
+				   "%u bytes in a %u-byte receive", wc->byte_len, rs->size);
 	rs->state[i] = B_CALLER;
 	/* Every field stored once (no memset call first: this is every message's path). */
 	*msg = (struct rk_msg){.data = rs->bufs ? rs->bufs[i].addr : NULL,
@@ -200,8 +200,8 @@ int rk_recv_set_take(struct rk_recv_set *rs, const struct ibv_wc *wc, struct rk_
 int rk_recv_set_release(struct rk_recv_set *rs, uint32_t index, struct rk_error *err)
 {
 	if (index >= rs->count || rs->state[index] != B_CALLER)
-		return rk_err_set(err, EINVAL, "rk_recv_set_release", "buffer %u not handed out",
-				  index);
+		return rk__err_set(err, EINVAL, "rk_recv_set_release", "buffer %u not handed out",
+				   index);
 	rs->state[index] = B_IDLE;
 	return post_one(rs, index, err);
 }
@@ -241,8 +241,8 @@ int rk__recv_set_release_batch(struct rk_recv_set *rs, uint32_t index, uint32_t 
 			       struct rk_error *err)
 {
 	if (index >= rs->count || rs->state[index] != B_CALLER)
-		return rk_err_set(err, EINVAL, "rk_recv_set_release", "buffer %u not handed out",
-				  index);
+		return rk__err_set(err, EINVAL, "rk_recv_set_release", "buffer %u not handed out",
+				   index);
 	if (batch > LATER_MAX)
 		batch = LATER_MAX;
 	if (!rs->later) {
@@ -275,13 +275,13 @@ int rk_send_set_create(struct rk_conn *conn, struct rk_pool *pool,
 	if (r)
 		return r;
 	if (!pool)
-		return rk_err_set(err, EINVAL, "rk_send_set_create", "a send set needs a pool");
+		return rk__err_set(err, EINVAL, "rk_send_set_create", "a send set needs a pool");
 	if (opts->size > UINT32_MAX)
-		return rk_err_set(err, E2BIG, "rk_send_set_create", "buffers of %zu bytes",
-				  opts->size);
+		return rk__err_set(err, E2BIG, "rk_send_set_create", "buffers of %zu bytes",
+				   opts->size);
 	ss = calloc(1, sizeof(*ss));
 	if (!ss)
-		return rk_err_set(err, ENOMEM, "rk_send_set_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_send_set_create", NULL);
 	ss->conn = conn;
 	ss->pool = pool;
 	ss->count = opts->count ? opts->count : 16;
@@ -293,7 +293,7 @@ int rk_send_set_create(struct rk_conn *conn, struct rk_pool *pool,
 	ss->free_stack = calloc(ss->count, sizeof(uint32_t));
 	ss->fifo = calloc(ss->count, sizeof(uint32_t));
 	if (!ss->bufs || !ss->state || !ss->free_stack || !ss->fifo) {
-		r = rk_err_set(err, ENOMEM, "rk_send_set_create", NULL);
+		r = rk__err_set(err, ENOMEM, "rk_send_set_create", NULL);
 		goto fail;
 	}
 	r = take_bufs(pool, ss->count, ss->size, ss->bufs, err);
@@ -356,11 +356,11 @@ int rk_send_set_post(struct rk_send_set *ss, uint32_t index, const struct rk_wr 
 	int r;
 
 	if (index >= ss->count || ss->state[index] != B_CALLER)
-		return rk_err_set(err, EINVAL, "rk_send_set_post", "buffer %u not handed out",
-				  index);
+		return rk__err_set(err, EINVAL, "rk_send_set_post", "buffer %u not handed out",
+				   index);
 	if (w.len > ss->size)
-		return rk_err_set(err, EINVAL, "rk_send_set_post", "%u bytes in a %u-byte buffer",
-				  w.len, ss->size);
+		return rk__err_set(err, EINVAL, "rk_send_set_post", "%u bytes in a %u-byte buffer",
+				   w.len, ss->size);
 	w.wr_id = ss->base | index;
 	w.addr = ss->bufs[index].addr;
 	w.lkey = ss->bufs[index].lkey;

@@ -47,22 +47,23 @@ int rk_oob_decode(const void *buf, size_t len, struct rk_oob_info *out, struct r
 	unsigned v, l;
 
 	if (len < 8)
-		return rk_err_set(err, EBADMSG, "rk_oob_decode", "truncated: %zu bytes", len);
+		return rk__err_set(err, EBADMSG, "rk_oob_decode", "truncated: %zu bytes", len);
 	if (memcmp(p, oob_magic, 4) != 0)
-		return rk_err_set(err, EBADMSG, "rk_oob_decode", "bad magic (not an rdmakit peer)");
+		return rk__err_set(err, EBADMSG, "rk_oob_decode",
+				   "bad magic (not an rdmakit peer)");
 	v = rk_get16(p + 4);
 	if (v != RK_OOB_VERSION)
-		return rk_err_set(err, EPROTO, "rk_oob_decode", "peer speaks version %u, we %u", v,
-				  RK_OOB_VERSION);
+		return rk__err_set(err, EPROTO, "rk_oob_decode", "peer speaks version %u, we %u", v,
+				   RK_OOB_VERSION);
 	l = rk_get16(p + 6);
 	if (l != RK_OOB_MSG_LEN)
-		return rk_err_set(err, EMSGSIZE, "rk_oob_decode", "length field %u, expected %u", l,
-				  RK_OOB_MSG_LEN);
+		return rk__err_set(err, EMSGSIZE, "rk_oob_decode", "length field %u, expected %u",
+				   l, RK_OOB_MSG_LEN);
 	if (len < RK_OOB_MSG_LEN)
-		return rk_err_set(err, EBADMSG, "rk_oob_decode", "truncated: %zu of %u bytes", len,
-				  RK_OOB_MSG_LEN);
+		return rk__err_set(err, EBADMSG, "rk_oob_decode", "truncated: %zu of %u bytes", len,
+				   RK_OOB_MSG_LEN);
 	if (len > RK_OOB_MSG_LEN)
-		return rk_err_set(err, EMSGSIZE, "rk_oob_decode", "oversized: %zu bytes", len);
+		return rk__err_set(err, EMSGSIZE, "rk_oob_decode", "oversized: %zu bytes", len);
 	memset(&in, 0, sizeof(in));
 	in.lid = rk_get16(p + 8);
 	in.mtu = p[10];
@@ -74,14 +75,14 @@ int rk_oob_decode(const void *buf, size_t len, struct rk_oob_info *out, struct r
 	in.buf_rkey = rk_get32(p + 52);
 	in.app = rk_get32(p + 56);
 	if (p[11] != 0 || rk_get32(p + 60) != 0)
-		return rk_err_set(err, EINVAL, "rk_oob_decode", "reserved fields not zero");
+		return rk__err_set(err, EINVAL, "rk_oob_decode", "reserved fields not zero");
 	if (in.mtu < 1 || in.mtu > 5)
-		return rk_err_set(err, EINVAL, "rk_oob_decode", "mtu code %u invalid", in.mtu);
+		return rk__err_set(err, EINVAL, "rk_oob_decode", "mtu code %u invalid", in.mtu);
 	if (in.qpn == 0 || in.qpn > 0xffffff || in.psn > 0xffffff)
-		return rk_err_set(err, EINVAL, "rk_oob_decode", "qpn 0x%x / psn 0x%x out of range",
-				  in.qpn, in.psn);
+		return rk__err_set(err, EINVAL, "rk_oob_decode", "qpn 0x%x / psn 0x%x out of range",
+				   in.qpn, in.psn);
 	if (in.buf_len && in.buf_addr + in.buf_len < in.buf_addr)
-		return rk_err_set(err, EINVAL, "rk_oob_decode", "buffer wraps the address space");
+		return rk__err_set(err, EINVAL, "rk_oob_decode", "buffer wraps the address space");
 	*out = in;
 	return 0;
 }

@@ -14,11 +14,11 @@ int rk_pd_alloc(struct rk_device *dev, struct rk_error *err, struct rk_pd **out)
 	*out = NULL;
 	pd = calloc(1, sizeof(*pd));
 	if (!pd)
-		return rk_err_set(err, ENOMEM, "rk_pd_alloc", NULL);
+		return rk__err_set(err, ENOMEM, "rk_pd_alloc", NULL);
 	pd->dev = dev;
 	pd->pd = ibv_alloc_pd(dev->ctx);
 	if (!pd->pd) {
-		int r = rk_err_sys(err, "ibv_alloc_pd", "%s", dev->info.name);
+		int r = rk__err_sys(err, "ibv_alloc_pd", "%s", dev->info.name);
 
 		free(pd);
 		return r;

@@ -50,19 +50,19 @@ int rk_pool_create(struct rk_device *dev, const struct rk_pool_opts *opts, struc
 	*out = NULL;
 	pool = calloc(1, sizeof(*pool));
 	if (!pool)
-		return rk_err_set(err, ENOMEM, "rk_pool_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_pool_create", NULL);
 	pool->dev = dev;
 	pool->pd = opts->pd;
 	pool->access = opts->access;
-	r = rk_slab_init(&pool->slab, opts->class_sizes, opts->chunk_size, opts->max_bytes,
-			 grow_chunk, release_chunk, pool, err);
+	r = rk__slab_init(&pool->slab, opts->class_sizes, opts->chunk_size, opts->max_bytes,
+			  grow_chunk, release_chunk, pool, err);
 	if (r) {
 		free(pool);
 		return r;
 	}
 	for (unsigned ci = 0; ci < pool->slab.nclasses; ci++)
 		for (unsigned i = 0; i < opts->prealloc; i++) {
-			r = rk_slab_grow_class(&pool->slab, ci, err);
+			r = rk__slab_grow_class(&pool->slab, ci, err);
 			if (r) {
 				rk_pool_destroy(pool);
 				return r;
@@ -79,18 +79,18 @@ void rk_pool_destroy(struct rk_pool *pool)
 	if (pool->slab.st.in_use)
 		rk_dbg("pool destroyed with %llu buffers still handed out",
 		       (unsigned long long)pool->slab.st.in_use);
-	rk_slab_fini(&pool->slab);
+	rk__slab_fini(&pool->slab);
 	free(pool);
 }
 
 int rk_pool_alloc(struct rk_pool *pool, size_t size, struct rk_buf *out, struct rk_error *err)
 {
-	return rk_slab_alloc(&pool->slab, size, out, err);
+	return rk__slab_alloc(&pool->slab, size, out, err);
 }
 
 int rk_pool_free(struct rk_pool *pool, const struct rk_buf *buf)
 {
-	return rk_slab_free(&pool->slab, buf);
+	return rk__slab_free(&pool->slab, buf);
 }
 
 void rk_pool_get_stats(const struct rk_pool *pool, struct rk_pool_stats *st)

@@ -55,9 +55,9 @@ static int not_connected(const struct rk_conn *c, struct rk_error *err)
 	struct rk_error first;
 
 	if (rk_conn_first_error(c, &first))
-		return rk_err_set(err, ENOTCONN, "rk_post", "connection %s after: %s",
-				  rk_conn_state_str(c->state), first.msg);
-	return rk_err_set(err, ENOTCONN, "rk_post", "connection %s", rk_conn_state_str(c->state));
+		return rk__err_set(err, ENOTCONN, "rk_post", "connection %s after: %s",
+				   rk_conn_state_str(c->state), first.msg);
+	return rk__err_set(err, ENOTCONN, "rk_post", "connection %s", rk_conn_state_str(c->state));
 }
 
 /*
@@ -75,7 +75,7 @@ static inline __attribute__((always_inline)) int build(struct rk_conn *c, unsign
 	unsigned flags = 0;
 
 	if (__builtin_expect(opcode(w->op, &wr->opcode), 0))
-		return rk_err_set(err, EINVAL, "rk_post", "unknown op %d", (int)w->op);
+		return rk__err_set(err, EINVAL, "rk_post", "unknown op %d", (int)w->op);
 	sge->addr = (uintptr_t)w->addr;
 	sge->length = w->len;
 	sge->lkey = w->lkey;
@@ -124,9 +124,9 @@ static __attribute__((noinline, cold)) int post_failed(struct rk_conn *c, const 
 		c->unsignaled_run =
 		    (c->wrs[i].send_flags & IBV_SEND_SIGNALED) ? 0 : c->unsignaled_run + 1;
 	c->slots.sq_head += posted;
-	rk_err_ret(err, r, "ibv_post_send", "WR %u of %u (op %d, %u bytes)", posted, n,
-		   (int)wrs[posted < n ? posted : 0].op, wrs[posted < n ? posted : 0].len);
-	rk_err_set_qp(err, c->qp->qp_num);
+	rk__err_ret(err, r, "ibv_post_send", "WR %u of %u (op %d, %u bytes)", posted, n,
+		    (int)wrs[posted < n ? posted : 0].op, wrs[posted < n ? posted : 0].len);
+	rk__err_set_qp(err, c->qp->qp_num);
 	return posted ? (int)posted : (r > 0 ? -r : -EIO);
 }
 
@@ -135,8 +135,8 @@ static __attribute__((noinline, cold)) int post_refused(struct rk_conn *c, unsig
 {
 	if (c->state != RK_CONN_CONNECTED)
 		return not_connected(c, err);
-	return rk_err_set(err, ENOBUFS, "rk_post", "%u WRs, %u free send slots of %u", n,
-			  sq_room(c), c->sq_depth);
+	return rk__err_set(err, ENOBUFS, "rk_post", "%u WRs, %u free send slots of %u", n,
+			   sq_room(c), c->sq_depth);
 }
 
 /*
@@ -257,13 +257,13 @@ int rk_post_recv(struct rk_conn *c, void *addr, uint32_t len, uint32_t lkey, uin
 	if (c->state == RK_CONN_ERROR || c->state == RK_CONN_DISCONNECTED)
 		return not_connected(c, err);
 	if (!rq_room(c))
-		return rk_err_set(err, ENOBUFS, "rk_post_recv", "all %u receive slots posted",
-				  c->rq_depth);
+		return rk__err_set(err, ENOBUFS, "rk_post_recv", "all %u receive slots posted",
+				   c->rq_depth);
 	c->slots.rq_ids[c->slots.rq_head & c->slots.rq_mask] = wr_id;
 	r = ibv_post_recv(c->qp, &wr, &bad);
 	if (r) {
-		r = rk_err_ret(err, r, "ibv_post_recv", "%u bytes", len);
-		rk_err_set_qp(err, c->qp->qp_num);
+		r = rk__err_ret(err, r, "ibv_post_recv", "%u bytes", len);
+		rk__err_set_qp(err, c->qp->qp_num);
 		return r;
 	}
 	c->slots.rq_head++;
@@ -283,9 +283,9 @@ int rk_post_recv_list(struct rk_conn *c, const struct rk_recv *rs, unsigned n, s
 	if (c->state == RK_CONN_ERROR || c->state == RK_CONN_DISCONNECTED)
 		return not_connected(c, err);
 	if (n > rq_room(c))
-		return rk_err_set(err, ENOBUFS, "rk_post_recv_list",
-				  "%u receives, %u free receive slots of %u", n, rq_room(c),
-				  c->rq_depth);
+		return rk__err_set(err, ENOBUFS, "rk_post_recv_list",
+				   "%u receives, %u free receive slots of %u", n, rq_room(c),
+				   c->rq_depth);
 	while (done < n) {
 		unsigned k = n - done < RECV_CHAIN ? n - done : RECV_CHAIN;
 		uint64_t head = c->slots.rq_head;
@@ -309,8 +309,8 @@ int rk_post_recv_list(struct rk_conn *c, const struct rk_recv *rs, unsigned n, s
 
 			c->slots.rq_head += posted;
 			done += posted;
-			r = rk_err_ret(err, r, "ibv_post_recv", "receive %u of %u", done, n);
-			rk_err_set_qp(err, c->qp->qp_num);
+			r = rk__err_ret(err, r, "ibv_post_recv", "receive %u of %u", done, n);
+			rk__err_set_qp(err, c->qp->qp_num);
 			return done ? (int)done : r;
 		}
 		c->slots.rq_head += k;
@@ -332,8 +332,8 @@ int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, st
 	c->slots.sq_ids[c->slots.sq_head & c->slots.sq_mask] = wr_id;
 	r = ibv_post_send(c->qp, wr, &bad);
 	if (r) {
-		r = rk_err_ret(err, r, "ibv_post_send", "opcode %d", (int)wr->opcode);
-		rk_err_set_qp(err, c->qp->qp_num);
+		r = rk__err_ret(err, r, "ibv_post_send", "opcode %d", (int)wr->opcode);
+		rk__err_set_qp(err, c->qp->qp_num);
 		return r;
 	}
 	c->slots.sq_head++;

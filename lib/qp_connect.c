@@ -26,15 +26,15 @@ static int check_remote(const struct rk_conn *c, const struct rk_oob_info *r, st
 	static const uint8_t zero[16];
 
 	if (r->qpn == 0 || r->qpn > 0xffffff || r->psn > 0xffffff)
-		return rk_err_set(err, EINVAL, "rk_conn_connect",
-				  "peer qpn 0x%x / psn 0x%x invalid", r->qpn, r->psn);
+		return rk__err_set(err, EINVAL, "rk_conn_connect",
+				   "peer qpn 0x%x / psn 0x%x invalid", r->qpn, r->psn);
 	if (r->mtu < IBV_MTU_256 || r->mtu > IBV_MTU_4096)
-		return rk_err_set(err, EINVAL, "rk_conn_connect", "peer mtu %u invalid", r->mtu);
+		return rk__err_set(err, EINVAL, "rk_conn_connect", "peer mtu %u invalid", r->mtu);
 	if (c->dev->info.link_layer == IBV_LINK_LAYER_ETHERNET && !memcmp(r->gid, zero, 16))
-		return rk_err_set(err, EINVAL, "rk_conn_connect",
-				  "peer sent no GID (RoCE needs one)");
+		return rk__err_set(err, EINVAL, "rk_conn_connect",
+				   "peer sent no GID (RoCE needs one)");
 	if (c->dev->info.link_layer != IBV_LINK_LAYER_ETHERNET && r->lid == 0)
-		return rk_err_set(err, EINVAL, "rk_conn_connect", "peer sent LID 0 (InfiniBand)");
+		return rk__err_set(err, EINVAL, "rk_conn_connect", "peer sent LID 0 (InfiniBand)");
 	return 0;
 }
 
@@ -64,13 +64,13 @@ static int to_rtr(struct rk_conn *c, const struct rk_oob_info *rem, struct rk_er
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 	if (r) {
-		r = rk_err_ret(err, r, "ibv_modify_qp RTR",
-			       "path_mtu %u dest_qpn 0x%x rq_psn 0x%x max_dest_rd_atomic %u "
-			       "min_rnr_timer %u dlid %u sgid_index %d port %u",
-			       rk_mtu_bytes(a.path_mtu), a.dest_qp_num, a.rq_psn,
-			       a.max_dest_rd_atomic, a.min_rnr_timer, a.ah_attr.dlid, di->gid_index,
-			       di->port);
-		rk_err_set_qp(err, c->qp->qp_num);
+		r = rk__err_ret(err, r, "ibv_modify_qp RTR",
+				"path_mtu %u dest_qpn 0x%x rq_psn 0x%x max_dest_rd_atomic %u "
+				"min_rnr_timer %u dlid %u sgid_index %d port %u",
+				rk_mtu_bytes(a.path_mtu), a.dest_qp_num, a.rq_psn,
+				a.max_dest_rd_atomic, a.min_rnr_timer, a.ah_attr.dlid,
+				di->gid_index, di->port);
+		rk__err_set_qp(err, c->qp->qp_num);
 	}
 	return r;
 }
@@ -90,10 +90,10 @@ static int to_rts(struct rk_conn *c, struct rk_error *err)
 			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 	if (r) {
-		r = rk_err_ret(err, r, "ibv_modify_qp RTS",
-			       "sq_psn 0x%x timeout %u retry_cnt %u rnr_retry %u max_rd_atomic %u",
-			       a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic);
-		rk_err_set_qp(err, c->qp->qp_num);
+		r = rk__err_ret(err, r, "ibv_modify_qp RTS",
+				"sq_psn 0x%x timeout %u retry_cnt %u rnr_retry %u max_rd_atomic %u",
+				a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic);
+		rk__err_set_qp(err, c->qp->qp_num);
 	}
 	return r;
 }
@@ -103,9 +103,9 @@ int rk_conn_connect(struct rk_conn *c, const struct rk_oob_info *rem, struct rk_
 	int r;
 
 	if (c->cm || c->state != RK_CONN_IDLE)
-		return rk_err_set(err, EINVAL, "rk_conn_connect",
-				  "connection is %s (manual connect needs an idle one)",
-				  c->cm ? "an rdma_cm one" : rk_conn_state_str(c->state));
+		return rk__err_set(err, EINVAL, "rk_conn_connect",
+				   "connection is %s (manual connect needs an idle one)",
+				   c->cm ? "an rdma_cm one" : rk_conn_state_str(c->state));
 	r = check_remote(c, rem, err);
 	if (r)
 		return r;

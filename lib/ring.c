@@ -79,9 +79,9 @@ static int lose(struct lane *l, unsigned idx, int e, struct rk_error *err, const
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (!l->lost) {
-		rk_err_set(&l->why, e, "ring", "lane %u (qp 0x%x) dropped: %s", idx,
-			   rk_conn_qp_num(l->conn), msg);
-		rk_err_set_qp(&l->why, rk_conn_qp_num(l->conn));
+		rk__err_set(&l->why, e, "ring", "lane %u (qp 0x%x) dropped: %s", idx,
+			    rk_conn_qp_num(l->conn), msg);
+		rk__err_set_qp(&l->why, rk_conn_qp_num(l->conn));
 		rk_warn("%s", l->why.msg);
 		l->lost = -e;
 		if (!l->keep)
@@ -96,19 +96,19 @@ static int lose(struct lane *l, unsigned idx, int e, struct rk_error *err, const
 static int check_lanes(struct rk_conn *const *lanes, unsigned n, uint32_t slots, int late,
 		       struct rk_error *err, const char *op)
 {
-	if (n == 0 || n > RK_RING_MAX_LANES || rk_ring_geometry_ok(slots, n))
-		return rk_err_set(err, EINVAL, op,
-				  "%u lanes for %u slots (up to %u, a multiple of the lanes)", n,
-				  slots, RK_RING_MAX_SLOTS);
+	if (n == 0 || n > RK_RING_MAX_LANES || rk__ring_geometry_ok(slots, n))
+		return rk__err_set(err, EINVAL, op,
+				   "%u lanes for %u slots (up to %u, a multiple of the lanes)", n,
+				   slots, RK_RING_MAX_SLOTS);
 	if (!lanes[0])
-		return rk_err_set(err, EINVAL, op, "no lane 0");
+		return rk__err_set(err, EINVAL, op, "no lane 0");
 	for (unsigned i = 1; i < n; i++) {
 		if (!lanes[i] && late)
 			continue;
 		if (!lanes[i])
-			return rk_err_set(err, EINVAL, op, "no lane %u", i);
+			return rk__err_set(err, EINVAL, op, "no lane %u", i);
 		if (lanes[i]->pd != lanes[0]->pd)
-			return rk_err_set(err, EINVAL, op, "lane %u is in another PD", i);
+			return rk__err_set(err, EINVAL, op, "lane %u is in another PD", i);
 	}
 	return 0;
 }
@@ -150,20 +150,20 @@ int rk_ring_rx_create(struct rk_conn *const *lanes, unsigned nlanes,
 	if (r)
 		return r;
 	if (size > MAX_SLOT_SIZE)
-		return rk_err_set(err, EINVAL, "rk_ring_rx_create", "slots of %u bytes (max %u)",
-				  size, MAX_SLOT_SIZE);
+		return rk__err_set(err, EINVAL, "rk_ring_rx_create", "slots of %u bytes (max %u)",
+				   size, MAX_SLOT_SIZE);
 	rx = calloc(1, sizeof(*rx));
 	if (!rx)
-		return rk_err_set(err, ENOMEM, "rk_ring_rx_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_ring_rx_create", NULL);
 	rx->nlanes = nlanes;
 	rx->shared_rq = opts->shared_rq;
 	rx->caller_disconnects = opts->caller_disconnects;
 	rx->credit_every = opts->credit_every ? opts->credit_every : (slots / 4 ? slots / 4 : 1);
 	if (rx->credit_every > slots)
 		rx->credit_every = slots;
-	if (rk_rseq_rx_init(&rx->seq, slots, nlanes, size)) {
+	if (rk__rseq_rx_init(&rx->seq, slots, nlanes, size)) {
 		free(rx);
-		return rk_err_set(err, ENOMEM, "rk_ring_rx_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_ring_rx_create", NULL);
 	}
 	if (c0->opts.pd)
 		r = rk_mr_alloc_pd(c0->opts.pd, (size_t)slots * size, RK_ACCESS_REMOTE_WRITE, err,
@@ -191,11 +191,11 @@ int rk_ring_rx_attach(struct rk_ring_rx *rx, unsigned lane, struct rk_conn *conn
 		      struct rk_error *err)
 {
 	if (lane >= rx->nlanes || rx->lanes[lane].conn || !conn)
-		return rk_err_set(err, EINVAL, "rk_ring_rx_attach", "lane %u of %u is taken", lane,
-				  rx->nlanes);
+		return rk__err_set(err, EINVAL, "rk_ring_rx_attach", "lane %u of %u is taken", lane,
+				   rx->nlanes);
 	if (conn->pd != rx->lanes[0].conn->pd)
-		return rk_err_set(err, EINVAL, "rk_ring_rx_attach", "lane %u is in another PD",
-				  lane);
+		return rk__err_set(err, EINVAL, "rk_ring_rx_attach", "lane %u is in another PD",
+				   lane);
 	return rx_lane_init(rx, lane, conn, err);
 }
 
@@ -206,7 +206,7 @@ void rk_ring_rx_destroy(struct rk_ring_rx *rx)
 	for (unsigned i = 0; i < rx->nlanes; i++)
 		rk_recv_set_destroy(rx->lanes[i].rs);
 	rk_mr_dereg(rx->mr);
-	rk_rseq_rx_fini(&rx->seq);
+	rk__rseq_rx_fini(&rx->seq);
 	free(rx);
 }
 
@@ -230,10 +230,10 @@ static int rx_written(struct rk_ring_rx *rx, unsigned i, const struct rk_msg *m,
 
 	if (m->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !m->has_imm)
 		return lose(l, i, EPROTO, err, "a SEND where a write with immediate belongs");
-	v = rk_rseq_rx_accept(&rx->seq, i, m->imm, m->len, &seq, &slot);
+	v = rk__rseq_rx_accept(&rx->seq, i, m->imm, m->len, &seq, &slot);
 	if (v != RK_RING_OK)
 		return lose(l, i, EPROTO, err, "%s (immediate 0x%08x, %u bytes)",
-			    rk_ring_verdict_str(v), m->imm, m->len);
+			    rk__ring_verdict_str(v), m->imm, m->len);
 	return 1;
 }
 
@@ -274,7 +274,7 @@ int rk_ring_rx_msg(struct rk_ring_rx *rx, unsigned lane, const struct rk_msg *ms
 	if (!msg->has_imm)
 		return 0;
 	if (lane >= rx->nlanes || !rx->lanes[lane].conn)
-		return rk_err_set(err, EINVAL, "rk_ring_rx_msg", "no lane %u", lane);
+		return rk__err_set(err, EINVAL, "rk_ring_rx_msg", "no lane %u", lane);
 	if (rx->lanes[lane].lost)
 		return 1; /* arrived before the disconnect took effect */
 	return rx_written(rx, lane, msg, err);
@@ -295,7 +295,7 @@ static void send_credit(struct rk_ring_rx *rx)
 		struct rk_wr wr = {.op = RK_OP_SEND_IMM,
 				   .flags = RK_WR_SIGNALED,
 				   .wr_id = wrid_base(RK_RING_WRID_CREDIT, i),
-				   .imm = rk_ring_credit_imm(delivered)};
+				   .imm = rk__ring_credit_imm(delivered)};
 		struct rk_error e;
 		int r;
 
@@ -350,15 +350,15 @@ int rk_ring_rx_recv(struct rk_ring_rx *rx, void *buf, size_t cap, uint32_t *len,
 {
 	uint32_t slot, n;
 
-	if (!rk_rseq_rx_peek(&rx->seq, &slot, &n))
+	if (!rk__rseq_rx_peek(&rx->seq, &slot, &n))
 		return 0;
 	if (n > cap)
-		return rk_err_set(err, EMSGSIZE, "rk_ring_rx_recv",
-				  "%u-byte message, %zu-byte buffer", n, cap);
+		return rk__err_set(err, EMSGSIZE, "rk_ring_rx_recv",
+				   "%u-byte message, %zu-byte buffer", n, cap);
 	/* Out of the peer-writable slot first: the caller parses only the copy. */
 	memcpy(buf, (const char *)rk_mr_addr(rx->mr) + (size_t)slot * rx->seq.slot_size, n);
 	*len = n;
-	rk_rseq_rx_consume(&rx->seq);
+	rk__rseq_rx_consume(&rx->seq);
 	if (credit_due(rx))
 		send_credit(rx);
 	return 1;
@@ -367,7 +367,7 @@ int rk_ring_rx_recv(struct rk_ring_rx *rx, void *buf, size_t cap, uint32_t *len,
 int rk_ring_rx_lane_error(const struct rk_ring_rx *rx, unsigned lane, struct rk_error *err)
 {
 	if (lane >= rx->nlanes)
-		return rk_err_set(err, EINVAL, "rk_ring_rx_lane_error", "no lane %u", lane);
+		return rk__err_set(err, EINVAL, "rk_ring_rx_lane_error", "no lane %u", lane);
 	if (err)
 		*err = rx->lanes[lane].why;
 	return rx->lanes[lane].lost;
@@ -390,17 +390,17 @@ int rk_ring_tx_create(struct rk_conn *const *lanes, unsigned nlanes, struct rk_p
 	if (r)
 		return r;
 	if (peer->lanes != nlanes || !peer->slot_size || peer->slot_size > MAX_SLOT_SIZE)
-		return rk_err_set(err, EINVAL, "rk_ring_tx_create",
-				  "the receiver has %u lanes and %u-byte slots; we have %u lanes",
-				  peer->lanes, peer->slot_size, nlanes);
+		return rk__err_set(err, EINVAL, "rk_ring_tx_create",
+				   "the receiver has %u lanes and %u-byte slots; we have %u lanes",
+				   peer->lanes, peer->slot_size, nlanes);
 	tx = calloc(1, sizeof(*tx));
 	if (!tx)
-		return rk_err_set(err, ENOMEM, "rk_ring_tx_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_ring_tx_create", NULL);
 	tx->peer = *peer;
 	if (opts)
 		tx->opts = *opts;
 	tx->nlanes = nlanes;
-	rk_rseq_tx_init(&tx->seq, peer->slots, nlanes);
+	rk__rseq_tx_init(&tx->seq, peer->slots, nlanes);
 	for (unsigned i = 0; i < nlanes; i++) {
 		struct rk_msgbuf_opts so = {.count = peer->slots / nlanes,
 					    .size = peer->slot_size,
@@ -439,7 +439,7 @@ int rk_ring_tx_reserve(struct rk_ring_tx *tx, struct rk_ring_tx_buf *buf, struct
 	struct rk_send_buf b;
 	struct lane *l;
 
-	if (!rk_rseq_tx_credits(&tx->seq))
+	if (!rk__rseq_tx_credits(&tx->seq))
 		return -EAGAIN;
 	/* The lane the next sequence must take: it needs a free buffer first. */
 	l = &tx->lanes[(uint32_t)(tx->seq.sent % tx->seq.slots) % tx->nlanes];
@@ -454,7 +454,7 @@ int rk_ring_tx_reserve(struct rk_ring_tx *tx, struct rk_ring_tx_buf *buf, struct
 	} else if (rk_send_set_get(l->ss, &b)) {
 		return -EAGAIN;
 	}
-	rk_rseq_tx_reserve(&tx->seq, &buf->seq, &buf->slot, &buf->lane, &buf->imm);
+	rk__rseq_tx_reserve(&tx->seq, &buf->seq, &buf->slot, &buf->lane, &buf->imm);
 	buf->data = b.data;
 	buf->size = tx->peer.slot_size;
 	buf->index = b.index;
@@ -473,11 +473,11 @@ int rk_ring_tx_commit(struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf, u
 	int r;
 
 	if (tx->opts.caller_buffers)
-		return rk_err_set(err, EINVAL, "rk_ring_tx_commit",
-				  "caller_buffers: post rk_ring_tx_write_wr's request yourself");
+		return rk__err_set(err, EINVAL, "rk_ring_tx_commit",
+				   "caller_buffers: post rk_ring_tx_write_wr's request yourself");
 	if (len > tx->peer.slot_size)
-		return rk_err_set(err, EMSGSIZE, "rk_ring_tx_commit", "%u bytes, %u-byte slots",
-				  len, tx->peer.slot_size);
+		return rk__err_set(err, EMSGSIZE, "rk_ring_tx_commit", "%u bytes, %u-byte slots",
+				   len, tx->peer.slot_size);
 	r = rk_send_set_post(l->ss, buf->index, &wr, err);
 	if (r) {
 		rk_send_set_put(l->ss, buf->index);
@@ -507,10 +507,10 @@ int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len, struc
 	int r;
 
 	if (tx->opts.caller_buffers)
-		return rk_err_set(err, EINVAL, "rk_ring_tx_send", "caller_buffers: no buffers");
+		return rk__err_set(err, EINVAL, "rk_ring_tx_send", "caller_buffers: no buffers");
 	if (len > tx->peer.slot_size)
-		return rk_err_set(err, EMSGSIZE, "rk_ring_tx_send", "%u bytes, %u-byte slots", len,
-				  tx->peer.slot_size);
+		return rk__err_set(err, EMSGSIZE, "rk_ring_tx_send", "%u bytes, %u-byte slots", len,
+				   tx->peer.slot_size);
 	r = rk_ring_tx_reserve(tx, &b, err);
 	if (r)
 		return r;
@@ -527,7 +527,7 @@ static int tx_credit(struct rk_ring_tx *tx, unsigned i, const struct rk_msg *m,
 	if (m->opcode != IBV_WC_RECV || !m->has_imm || m->len)
 		return lose(l, i, EPROTO, err, "not a credit (opcode %d, %u bytes)", m->opcode,
 			    m->len);
-	if (rk_rseq_tx_credit(&tx->seq, m->imm))
+	if (rk__rseq_tx_credit(&tx->seq, m->imm))
 		return lose(l, i, EPROTO, err, "credit for %u deliveries, %llu messages sent",
 			    m->imm, (unsigned long long)tx->seq.sent);
 	return 1;
@@ -539,7 +539,7 @@ int rk_ring_tx_msg(struct rk_ring_tx *tx, unsigned lane, const struct rk_msg *ms
 	if (!msg->has_imm)
 		return 0;
 	if (lane >= tx->nlanes)
-		return rk_err_set(err, EINVAL, "rk_ring_tx_msg", "no lane %u", lane);
+		return rk__err_set(err, EINVAL, "rk_ring_tx_msg", "no lane %u", lane);
 	if (tx->lanes[lane].lost)
 		return 1;
 	return tx_credit(tx, lane, msg, err);
@@ -587,7 +587,7 @@ int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_
 
 uint32_t rk_ring_tx_credits(const struct rk_ring_tx *tx)
 {
-	return rk_rseq_tx_credits(&tx->seq);
+	return rk__rseq_tx_credits(&tx->seq);
 }
 
 uint32_t rk_ring_tx_unacked(const struct rk_ring_tx *tx)
@@ -598,7 +598,7 @@ uint32_t rk_ring_tx_unacked(const struct rk_ring_tx *tx)
 int rk_ring_tx_lane_error(const struct rk_ring_tx *tx, unsigned lane, struct rk_error *err)
 {
 	if (lane >= tx->nlanes)
-		return rk_err_set(err, EINVAL, "rk_ring_tx_lane_error", "no lane %u", lane);
+		return rk__err_set(err, EINVAL, "rk_ring_tx_lane_error", "no lane %u", lane);
 	if (err)
 		*err = tx->lanes[lane].why;
 	return tx->lanes[lane].lost;

@@ -14,7 +14,7 @@
 
 #define SEQ_MASK ((1u << RK_RING_SEQ_BITS) - 1)
 
-int rk_ring_geometry_ok(uint32_t slots, uint32_t lanes)
+int rk__ring_geometry_ok(uint32_t slots, uint32_t lanes)
 {
 	if (slots == 0 || slots > RK_RING_MAX_SLOTS)
 		return -EINVAL;
@@ -23,22 +23,22 @@ int rk_ring_geometry_ok(uint32_t slots, uint32_t lanes)
 	return 0;
 }
 
-uint32_t rk_ring_imm_encode(uint32_t slots, uint64_t seq)
+uint32_t rk__ring_imm_encode(uint32_t slots, uint64_t seq)
 {
 	uint32_t slot = (uint32_t)(seq % slots);
 
 	return slot << RK_RING_SEQ_BITS | ((uint32_t)seq & SEQ_MASK);
 }
 
-void rk_ring_imm_split(uint32_t imm, uint32_t *slot, uint32_t *seq_low)
+void rk__ring_imm_split(uint32_t imm, uint32_t *slot, uint32_t *seq_low)
 {
 	*slot = imm >> RK_RING_SEQ_BITS;
 	*seq_low = imm & SEQ_MASK;
 }
 
-int rk_rseq_rx_init(struct rk_ring_rx_seq *rx, uint32_t slots, uint32_t lanes, uint32_t slot_size)
+int rk__rseq_rx_init(struct rk_ring_rx_seq *rx, uint32_t slots, uint32_t lanes, uint32_t slot_size)
 {
-	if (rk_ring_geometry_ok(slots, lanes))
+	if (rk__ring_geometry_ok(slots, lanes))
 		return -EINVAL;
 	rx->slots = slots;
 	rx->lanes = lanes;
@@ -47,13 +47,13 @@ int rk_rseq_rx_init(struct rk_ring_rx_seq *rx, uint32_t slots, uint32_t lanes, u
 	rx->have = calloc(slots, 1);
 	rx->len = calloc(slots, sizeof(uint32_t));
 	if (!rx->have || !rx->len) {
-		rk_rseq_rx_fini(rx);
+		rk__rseq_rx_fini(rx);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-void rk_rseq_rx_fini(struct rk_ring_rx_seq *rx)
+void rk__rseq_rx_fini(struct rk_ring_rx_seq *rx)
 {
 	free(rx->have);
 	free(rx->len);
@@ -61,13 +61,13 @@ void rk_rseq_rx_fini(struct rk_ring_rx_seq *rx)
 	rx->len = NULL;
 }
 
-enum rk_ring_verdict rk_rseq_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane, uint32_t imm,
-				       uint32_t len, uint64_t *seq, uint32_t *slot)
+enum rk_ring_verdict rk__rseq_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane, uint32_t imm,
+					uint32_t len, uint64_t *seq, uint32_t *slot)
 {
 	uint32_t s, low;
 	uint64_t full;
 
-	rk_ring_imm_split(imm, &s, &low);
+	rk__ring_imm_split(imm, &s, &low);
 	full = rx->next + ((low - (uint32_t)rx->next) & SEQ_MASK);
 	if (full - rx->next >= rx->slots)
 		return RK_RING_OUTSIDE;
@@ -86,7 +86,7 @@ enum rk_ring_verdict rk_rseq_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane,
 	return RK_RING_OK;
 }
 
-int rk_rseq_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *len)
+int rk__rseq_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *len)
 {
 	uint32_t s = (uint32_t)(rx->next % rx->slots);
 
@@ -97,7 +97,7 @@ int rk_rseq_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *l
 	return 1;
 }
 
-void rk_rseq_rx_consume(struct rk_ring_rx_seq *rx)
+void rk__rseq_rx_consume(struct rk_ring_rx_seq *rx)
 {
 	uint32_t s = (uint32_t)(rx->next % rx->slots);
 
@@ -108,12 +108,12 @@ void rk_rseq_rx_consume(struct rk_ring_rx_seq *rx)
 	rx->next++;
 }
 
-uint32_t rk_ring_credit_imm(uint64_t delivered)
+uint32_t rk__ring_credit_imm(uint64_t delivered)
 {
 	return (uint32_t)delivered;
 }
 
-void rk_rseq_tx_init(struct rk_ring_tx_seq *tx, uint32_t slots, uint32_t lanes)
+void rk__rseq_tx_init(struct rk_ring_tx_seq *tx, uint32_t slots, uint32_t lanes)
 {
 	tx->slots = slots;
 	tx->lanes = lanes;
@@ -121,24 +121,24 @@ void rk_rseq_tx_init(struct rk_ring_tx_seq *tx, uint32_t slots, uint32_t lanes)
 	tx->acked = 0;
 }
 
-uint32_t rk_rseq_tx_credits(const struct rk_ring_tx_seq *tx)
+uint32_t rk__rseq_tx_credits(const struct rk_ring_tx_seq *tx)
 {
 	return tx->slots - (uint32_t)(tx->sent - tx->acked);
 }
 
-int rk_rseq_tx_reserve(struct rk_ring_tx_seq *tx, uint64_t *seq, uint32_t *slot, uint32_t *lane,
-		       uint32_t *imm)
+int rk__rseq_tx_reserve(struct rk_ring_tx_seq *tx, uint64_t *seq, uint32_t *slot, uint32_t *lane,
+			uint32_t *imm)
 {
-	if (!rk_rseq_tx_credits(tx))
+	if (!rk__rseq_tx_credits(tx))
 		return -EAGAIN;
 	*seq = tx->sent++;
 	*slot = (uint32_t)(*seq % tx->slots);
 	*lane = *slot % tx->lanes;
-	*imm = rk_ring_imm_encode(tx->slots, *seq);
+	*imm = rk__ring_imm_encode(tx->slots, *seq);
 	return 0;
 }
 
-int rk_rseq_tx_credit(struct rk_ring_tx_seq *tx, uint32_t credit_imm)
+int rk__rseq_tx_credit(struct rk_ring_tx_seq *tx, uint32_t credit_imm)
 {
 	/*
 	 * Credits may come over any lane, so an older one can arrive after a
@@ -155,7 +155,7 @@ int rk_rseq_tx_credit(struct rk_ring_tx_seq *tx, uint32_t credit_imm)
 	return 0;
 }
 
-const char *rk_ring_verdict_str(enum rk_ring_verdict v)
+const char *rk__ring_verdict_str(enum rk_ring_verdict v)
 {
 	switch (v) {
 	case RK_RING_OK:

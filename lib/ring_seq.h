@@ -32,7 +32,7 @@
 #define RK_RING_MAX_SLOTS (1u << RK_RING_SLOT_BITS)
 #define RK_RING_MAX_LANES 16
 
-/* Why an immediate was refused (rk_rseq_rx_accept), as a negative errno. */
+/* Why an immediate was refused (rk__rseq_rx_accept), as a negative errno. */
 enum rk_ring_verdict {
 	RK_RING_OK = 0,
 	RK_RING_BAD_SLOT,  /* slot not the one its sequence maps to: forged */
@@ -56,59 +56,59 @@ struct rk_ring_tx_seq {
 };
 
 /* Checks slots / lanes: 0 or -EINVAL. */
-int rk_ring_geometry_ok(uint32_t slots, uint32_t lanes);
+int rk__ring_geometry_ok(uint32_t slots, uint32_t lanes);
 
 /* The immediate for message @seq. */
-uint32_t rk_ring_imm_encode(uint32_t slots, uint64_t seq);
+uint32_t rk__ring_imm_encode(uint32_t slots, uint64_t seq);
 
 /* Split an immediate (no validation): the slot and the sequence's low bits. */
-void rk_ring_imm_split(uint32_t imm, uint32_t *slot, uint32_t *seq_low);
+void rk__ring_imm_split(uint32_t imm, uint32_t *slot, uint32_t *seq_low);
 
 /*
  * Receiver. init allocates the per-slot arrays (0 or -ENOMEM / -EINVAL);
  * fini frees them.
  */
-int rk_rseq_rx_init(struct rk_ring_rx_seq *rx, uint32_t slots, uint32_t lanes, uint32_t slot_size);
-void rk_rseq_rx_fini(struct rk_ring_rx_seq *rx);
+int rk__rseq_rx_init(struct rk_ring_rx_seq *rx, uint32_t slots, uint32_t lanes, uint32_t slot_size);
+void rk__rseq_rx_fini(struct rk_ring_rx_seq *rx);
 
 /*
- * rk_rseq_rx_accept - a WRITE WITH IMMEDIATE of @len bytes came on @lane
+ * rk__rseq_rx_accept - a WRITE WITH IMMEDIATE of @len bytes came on @lane
  * with @imm. RK_RING_OK: the message (*seq, in *slot) waits in the window.
  * Any other verdict: nothing changed; drop the lane.
  */
-enum rk_ring_verdict rk_rseq_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane, uint32_t imm,
-				       uint32_t len, uint64_t *seq, uint32_t *slot);
+enum rk_ring_verdict rk__rseq_rx_accept(struct rk_ring_rx_seq *rx, uint32_t lane, uint32_t imm,
+					uint32_t len, uint64_t *seq, uint32_t *slot);
 
-/* rk_rseq_rx_peek - 1 and the slot and length if message `next` is there, else 0. */
-int rk_rseq_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *len);
+/* rk__rseq_rx_peek - 1 and the slot and length if message `next` is there, else 0. */
+int rk__rseq_rx_peek(const struct rk_ring_rx_seq *rx, uint32_t *slot, uint32_t *len);
 
-/* rk_rseq_rx_consume - message `next` was delivered: free its slot, move on. */
-void rk_rseq_rx_consume(struct rk_ring_rx_seq *rx);
+/* rk__rseq_rx_consume - message `next` was delivered: free its slot, move on. */
+void rk__rseq_rx_consume(struct rk_ring_rx_seq *rx);
 
-/* rk_ring_credit_imm - the credit immediate saying @delivered messages were delivered. */
-uint32_t rk_ring_credit_imm(uint64_t delivered);
+/* rk__ring_credit_imm - the credit immediate saying @delivered messages were delivered. */
+uint32_t rk__ring_credit_imm(uint64_t delivered);
 
 /* Sender. */
-void rk_rseq_tx_init(struct rk_ring_tx_seq *tx, uint32_t slots, uint32_t lanes);
+void rk__rseq_tx_init(struct rk_ring_tx_seq *tx, uint32_t slots, uint32_t lanes);
 
-/* rk_rseq_tx_credits - messages the sender may reserve now. */
-uint32_t rk_rseq_tx_credits(const struct rk_ring_tx_seq *tx);
+/* rk__rseq_tx_credits - messages the sender may reserve now. */
+uint32_t rk__rseq_tx_credits(const struct rk_ring_tx_seq *tx);
 
 /*
- * rk_rseq_tx_reserve - take one credit: the message's sequence, slot, lane
+ * rk__rseq_tx_reserve - take one credit: the message's sequence, slot, lane
  * and immediate. -EAGAIN without credit (nothing changes).
  */
-int rk_rseq_tx_reserve(struct rk_ring_tx_seq *tx, uint64_t *seq, uint32_t *slot, uint32_t *lane,
-		       uint32_t *imm);
+int rk__rseq_tx_reserve(struct rk_ring_tx_seq *tx, uint64_t *seq, uint32_t *slot, uint32_t *lane,
+			uint32_t *imm);
 
 /*
- * rk_rseq_tx_credit - a credit immediate came back: 0 (credits may have
+ * rk__rseq_tx_credit - a credit immediate came back: 0 (credits may have
  * grown; one older than what is known is ignored, lanes reorder), or
  * -EPROTO when it claims more deliveries than were sent (nothing changes;
  * drop the lane).
  */
-int rk_rseq_tx_credit(struct rk_ring_tx_seq *tx, uint32_t credit_imm);
+int rk__rseq_tx_credit(struct rk_ring_tx_seq *tx, uint32_t credit_imm);
 
-const char *rk_ring_verdict_str(enum rk_ring_verdict v);
+const char *rk__ring_verdict_str(enum rk_ring_verdict v);
 
 #endif

@@ -181,18 +181,18 @@ void rk__err_msgf(struct rk_error *e, const char *fmt, ...) __attribute__((forma
 int rk__err_gai(struct rk_error *e, int gai_rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* error.c: fill @e (may be NULL) and return -@err. */
-int rk_err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
+int rk__err_set(struct rk_error *e, int err, const char *op, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Same, for a failed verbs call that set errno (falls back to EIO). */
-int rk_err_sys(struct rk_error *e, const char *op, const char *fmt, ...)
+int rk__err_sys(struct rk_error *e, const char *op, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Same, for a verbs call returning a positive errno or -1 with errno. */
-int rk_err_ret(struct rk_error *e, int ret, const char *op, const char *fmt, ...)
+int rk__err_ret(struct rk_error *e, int ret, const char *op, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void rk_err_set_qp(struct rk_error *e, uint32_t qp_num);
+void rk__err_set_qp(struct rk_error *e, uint32_t qp_num);
 
 /* A failure result that is visibly non-zero (for readers and the analyzer). */
-static inline int rk_fail(int r)
+static inline int rk__fail(int r)
 {
 	return r < 0 ? r : -EIO;
 }
@@ -202,18 +202,18 @@ static inline int rk_fail(int r)
 #define rk_warn(...) rk_log(RK_LOG_WARN, __VA_ARGS__)
 
 /* time.c: monotonic milliseconds, and the time left until a deadline. */
-int64_t rk_now_ms(void);
-int64_t rk_now_us(void);
+int64_t rk__now_ms(void);
+int64_t rk__now_us(void);
 /* -1 deadline (forever) maps to -1, else max(0, deadline - now). */
-int rk_ms_left(int64_t deadline_ms);
-int64_t rk_deadline(int timeout_ms);
-int rk_set_nonblock(int fd);
+int rk__ms_left(int64_t deadline_ms);
+int64_t rk__deadline(int timeout_ms);
+int rk__set_nonblock(int fd);
 
 /* conn.c */
-int rk_conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
-		  struct rk_conn **out);
-int rk_conn_build_qp(struct rk_conn *conn, struct rk_error *err);
-void rk_conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
+int rk__conn_alloc(struct rk_device *dev, const struct rk_conn_opts *opts, struct rk_error *err,
+		   struct rk_conn **out);
+int rk__conn_build_qp(struct rk_conn *conn, struct rk_error *err);
+void rk__conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
 
 /*
  * post.c: post one verbs WR that struct rk_wr cannot express (a memory
@@ -233,29 +233,29 @@ int rk__recv_set_release_batch(struct rk_recv_set *rs, uint32_t index, uint32_t 
 			       struct rk_error *err);
 
 /* cq.c: @m reports its completions through @cq until detached. */
-int rk_cq_attach(struct rk_cq *cq, struct rk_cq_member *m);
-void rk_cq_detach(struct rk_cq *cq, struct rk_cq_member *m);
+int rk__cq_attach(struct rk_cq *cq, struct rk_cq_member *m);
+void rk__cq_detach(struct rk_cq *cq, struct rk_cq_member *m);
 
 /* async.c: read and surface every pending async event (device close). */
-void rk_device_drain_async(struct rk_device *dev);
+void rk__device_drain_async(struct rk_device *dev);
 
 /* cm_event.c: wait for one CM event on @ch within @deadline_ms. */
-int rk_cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct rk_error *err,
-		    struct rdma_cm_event **ev);
-int rk_cm_conn_event(struct rk_conn *conn, struct rdma_cm_event *ev, struct rk_error *err);
-int rk_cm_new_channel(struct rk_error *err, struct rdma_event_channel **out);
+int rk__cm_get_event(struct rdma_event_channel *ch, int64_t deadline_ms, struct rk_error *err,
+		     struct rdma_cm_event **ev);
+int rk__cm_conn_event(struct rk_conn *conn, struct rdma_cm_event *ev, struct rk_error *err);
+int rk__cm_new_channel(struct rk_error *err, struct rdma_event_channel **out);
 /*
- * rk_cm_comm_established - a completion came on @conn, accepted without
+ * rk__cm_comm_established - a completion came on @conn, accepted without
  * waiting, before rdma_cm reported ESTABLISHED: take the event if it is
  * pending, else tell the CM the connection is up (rdma_notify COMM_EST)
  * and wait up to @timeout_ms for its ESTABLISHED. Returns the state.
  */
-int rk_cm_comm_established(struct rk_conn *conn, int timeout_ms, struct rk_error *err);
+int rk__cm_comm_established(struct rk_conn *conn, int timeout_ms, struct rk_error *err);
 /* Make @conn an rdma_cm connection: its id, channel and QP are the CM's. */
-void rk_cm_own(struct rk_conn *conn);
-const char *rk_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
-void rk_cm_set_ack_timeout(struct rk_conn *conn);
-int rk_cm_conn_param(struct rk_conn *conn, struct rdma_conn_param *p, uint8_t peer_initiator,
-		     uint8_t peer_responder);
+void rk__cm_own(struct rk_conn *conn);
+const char *rk__sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
+void rk__cm_set_ack_timeout(struct rk_conn *conn);
+int rk__cm_conn_param(struct rk_conn *conn, struct rdma_conn_param *p, uint8_t peer_initiator,
+		      uint8_t peer_responder);
 
 #endif

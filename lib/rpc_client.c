@@ -131,7 +131,7 @@ static int alloc_slots(struct rk_rpc_client *cl, struct rk_error *err)
 	cl->calls = calloc(cl->window, sizeof(*cl->calls));
 	cl->free_slots = calloc(cl->window, sizeof(*cl->free_slots));
 	if (!cl->calls || !cl->free_slots)
-		return rk_err_set(err, ENOMEM, "rk_rpc_client_connect", NULL);
+		return rk__err_set(err, ENOMEM, "rk_rpc_client_connect", NULL);
 	for (uint32_t i = 0; i < cl->window; i++)
 		cl->free_slots[i] = (uint16_t)(cl->window - 1 - i);
 	cl->nfree = cl->window;
@@ -151,10 +151,10 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 
 	*out = NULL;
 	if (!opts->host || !opts->port)
-		return rk_err_set(err, EINVAL, "rk_rpc_client_connect", "no host or port");
+		return rk__err_set(err, EINVAL, "rk_rpc_client_connect", "no host or port");
 	cl = calloc(1, sizeof(*cl));
 	if (!cl)
-		return rk_err_set(err, ENOMEM, "rk_rpc_client_connect", NULL);
+		return rk__err_set(err, ENOMEM, "rk_rpc_client_connect", NULL);
 	cl->dev = dev;
 	cl->soonest = -1;
 	cl->window = opts->window ? opts->window : DEF_WINDOW;
@@ -190,8 +190,9 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	co.timeout_ms = opts->timeout_ms;
 	hello.app_arg = cl->window;
 	if (opts->token_len > RK_HELLO_TOKEN_MAX || (opts->token_len && !opts->token)) {
-		r = rk_err_set(err, EINVAL, "rk_rpc_client_connect", "a token of %u bytes (max %u)",
-			       opts->token_len, RK_HELLO_TOKEN_MAX);
+		r = rk__err_set(err, EINVAL, "rk_rpc_client_connect",
+				"a token of %u bytes (max %u)", opts->token_len,
+				RK_HELLO_TOKEN_MAX);
 		goto fail;
 	}
 	hello.token_len = opts->token_len;
@@ -202,10 +203,10 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	if (r)
 		goto fail;
 	reply = rk_conn_peer_data(cl->conn, &reply_len);
-	if (rk_rpc_accept_decode(reply, reply_len, &cl->acc) || cl->acc.window > cl->window) {
-		r = rk_err_set(err, EPROTO, "rk_rpc_client_connect",
-			       "%s:%s accepted without a valid RPC reply (not an rk_rpc_server?)",
-			       opts->host, opts->port);
+	if (rk__rpc_accept_decode(reply, reply_len, &cl->acc) || cl->acc.window > cl->window) {
+		r = rk__err_set(err, EPROTO, "rk_rpc_client_connect",
+				"%s:%s accepted without a valid RPC reply (not an rk_rpc_server?)",
+				opts->host, opts->port);
 		goto fail;
 	}
 	cl->window = cl->acc.window;
@@ -224,8 +225,8 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 							(uint64_t)i * cl->acc.slot_size,
 					   .slot_rkey = rk_mr_rkey(cl->slots)};
 
-		rk_rpc_req_encode_slot(&h,
-				       (uint8_t *)rk_mr_addr(cl->reqs) + (size_t)i * cl->req_buf);
+		rk__rpc_req_encode_slot(&h,
+					(uint8_t *)rk_mr_addr(cl->reqs) + (size_t)i * cl->req_buf);
 	}
 	if (!r)
 		r = rk_wait_create(&wo, err, &cl->ws);
@@ -292,9 +293,9 @@ static void fail_all(struct rk_rpc_client *cl, int e, const struct rk_error *why
 		rk__err_msgf(&cl->why, "rk_rpc_call: peer gone: %s", why->msg);
 		cl->why.err = ECONNRESET;
 	} else {
-		rk_err_set(&cl->why, ECONNRESET, "rk_rpc_call", "peer gone: connection %s",
-			   rk_conn_state_str(rk_conn_state(cl->conn)));
-		rk_err_set_qp(&cl->why, rk_conn_qp_num(cl->conn));
+		rk__err_set(&cl->why, ECONNRESET, "rk_rpc_call", "peer gone: connection %s",
+			    rk_conn_state_str(rk_conn_state(cl->conn)));
+		rk__err_set_qp(&cl->why, rk_conn_qp_num(cl->conn));
 	}
 	rk_conn_disconnect(cl->conn, 0, NULL);
 	for (uint32_t i = 0; i < cl->window; i++)
@@ -305,8 +306,8 @@ static void protocol_error(struct rk_rpc_client *cl, const char *what, uint32_t 
 {
 	struct rk_error e;
 
-	rk_err_set(&e, EPROTO, "rk_rpc_call", "the server broke the protocol: %s (imm 0x%08x)",
-		   what, imm);
+	rk__err_set(&e, EPROTO, "rk_rpc_call", "the server broke the protocol: %s (imm 0x%08x)",
+		    what, imm);
 	rk_warn("%s", e.msg);
 	fail_all(cl, -EPROTO, &e);
 }
@@ -338,12 +339,12 @@ static void on_answer(struct rk_rpc_client *cl, const struct ibv_wc *wc)
 	/* The slot is the server's to write at any time: copy, then check. */
 	slot = (const uint8_t *)rk_mr_addr(cl->slots) + (size_t)i * cl->acc.slot_size;
 	memcpy(hdr, slot, sizeof(hdr));
-	if (rk_rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, c->direct, &h, &why)) {
+	if (rk__rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, c->direct, &h, &why)) {
 		protocol_error(cl, why, imm);
 		return;
 	}
 	if (c->state == C_BUSY) {
-		status = rk_rpc_status_errno(h.status);
+		status = rk__rpc_status_errno(h.status);
 		if (h.len && h.in_slot) /* checked: h.len fits the call and what came */
 			memcpy(c->resp, slot + RK_RPC_ANS_HDR, h.len);
 		else if (h.len && c->resp_stage)
@@ -351,16 +352,16 @@ static void on_answer(struct rk_rpc_client *cl, const struct ibv_wc *wc)
 		if (status == -EREMOTEIO) {
 			struct rk_error e;
 
-			rk_err_set(&e, EREMOTEIO, "rk_rpc_call", "the handler answered code %d",
-				   h.code);
+			rk__err_set(&e, EREMOTEIO, "rk_rpc_call", "the handler answered code %d",
+				    h.code);
 			finish(cl, i, status, h.len, h.code, &e);
 		} else if (status) {
 			struct rk_error e;
 
-			rk_err_set(&e, -status, "rk_rpc_call", "the server answered: %s",
-				   h.status == RK_RPC_NO_METHOD ? "no such method"
-				   : h.status == RK_RPC_TOO_BIG ? "too big for the call or max_msg"
-								: "no room for the body now");
+			rk__err_set(&e, -status, "rk_rpc_call", "the server answered: %s",
+				    h.status == RK_RPC_NO_METHOD ? "no such method"
+				    : h.status == RK_RPC_TOO_BIG ? "too big for the call or max_msg"
+								 : "no room for the body now");
 			finish(cl, i, status, 0, h.code, &e);
 		} else {
 			finish(cl, i, 0, h.len, h.code, NULL);
@@ -441,18 +442,18 @@ static void expire(struct rk_rpc_client *cl, int64_t now)
 				cl->soonest = c->deadline;
 			continue;
 		}
-		rk_err_set(&e, ETIMEDOUT, "rk_rpc_call",
-			   "no answer within the deadline (call slot %u)", i);
+		rk__err_set(&e, ETIMEDOUT, "rk_rpc_call",
+			    "no answer within the deadline (call slot %u)", i);
 		finish(cl, (uint16_t)i, -ETIMEDOUT, 0, 0, &e);
 	}
 	if (!cl->nfree && !cl->inflight && !cl->dead) {
 		struct rk_error e;
 
 		/* Every slot waits for an answer that does not come: the client is useless. */
-		rk_err_set(&e, ETIMEDOUT, "rk_rpc_call",
-			   "all %u call slots are held by calls that timed out: the server "
-			   "does not answer",
-			   cl->window);
+		rk__err_set(&e, ETIMEDOUT, "rk_rpc_call",
+			    "all %u call slots are held by calls that timed out: the server "
+			    "does not answer",
+			    cl->window);
 		fail_all(cl, -ETIMEDOUT, &e);
 	}
 }
@@ -473,8 +474,8 @@ static int progress_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_err
 	int n;
 
 	if (cl->in_progress) /* from a callback: the completions being handled would be lost */
-		return rk_err_set(err, EBUSY, "rk_rpc_client_progress",
-				  "called from a completion callback");
+		return rk__err_set(err, EBUSY, "rk_rpc_client_progress",
+				   "called from a completion callback");
 	cl->in_progress = 1;
 	n = handle_once(cl, timeout_ms, ev, wc, err);
 	cl->in_progress = 0;
@@ -524,7 +525,7 @@ static int handle_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_wait_
 	if (n == -ETIMEDOUT)
 		return 0;
 	if (n < 0)
-		return rk_err_set(err, -n, "rk_rpc_client_progress", "waiting for completions");
+		return rk__err_set(err, -n, "rk_rpc_client_progress", "waiting for completions");
 	for (int k = 0; k < n; k++) {
 		if (ev[k].src == RK_SRC_CQ) {
 			for (int j = 0; j < ev[k].nwc; j++)
@@ -550,19 +551,19 @@ static int check_args(const struct rk_rpc_client *cl, const struct rk_rpc_call_a
 		      struct rk_error *err)
 {
 	if ((a->req_len && !a->req) || (a->resp_cap && !a->resp))
-		return rk_err_set(err, EINVAL, "rk_rpc_call", "a length without a buffer");
+		return rk__err_set(err, EINVAL, "rk_rpc_call", "a length without a buffer");
 	if (a->req_len > cl->acc.max_msg || a->resp_cap > cl->acc.max_msg)
-		return rk_err_set(
+		return rk__err_set(
 		    err, EMSGSIZE, "rk_rpc_call",
 		    "%u-byte request, %u-byte answer buffer; the server's max_msg is %u",
 		    a->req_len, a->resp_cap, cl->acc.max_msg);
 	if (a->req_mr && (!mr_holds(a->req_mr, a->req, a->req_len) ||
 			  !(rk_mr_ibv(a->req_mr)->pd == rk_pd_ibv(cl->pd))))
-		return rk_err_set(err, EINVAL, "rk_rpc_call",
-				  "req_mr does not hold the request or is not in the client's PD");
+		return rk__err_set(err, EINVAL, "rk_rpc_call",
+				   "req_mr does not hold the request or is not in the client's PD");
 	if (a->resp_mr && (!mr_holds(a->resp_mr, a->resp, a->resp_cap) ||
 			   !(rk_mr_ibv(a->resp_mr)->pd == rk_pd_ibv(cl->pd))))
-		return rk_err_set(
+		return rk__err_set(
 		    err, EINVAL, "rk_rpc_call",
 		    "resp_mr does not hold the answer buffer or is not in the client's PD");
 	return 0;
@@ -656,7 +657,7 @@ static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 	}
 	c->gen++;
 	h.gen = c->gen;
-	rk_rpc_req_encode_call(&h, buf); /* the slot's own fields are there since the connect */
+	rk__rpc_req_encode_call(&h, buf); /* the slot's own fields are there since the connect */
 
 	struct rk_wr wr = {.op = RK_OP_SEND,
 			   .flags = RK_WR_SIGNALED,
@@ -725,13 +726,13 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 	int r;
 
 	if (cl->in_progress)
-		return rk_err_set(err, EBUSY, "rk_rpc_call", "called from a completion callback");
+		return rk__err_set(err, EBUSY, "rk_rpc_call", "called from a completion callback");
 	int64_t deadline = call_deadline(a);
 
 	r = call_start(cl, a, deadline, sync_done, &s, err);
 	while (r == -EAGAIN) { /* the window is full: make room, within the call's deadline */
 		if (deadline >= 0 && coarse_left(deadline) == 0)
-			return rk_err_set(
+			return rk__err_set(
 			    err, ETIMEDOUT, "rk_rpc_call",
 			    "no free call slot within the deadline (%u calls in flight, "
 			    "%u slots held by calls that timed out)",
@@ -809,7 +810,7 @@ void rk_rpc_client_destroy(struct rk_rpc_client *cl)
 	if (cl->calls) {
 		struct rk_error e;
 
-		rk_err_set(&e, ECONNRESET, "rk_rpc_call", "the client was destroyed");
+		rk__err_set(&e, ECONNRESET, "rk_rpc_call", "the client was destroyed");
 		fail_all(cl, -ECONNRESET, &e);
 	}
 	rk_wait_destroy(cl->ws);

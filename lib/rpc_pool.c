@@ -17,7 +17,7 @@
  *    asks the book again. Only threads beyond max_per_peer, or inside a
  *    backoff, wait; a put nobody waits for signals nothing.
  *  - Waits are pthread_cond_timedwait on CLOCK_MONOTONIC, the clock of
- *    rk_now_ms(), so a deadline is one number from the caller's timeout to
+ *    rk__now_ms(), so a deadline is one number from the caller's timeout to
  *    the book and to the wait, and setting the wall clock changes nothing.
  *    Only a caller's -1 waits without a limit.
  *  - A returned client is found by its pointer among the leased entries
@@ -66,7 +66,7 @@ static int pool_err(struct rk_error *err, int code, const char *hint, const char
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	rk_err_set(err, code, "rk_rpc_pool_get", "%s", detail);
+	rk__err_set(err, code, "rk_rpc_pool_get", "%s", detail);
 	if (err) {
 		err->hint = hint;
 		rk__err_msgf(err, "rk_rpc_pool_get: %s: %s (hint: %s)", detail, err->err_str, hint);
@@ -101,26 +101,26 @@ int rk_rpc_pool_create(struct rk_device *dev, const struct rk_rpc_pool_opts *opt
 	int r;
 
 	if (!out)
-		return rk_err_set(err, EINVAL, "rk_rpc_pool_create", "no place for the pool");
+		return rk__err_set(err, EINVAL, "rk_rpc_pool_create", "no place for the pool");
 	*out = NULL;
 	if (!opts)
 		opts = &def;
 	/* Clients are leased to different threads: they must not share a CQ (conn.h). */
 	if (opts->client.conn && opts->client.conn->cq)
-		return rk_err_set(err, EINVAL, "rk_rpc_pool_create",
-				  "client.conn->cq: the pool's clients run on different threads "
-				  "and cannot share a CQ");
+		return rk__err_set(err, EINVAL, "rk_rpc_pool_create",
+				   "client.conn->cq: the pool's clients run on different threads "
+				   "and cannot share a CQ");
 	pool = calloc(1, sizeof(*pool));
 	if (!pool)
-		return rk_err_set(err, ENOMEM, "rk_rpc_pool_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_rpc_pool_create", NULL);
 	r = rk__pbook_init(&pool->book, opts->max_per_peer, opts->idle_ms, opts->backoff_min_ms,
 			   opts->backoff_max_ms, opts->max_peers);
 	if (r) {
 		free(pool);
-		return rk_err_set(err, r, "rk_rpc_pool_create",
-				  "idle_ms %d, backoff %d..%d ms: times must not be negative, "
-				  "nor the backoff's minimum above its maximum",
-				  opts->idle_ms, opts->backoff_min_ms, opts->backoff_max_ms);
+		return rk__err_set(err, r, "rk_rpc_pool_create",
+				   "idle_ms %d, backoff %d..%d ms: times must not be negative, "
+				   "nor the backoff's minimum above its maximum",
+				   opts->idle_ms, opts->backoff_min_ms, opts->backoff_max_ms);
 	}
 	pool->dev = dev;
 	pool->copts = opts->client;
@@ -134,7 +134,7 @@ int rk_rpc_pool_create(struct rk_device *dev, const struct rk_rpc_pool_opts *opt
 	r = pthread_mutex_init(&pool->mu, NULL);
 	if (r) {
 		free(pool);
-		return rk_err_ret(err, r, "pthread_mutex_init", NULL);
+		return rk__err_ret(err, r, "pthread_mutex_init", NULL);
 	}
 	r = pthread_condattr_init(&ca);
 	if (!r) {
@@ -146,7 +146,7 @@ int rk_rpc_pool_create(struct rk_device *dev, const struct rk_rpc_pool_opts *opt
 	if (r) {
 		pthread_mutex_destroy(&pool->mu);
 		free(pool);
-		return rk_err_ret(err, r, "pthread_cond_init", "on CLOCK_MONOTONIC");
+		return rk__err_ret(err, r, "pthread_cond_init", "on CLOCK_MONOTONIC");
 	}
 	*out = pool;
 	return 0;
@@ -162,7 +162,7 @@ void rk_rpc_pool_destroy(struct rk_rpc_pool *pool)
 	free(pool);
 }
 
-/* Wait (the lock held) for a wake-up or until @until on rk_now_ms()'s clock, -1 = none. */
+/* Wait (the lock held) for a wake-up or until @until on rk__now_ms()'s clock, -1 = none. */
 static void wait_until(struct rk_rpc_pool *pool, int64_t until)
 {
 	struct timespec ts;
@@ -195,7 +195,7 @@ static int connect_entry(struct rk_rpc_pool *pool, struct rk__pbook_entry *e,
 	 * what is left each, so the three together stay near the deadline.
 	 */
 	if (deadline >= 0) {
-		left = rk_ms_left(deadline) / 3;
+		left = rk__ms_left(deadline) / 3;
 		step = co.timeout_ms > 0 ? co.timeout_ms : DEF_TIMEOUT_MS;
 		if (left < step)
 			co.timeout_ms = left > 0 ? left : 1;
@@ -203,15 +203,15 @@ static int connect_entry(struct rk_rpc_pool *pool, struct rk__pbook_entry *e,
 	rk_error_clear(&cerr);
 	r = rk_rpc_client_connect(pool->dev, &co, &cerr, &cl);
 	if (!r && !cl)
-		r = rk_err_set(&cerr, EIO, "rk_rpc_client_connect", "%s: no client", a->key);
+		r = rk__err_set(&cerr, EIO, "rk_rpc_client_connect", "%s: no client", a->key);
 	if (r && !cerr.err)
-		rk_err_set(&cerr, r, "rk_rpc_client_connect", "%s", a->key);
+		rk__err_set(&cerr, r, "rk_rpc_client_connect", "%s", a->key);
 
 	pthread_mutex_lock(&pool->mu);
 	if (r)
-		rk__pbook_connect_failed(&pool->book, e, rk_fail(r), &cerr, rk_now_ms());
+		rk__pbook_connect_failed(&pool->book, e, rk__fail(r), &cerr, rk__now_ms());
 	else
-		rk__pbook_connected(&pool->book, e, cl, rk_now_ms());
+		rk__pbook_connected(&pool->book, e, cl, rk__now_ms());
 	/* A failure freed a place and may have started a backoff: let waiters see. */
 	if (r && pool->waiters)
 		pthread_cond_broadcast(&pool->cv);
@@ -220,7 +220,7 @@ static int connect_entry(struct rk_rpc_pool *pool, struct rk__pbook_entry *e,
 	if (r) {
 		if (err)
 			*err = cerr;
-		return rk_fail(r);
+		return rk__fail(r);
 	}
 	*out = cl;
 	return 0;
@@ -238,18 +238,18 @@ static int lease(struct rk_rpc_pool *pool, const char *peer, int timeout_ms, str
 	int v, r = 0, waited = 0;
 
 	if (!out)
-		return rk_err_set(err, EINVAL, "rk_rpc_pool_get", "no place for the client");
+		return rk__err_set(err, EINVAL, "rk_rpc_pool_get", "no place for the client");
 	*out = NULL;
 	if (!pool)
-		return rk_err_set(err, EINVAL, "rk_rpc_pool_get", "no pool");
+		return rk__err_set(err, EINVAL, "rk_rpc_pool_get", "no pool");
 	if (rk__pbook_parse(peer, &a))
-		return rk_err_set(err, EINVAL, "rk_rpc_pool_get",
-				  "peer \"%.80s\": not host:port or [v6]:port",
-				  peer ? peer : "(null)");
-	deadline = rk_deadline(timeout_ms ? timeout_ms : DEF_TIMEOUT_MS);
+		return rk__err_set(err, EINVAL, "rk_rpc_pool_get",
+				   "peer \"%.80s\": not host:port or [v6]:port",
+				   peer ? peer : "(null)");
+	deadline = rk__deadline(timeout_ms ? timeout_ms : DEF_TIMEOUT_MS);
 
 	pthread_mutex_lock(&pool->mu);
-	now = rk_now_ms();
+	now = rk__now_ms();
 	expired = rk__pbook_expire(&pool->book, now);
 	for (;;) {
 		v = rk__pbook_lease(&pool->book, &a, now, deadline, &l);
@@ -258,7 +258,7 @@ static int lease(struct rk_rpc_pool *pool, const char *peer, int timeout_ms, str
 		if (!waited++)
 			pool->book.st.waits++;
 		wait_until(pool, l.until);
-		now = rk_now_ms();
+		now = rk__now_ms();
 	}
 	switch (v) {
 	case RK_PBOOK_TAKE:
@@ -295,7 +295,7 @@ static int lease(struct rk_rpc_pool *pool, const char *peer, int timeout_ms, str
 			     "%s: %u peers already (max_peers)", a.key, pool->book.max_peers);
 		break;
 	default:
-		r = rk_err_set(err, v < 0 ? v : EIO, "rk_rpc_pool_get", "%s", a.key);
+		r = rk__err_set(err, v < 0 ? v : EIO, "rk_rpc_pool_get", "%s", a.key);
 		break;
 	}
 	pthread_mutex_unlock(&pool->mu);
@@ -309,11 +309,11 @@ static int lease(struct rk_rpc_pool *pool, const char *peer, int timeout_ms, str
 int rk_rpc_pool_get(struct rk_rpc_pool *pool, const char *peer, int timeout_ms,
 		    struct rk_error *err, struct rk_rpc_client **out)
 {
-	int64_t deadline = rk_deadline(timeout_ms ? timeout_ms : DEF_TIMEOUT_MS);
+	int64_t deadline = rk__deadline(timeout_ms ? timeout_ms : DEF_TIMEOUT_MS);
 	int r;
 
 	for (;;) {
-		int left = rk_ms_left(deadline); /* -1: no limit; 0 would mean the default */
+		int left = rk__ms_left(deadline); /* -1: no limit; 0 would mean the default */
 
 		r = lease(pool, peer, left == 0 ? 1 : left, err, out);
 		if (r || !*out)
@@ -328,9 +328,9 @@ int rk_rpc_pool_get(struct rk_rpc_pool *pool, const char *peer, int timeout_ms,
 			return 0;
 		give_back(pool, *out, 1);
 		*out = NULL;
-		if (timeout_ms >= 0 && rk_ms_left(deadline) == 0)
-			return rk_err_set(err, ETIMEDOUT, "rk_rpc_pool_get",
-					  "%s: only dead clients within the deadline", peer);
+		if (timeout_ms >= 0 && rk__ms_left(deadline) == 0)
+			return rk__err_set(err, ETIMEDOUT, "rk_rpc_pool_get",
+					   "%s: only dead clients within the deadline", peer);
 	}
 }
 
@@ -349,7 +349,7 @@ static void give_back(struct rk_rpc_pool *pool, struct rk_rpc_client *cl, int di
 	if (e) {
 		reusable =
 		    !discard && rk_rpc_client_alive(cl, NULL) && rk_rpc_client_inflight(cl) == 0;
-		dead = rk__pbook_put(&pool->book, e, reusable, rk_now_ms());
+		dead = rk__pbook_put(&pool->book, e, reusable, rk__now_ms());
 		if (pool->waiters)
 			pthread_cond_broadcast(&pool->cv);
 	}
@@ -378,9 +378,9 @@ int rk_rpc_pool_call(struct rk_rpc_pool *pool, const char *peer, const struct rk
 	int timeout, left, r;
 
 	if (!a)
-		return rk_err_set(err, EINVAL, "rk_rpc_pool_call", "no call arguments");
+		return rk__err_set(err, EINVAL, "rk_rpc_pool_call", "no call arguments");
 	timeout = a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT_MS;
-	deadline = rk_deadline(timeout);
+	deadline = rk__deadline(timeout);
 	r = rk_rpc_pool_get(pool, peer, timeout, err, &cl);
 	if (r)
 		return r;
@@ -388,12 +388,12 @@ int rk_rpc_pool_call(struct rk_rpc_pool *pool, const char *peer, const struct rk
 	ca.timeout_ms = -1;
 	if (deadline >= 0) {
 		/* What the lease left of the deadline; 0 would mean 5000 to rk_rpc_call. */
-		left = rk_ms_left(deadline);
+		left = rk__ms_left(deadline);
 		if (!left) {
 			rk_rpc_pool_put(pool, cl);
-			return rk_err_set(err, ETIMEDOUT, "rk_rpc_pool_call",
-					  "%.80s: the deadline passed while leasing a client",
-					  peer);
+			return rk__err_set(err, ETIMEDOUT, "rk_rpc_pool_call",
+					   "%.80s: the deadline passed while leasing a client",
+					   peer);
 		}
 		ca.timeout_ms = left;
 	}
@@ -415,7 +415,7 @@ unsigned rk_rpc_pool_reap(struct rk_rpc_pool *pool)
 	if (!pool)
 		return 0;
 	pthread_mutex_lock(&pool->mu);
-	expired = rk__pbook_expire(&pool->book, rk_now_ms());
+	expired = rk__pbook_expire(&pool->book, rk__now_ms());
 	pthread_mutex_unlock(&pool->mu);
 	return close_chain(expired);
 }

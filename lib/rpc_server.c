@@ -87,7 +87,8 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	c->requests++;		/* not idle (rk__rpcs_idle_sweep) */
 	lim.window = c->window; /* what this connection was granted */
 	/* What came by WRITE WITH IMMEDIATE is no request, whatever its bytes say. */
-	r = m->opcode != IBV_WC_RECV ? -EPROTO : rk_rpc_req_decode(m->data, m->len, &lim, &h, &why);
+	r = m->opcode != IBV_WC_RECV ? -EPROTO
+				     : rk__rpc_req_decode(m->data, m->len, &lim, &h, &why);
 	if (r) {
 		rk_recv_set_release(c->rs, m->index, NULL);
 		rk__rpcs_conn_drop(srv, c, "%s",
@@ -165,7 +166,7 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 	 * may be posted on a connection that is not CONNECTED yet.
 	 */
 	if (rk_conn_state(c->conn) == RK_CONN_CONNECTING &&
-	    rk_cm_comm_established(c->conn, ESTABLISH_MS, &err) != RK_CONN_CONNECTED) {
+	    rk__cm_comm_established(c->conn, ESTABLISH_MS, &err) != RK_CONN_CONNECTED) {
 		rk__rpcs_conn_drop(srv, c,
 				   "data before the connection was established, and it "
 				   "did not become so: %s",
@@ -207,7 +208,7 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 /* @timeout_ms, or less when the next idle sweep is due sooner. */
 static int idle_cap(const struct rk_rpc_server *srv, int timeout_ms)
 {
-	int64_t left = srv->idle_next_ms - rk_now_ms();
+	int64_t left = srv->idle_next_ms - rk__now_ms();
 
 	if (left <= 0)
 		return 0;
@@ -220,7 +221,7 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 	int n, woken = 0;
 
 	if (srv->in_progress) /* from a handler: the completions being handled would be lost */
-		return rk_err_set(err, EBUSY, "rk_rpc_server_progress", "called from a handler");
+		return rk__err_set(err, EBUSY, "rk_rpc_server_progress", "called from a handler");
 	srv->in_progress = 1;
 	rk__rpcs_progress_of = srv;
 	if (srv->retry)
@@ -257,7 +258,7 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 	/* The clock only now and then while there is work (issue: cost per call). */
 	if (srv->o.idle_ms != RK_RPC_IDLE_NEVER &&
 	    (n <= 0 || ++srv->idle_calls >= IDLE_CHECK_EVERY)) {
-		int64_t now = rk_now_ms();
+		int64_t now = rk__now_ms();
 
 		srv->idle_calls = 0;
 		if (now >= srv->idle_next_ms && rk__rpcs_idle_sweep(srv, now) && n <= 0)
@@ -340,7 +341,7 @@ static int resolve_opts(struct rk_rpc_server *srv, const struct rk_rpc_server_op
 	    o->slot_size <= RK_RPC_ANS_HDR || o->slot_size > RK_RPC_WIRE_MAX_BUF ||
 	    o->req_inline > RK_RPC_WIRE_MAX_BUF - RK_RPC_REQ_HDR ||
 	    o->max_msg > RK_RPC_WIRE_MAX_MSG)
-		return rk_err_set(
+		return rk__err_set(
 		    err, EINVAL, "rk_rpc_server_create",
 		    "window %u (max %u), max_conns %u, slot %u, req_inline %u, max_msg %u",
 		    o->window, RK_RPC_MAX_WINDOW, o->max_conns, o->slot_size, o->req_inline,
@@ -351,8 +352,9 @@ static int resolve_opts(struct rk_rpc_server *srv, const struct rk_rpc_server_op
 					  .max_msg = o->max_msg};
 	srv->req_buf = RK_RPC_REQ_HDR + o->req_inline;
 	if (o->token_len > RK_HELLO_TOKEN_MAX || (o->token_len && !o->token))
-		return rk_err_set(err, EINVAL, "rk_rpc_server_create",
-				  "a token of %u bytes (max %u)", o->token_len, RK_HELLO_TOKEN_MAX);
+		return rk__err_set(err, EINVAL, "rk_rpc_server_create",
+				   "a token of %u bytes (max %u)", o->token_len,
+				   RK_HELLO_TOKEN_MAX);
 	if (o->token_len)
 		memcpy(srv->token, o->token, o->token_len);
 	o->token = NULL; /* the copy above is what counts */
@@ -396,7 +398,7 @@ int rk_rpc_server_create(struct rk_device *dev, const struct rk_rpc_server_opts 
 	*out = NULL;
 	srv = calloc(1, sizeof(*srv));
 	if (!srv)
-		return rk_err_set(err, ENOMEM, "rk_rpc_server_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_rpc_server_create", NULL);
 	srv->dev = dev;
 	srv->retry_tail = &srv->retry;
 	srv->deferred_tail = &srv->deferred;
@@ -409,7 +411,7 @@ int rk_rpc_server_create(struct rk_device *dev, const struct rk_rpc_server_opts 
 	}
 	srv->conns = calloc(srv->o.max_conns, sizeof(struct sconn *));
 	if (!srv->conns)
-		r = rk_err_set(err, ENOMEM, "rk_rpc_server_create", NULL);
+		r = rk__err_set(err, ENOMEM, "rk_rpc_server_create", NULL);
 	pool_classes(srv, &po);
 	/* A PD of our own: no client's QP reaches memory the application registered. */
 	if (!r)

@@ -131,7 +131,7 @@ static int answer_now(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t 
 		memcpy(stage_addr(st), data, len);
 	}
 	rk_send_set_get(c->ss, &b);
-	rk_rpc_ans_encode(&a, b.data);
+	rk__rpc_ans_encode(&a, b.data);
 	if (len && !st) /* @data may lie in the request's receive buffer: copy it first */
 		memcpy((uint8_t *)b.data + RK_RPC_ANS_HDR, data, len);
 	/*
@@ -161,7 +161,7 @@ static int answer_now(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t 
 			   .len = RK_RPC_ANS_HDR + (a.in_slot ? len : 0),
 			   .remote_addr = q->h.slot_addr,
 			   .rkey = q->h.slot_rkey,
-			   .imm = rk_rpc_imm(q->slot, q->h.gen)};
+			   .imm = rk__rpc_imm(q->slot, q->h.gen)};
 	r = rk_send_set_post(c->ss, b.index, &wr, &err);
 	if (r) {
 		rk_send_set_put(c->ss, b.index);

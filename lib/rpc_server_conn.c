@@ -254,7 +254,7 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 	c->stages_tail = &c->stages;
 	snprintf(c->peer, sizeof(c->peer), "%s", rk_cm_request_peer(req));
 	c->host_len = host_len(c->peer);
-	c->idle_since_ms = rk_now_ms();
+	c->idle_since_ms = rk__now_ms();
 	for (uint32_t i = 0; i < c->window; i++) {
 		c->reqs[i].c = c;
 		c->reqs[i].slot = (uint16_t)i;
@@ -269,7 +269,7 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 	acc.req_inline = srv->lim.req_inline;
 	acc.slot_size = srv->lim.slot_size;
 	acc.max_msg = srv->lim.max_msg;
-	rk_rpc_accept_encode(&acc, reply);
+	rk__rpc_accept_encode(&acc, reply);
 	if (rk_cm_request_accept(req, &co, reply, sizeof(reply), 0, &err, &c->conn)) {
 		rk_warn("rpc server: accepting %s failed: %s", c->peer, err.msg);
 		srv->st.conns_refused++;

@@ -10,7 +10,7 @@
 
 #define ACCEPT_MAGIC 0x524b5241u /* "RKRA" */
 
-void rk_rpc_req_encode_slot(const struct rk_rpc_req_hdr *h, uint8_t *b)
+void rk__rpc_req_encode_slot(const struct rk_rpc_req_hdr *h, uint8_t *b)
 {
 	b[0] = h->version ? h->version : RK_RPC_WIRE_VERSION;
 	rk_put16(b + 4, h->slot);
@@ -18,7 +18,7 @@ void rk_rpc_req_encode_slot(const struct rk_rpc_req_hdr *h, uint8_t *b)
 	rk_put32(b + 24, h->slot_rkey);
 }
 
-void rk_rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *b)
+void rk__rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *b)
 {
 	b[1] = h->flags;
 	rk_put16(b + 2, h->method);
@@ -31,10 +31,10 @@ void rk_rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *b)
 	rk_put32(b + 48, h->req_rkey);
 }
 
-void rk_rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *b)
+void rk__rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *b)
 {
-	rk_rpc_req_encode_slot(h, b);
-	rk_rpc_req_encode_call(h, b);
+	rk__rpc_req_encode_slot(h, b);
+	rk__rpc_req_encode_call(h, b);
 }
 
 static int bad(const char **why, const char *what, int e)
@@ -44,8 +44,8 @@ static int bad(const char **why, const char *what, int e)
 	return e;
 }
 
-int rk_rpc_req_decode(const uint8_t *b, size_t len, const struct rk_rpc_limits *lim,
-		      struct rk_rpc_req_hdr *h, const char **why)
+int rk__rpc_req_decode(const uint8_t *b, size_t len, const struct rk_rpc_limits *lim,
+		       struct rk_rpc_req_hdr *h, const char **why)
 {
 	if (len < RK_RPC_REQ_HDR)
 		return bad(why, "request shorter than its header", -EBADMSG);
@@ -88,15 +88,15 @@ int rk_rpc_req_decode(const uint8_t *b, size_t len, const struct rk_rpc_limits *
 	return 0;
 }
 
-void rk_rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *b)
+void rk__rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *b)
 {
 	rk_put32(b, h->status | (h->in_slot ? RK_RPC_ANS_IN_SLOT : 0));
 	rk_put32(b + 4, (uint32_t)h->code);
 	rk_put32(b + 8, h->len);
 }
 
-int rk_rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, int direct,
-		      struct rk_rpc_ans_hdr *h, const char **why)
+int rk__rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, int direct,
+		       struct rk_rpc_ans_hdr *h, const char **why)
 {
 	if (byte_len < RK_RPC_ANS_HDR)
 		return bad(why, "answer shorter than its header", -EBADMSG);
@@ -118,7 +118,7 @@ int rk_rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, in
 	return 0;
 }
 
-void rk_rpc_accept_encode(const struct rk_rpc_accept *a, uint8_t *b)
+void rk__rpc_accept_encode(const struct rk_rpc_accept *a, uint8_t *b)
 {
 	rk_put32(b, ACCEPT_MAGIC);
 	rk_put32(b + 4, RK_RPC_WIRE_VERSION);
@@ -128,7 +128,7 @@ void rk_rpc_accept_encode(const struct rk_rpc_accept *a, uint8_t *b)
 	rk_put32(b + 20, a->max_msg);
 }
 
-int rk_rpc_accept_decode(const uint8_t *b, size_t len, struct rk_rpc_accept *a)
+int rk__rpc_accept_decode(const uint8_t *b, size_t len, struct rk_rpc_accept *a)
 {
 	if (!b || len < RK_RPC_ACCEPT_LEN || rk_get32(b) != ACCEPT_MAGIC ||
 	    rk_get32(b + 4) != RK_RPC_WIRE_VERSION)
@@ -146,7 +146,7 @@ int rk_rpc_accept_decode(const uint8_t *b, size_t len, struct rk_rpc_accept *a)
 	return 0;
 }
 
-int rk_rpc_status_errno(uint32_t status)
+int rk__rpc_status_errno(uint32_t status)
 {
 	switch (status) {
 	case RK_RPC_OK:

@@ -87,48 +87,48 @@ struct rk_rpc_limits {
 	uint32_t window, req_inline, slot_size, max_msg;
 };
 
-void rk_rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *buf);
+void rk__rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *buf);
 /*
- * rk_rpc_req_encode_slot / _call - rk_rpc_req_encode in two parts: the
+ * rk__rpc_req_encode_slot / _call - rk__rpc_req_encode in two parts: the
  * fields of a call slot that never change (version, slot, slot_addr,
  * slot_rkey), written once into the slot's request buffer, and the rest,
- * written for each call. Both together write what rk_rpc_req_encode does.
+ * written for each call. Both together write what rk__rpc_req_encode does.
  */
-void rk_rpc_req_encode_slot(const struct rk_rpc_req_hdr *h, uint8_t *buf);
-void rk_rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *buf);
+void rk__rpc_req_encode_slot(const struct rk_rpc_req_hdr *h, uint8_t *buf);
+void rk__rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *buf);
 /*
- * rk_rpc_req_decode - parse a request of @len bytes (header and inline
+ * rk__rpc_req_decode - parse a request of @len bytes (header and inline
  * body) and check it against @lim. Returns 0, or -EBADMSG (truncated, other
  * version, unknown flags, an inline length that is not what came),
  * -ERANGE (slot beyond the window), -EMSGSIZE (a length beyond the limits).
  * @why gets a short reason.
  */
-int rk_rpc_req_decode(const uint8_t *buf, size_t len, const struct rk_rpc_limits *lim,
-		      struct rk_rpc_req_hdr *h, const char **why);
+int rk__rpc_req_decode(const uint8_t *buf, size_t len, const struct rk_rpc_limits *lim,
+		       struct rk_rpc_req_hdr *h, const char **why);
 
-void rk_rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *buf);
+void rk__rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *buf);
 /*
- * rk_rpc_ans_decode - parse an answer header from @buf (already copied out
+ * rk__rpc_ans_decode - parse an answer header from @buf (already copied out
  * of the peer-writable slot) that arrived with @byte_len bytes for a call
  * that accepts @resp_cap bytes, made @direct or not (a call that was not
  * direct gets its data in the slot, always). Returns 0 or -EBADMSG with @why.
  */
-int rk_rpc_ans_decode(const uint8_t *buf, uint32_t byte_len, uint32_t resp_cap, int direct,
-		      struct rk_rpc_ans_hdr *h, const char **why);
+int rk__rpc_ans_decode(const uint8_t *buf, uint32_t byte_len, uint32_t resp_cap, int direct,
+		       struct rk_rpc_ans_hdr *h, const char **why);
 
-static inline uint32_t rk_rpc_imm(uint16_t slot, uint16_t gen)
+static inline uint32_t rk__rpc_imm(uint16_t slot, uint16_t gen)
 {
 	return (uint32_t)slot << 16 | gen;
 }
 
-void rk_rpc_accept_encode(const struct rk_rpc_accept *a, uint8_t *buf);
+void rk__rpc_accept_encode(const struct rk_rpc_accept *a, uint8_t *buf);
 /*
- * rk_rpc_accept_decode - 0, or -EBADMSG (short, bad magic, a zero field or
+ * rk__rpc_accept_decode - 0, or -EBADMSG (short, bad magic, a zero field or
  * one beyond RK_RPC_WIRE_MAX_*: a client sizes its memory by these).
  */
-int rk_rpc_accept_decode(const uint8_t *buf, size_t len, struct rk_rpc_accept *a);
+int rk__rpc_accept_decode(const uint8_t *buf, size_t len, struct rk_rpc_accept *a);
 
-/* rk_rpc_status_errno - the call result for an answer's status. */
-int rk_rpc_status_errno(uint32_t status);
+/* rk__rpc_status_errno - the call result for an answer's status. */
+int rk__rpc_status_errno(uint32_t status);
 
 #endif

@@ -34,8 +34,8 @@ static void locate(const struct rk_slab_class *c, uint32_t slot, const struct rk
 
 static const size_t default_sizes[] = {4096, 64 * 1024, 1024 * 1024};
 
-int rk_slab_init(struct rk_slab *s, const size_t *sizes, size_t chunk_size, size_t max_bytes,
-		 rk_slab_grow_fn grow, rk_slab_release_fn release, void *ctx, struct rk_error *err)
+int rk__slab_init(struct rk_slab *s, const size_t *sizes, size_t chunk_size, size_t max_bytes,
+		  rk_slab_grow_fn grow, rk_slab_release_fn release, void *ctx, struct rk_error *err)
 {
 	unsigned n = 0;
 
@@ -55,24 +55,24 @@ int rk_slab_init(struct rk_slab *s, const size_t *sizes, size_t chunk_size, size
 		size_t chunk;
 
 		if (i > 0 && sizes[i] <= sizes[i - 1])
-			return rk_err_set(err, EINVAL, "rk_pool_create",
-					  "class sizes must ascend (%zu after %zu)", sizes[i],
-					  sizes[i - 1]);
+			return rk__err_set(err, EINVAL, "rk_pool_create",
+					   "class sizes must ascend (%zu after %zu)", sizes[i],
+					   sizes[i - 1]);
 		c->size = sizes[i];
 		chunk = s->chunk_size < c->size ? c->size : s->chunk_size;
 		c->per_chunk = (uint32_t)(chunk / c->size);
 		c->size_shift = log2_exact(c->size);
 		c->chunk_shift = log2_exact(c->per_chunk);
 		if (chunk / c->size > 65536)
-			return rk_err_set(err, EINVAL, "rk_pool_create",
-					  "class %zu: %zu buffers per chunk is too many", c->size,
-					  chunk / c->size);
+			return rk__err_set(err, EINVAL, "rk_pool_create",
+					   "class %zu: %zu buffers per chunk is too many", c->size,
+					   chunk / c->size);
 	}
 	s->nclasses = n;
 	return 0;
 }
 
-int rk_slab_grow_class(struct rk_slab *s, unsigned ci, struct rk_error *err)
+int rk__slab_grow_class(struct rk_slab *s, unsigned ci, struct rk_error *err)
 {
 	struct rk_slab_class *c = &s->classes[ci];
 	size_t bytes = (size_t)c->per_chunk * c->size;
@@ -83,28 +83,28 @@ int rk_slab_grow_class(struct rk_slab *s, unsigned ci, struct rk_error *err)
 	int r;
 
 	if (s->max_bytes && s->st.registered_bytes + bytes > s->max_bytes)
-		return rk_err_set(err, ENOMEM, "rk_pool_alloc",
-				  "pool limit of %zu bytes reached (class %zu)", s->max_bytes,
-				  c->size);
+		return rk__err_set(err, ENOMEM, "rk_pool_alloc",
+				   "pool limit of %zu bytes reached (class %zu)", s->max_bytes,
+				   c->size);
 	if (nslots > RK_SLAB_MAX_SLOTS)
-		return rk_err_set(err, ENOMEM, "rk_pool_alloc", "class %zu has too many buffers",
-				  c->size);
+		return rk__err_set(err, ENOMEM, "rk_pool_alloc", "class %zu has too many buffers",
+				   c->size);
 	if (c->nchunks == c->chunks_cap) {
 		uint32_t cap = c->chunks_cap ? c->chunks_cap * 2 : 4;
 		struct rk_slab_chunk *nc = realloc(c->chunks, cap * sizeof(*nc));
 
 		if (!nc)
-			return rk_err_set(err, ENOMEM, "rk_pool_alloc", NULL);
+			return rk__err_set(err, ENOMEM, "rk_pool_alloc", NULL);
 		c->chunks = nc;
 		c->chunks_cap = cap;
 	}
 	stack = realloc(c->free_stack, nslots * sizeof(*stack));
 	if (!stack)
-		return rk_err_set(err, ENOMEM, "rk_pool_alloc", NULL);
+		return rk__err_set(err, ENOMEM, "rk_pool_alloc", NULL);
 	c->free_stack = stack;
 	used = realloc(c->in_use, nslots);
 	if (!used)
-		return rk_err_set(err, ENOMEM, "rk_pool_alloc", NULL);
+		return rk__err_set(err, ENOMEM, "rk_pool_alloc", NULL);
 	c->in_use = used;
 
 	r = s->grow(s->ctx, bytes, &chunk, err);
@@ -124,7 +124,7 @@ int rk_slab_grow_class(struct rk_slab *s, unsigned ci, struct rk_error *err)
 	return 0;
 }
 
-int rk_slab_alloc(struct rk_slab *s, size_t size, struct rk_buf *out, struct rk_error *err)
+int rk__slab_alloc(struct rk_slab *s, size_t size, struct rk_buf *out, struct rk_error *err)
 {
 	struct rk_slab_class *c = NULL;
 	const struct rk_slab_chunk *ch;
@@ -140,11 +140,11 @@ int rk_slab_alloc(struct rk_slab *s, size_t size, struct rk_buf *out, struct rk_
 		}
 	if (!c) {
 		s->st.alloc_failures++;
-		return rk_err_set(err, E2BIG, "rk_pool_alloc", "%zu bytes exceed the largest class",
-				  size);
+		return rk__err_set(err, E2BIG, "rk_pool_alloc",
+				   "%zu bytes exceed the largest class", size);
 	}
 	if (c->nfree == 0) {
-		r = rk_slab_grow_class(s, ci, err);
+		r = rk__slab_grow_class(s, ci, err);
 		if (r) {
 			s->st.alloc_failures++;
 			return r;
@@ -164,7 +164,7 @@ int rk_slab_alloc(struct rk_slab *s, size_t size, struct rk_buf *out, struct rk_
 	return 0;
 }
 
-int rk_slab_free(struct rk_slab *s, const struct rk_buf *buf)
+int rk__slab_free(struct rk_slab *s, const struct rk_buf *buf)
 {
 	unsigned ci = buf->id >> RK_SLAB_SLOT_BITS;
 	uint32_t slot = buf->id & (RK_SLAB_MAX_SLOTS - 1);
@@ -188,7 +188,7 @@ int rk_slab_free(struct rk_slab *s, const struct rk_buf *buf)
 	return 0;
 }
 
-void rk_slab_fini(struct rk_slab *s)
+void rk__slab_fini(struct rk_slab *s)
 {
 	for (unsigned ci = 0; ci < s->nclasses; ci++) {
 		struct rk_slab_class *c = &s->classes[ci];

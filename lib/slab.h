@@ -56,17 +56,18 @@ struct rk_slab {
 };
 
 /*
- * rk_slab_init - set up classes from @sizes (ascending, zero-terminated or
+ * rk__slab_init - set up classes from @sizes (ascending, zero-terminated or
  * RK_POOL_MAX_CLASSES long; all zero = defaults). No memory is requested
  * yet. Returns 0 or -EINVAL (unsorted or zero sizes, too many slots).
  */
-int rk_slab_init(struct rk_slab *s, const size_t *sizes, size_t chunk_size, size_t max_bytes,
-		 rk_slab_grow_fn grow, rk_slab_release_fn release, void *ctx, struct rk_error *err);
-/* rk_slab_grow_class - add one chunk to class @ci. */
-int rk_slab_grow_class(struct rk_slab *s, unsigned ci, struct rk_error *err);
-int rk_slab_alloc(struct rk_slab *s, size_t size, struct rk_buf *out, struct rk_error *err);
-int rk_slab_free(struct rk_slab *s, const struct rk_buf *buf);
-/* rk_slab_fini - release every chunk and the bookkeeping. */
-void rk_slab_fini(struct rk_slab *s);
+int rk__slab_init(struct rk_slab *s, const size_t *sizes, size_t chunk_size, size_t max_bytes,
+		  rk_slab_grow_fn grow, rk_slab_release_fn release, void *ctx,
+		  struct rk_error *err);
+/* rk__slab_grow_class - add one chunk to class @ci. */
+int rk__slab_grow_class(struct rk_slab *s, unsigned ci, struct rk_error *err);
+int rk__slab_alloc(struct rk_slab *s, size_t size, struct rk_buf *out, struct rk_error *err);
+int rk__slab_free(struct rk_slab *s, const struct rk_buf *buf);
+/* rk__slab_fini - release every chunk and the bookkeeping. */
+void rk__slab_fini(struct rk_slab *s);
 
 #endif

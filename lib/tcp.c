@@ -28,13 +28,13 @@ int rk_tcp_listen(const char *addr, const char *port, struct rk_error *err)
 	for (a = ai; a; a = a->ai_next) {
 		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
 		if (fd < 0) {
-			r = rk_err_sys(err, "socket", NULL);
+			r = rk__err_sys(err, "socket", NULL);
 			continue;
 		}
 		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
 		    bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0)
 			break;
-		r = rk_err_sys(err, "bind/listen", "%s:%s", addr ? addr : "*", port);
+		r = rk__err_sys(err, "bind/listen", "%s:%s", addr ? addr : "*", port);
 		close(fd);
 		fd = -1;
 	}
@@ -48,12 +48,12 @@ static int wait_fd(int fd, short events, int64_t deadline, struct rk_error *err,
 	int r;
 
 	do
-		r = poll(&p, 1, rk_ms_left(deadline));
+		r = poll(&p, 1, rk__ms_left(deadline));
 	while (r < 0 && errno == EINTR);
 	if (r < 0)
-		return rk_err_sys(err, "poll", "%s", op);
+		return rk__err_sys(err, "poll", "%s", op);
 	if (r == 0)
-		return rk_err_set(err, ETIMEDOUT, op, "deadline passed");
+		return rk__err_set(err, ETIMEDOUT, op, "deadline passed");
 	return 0;
 }
 
@@ -61,14 +61,14 @@ int rk_tcp_accept(int lfd, int timeout_ms, struct rk_error *err)
 {
 	int fd, r, one = 1;
 
-	r = wait_fd(lfd, POLLIN, rk_deadline(timeout_ms), err, "accept");
+	r = wait_fd(lfd, POLLIN, rk__deadline(timeout_ms), err, "accept");
 	if (r)
 		return r;
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
-		return rk_err_sys(err, "accept", NULL);
+		return rk__err_sys(err, "accept", NULL);
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))) {
-		r = rk_err_sys(err, "setsockopt", "TCP_NODELAY");
+		r = rk__err_sys(err, "setsockopt", "TCP_NODELAY");
 		close(fd);
 		return r;
 	}
@@ -82,20 +82,20 @@ static int connect_one(const struct addrinfo *a, int64_t deadline, struct rk_err
 
 	fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
 	if (fd < 0)
-		return rk_err_sys(err, "socket", NULL);
+		return rk__err_sys(err, "socket", NULL);
 	if (connect(fd, a->ai_addr, a->ai_addrlen) && errno != EINPROGRESS) {
-		r = rk_err_sys(err, "connect", NULL);
+		r = rk__err_sys(err, "connect", NULL);
 		goto fail;
 	}
 	r = wait_fd(fd, POLLOUT, deadline, err, "connect");
 	if (r)
 		goto fail;
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) || soerr) {
-		r = rk_err_set(err, soerr ? soerr : errno, "connect", NULL);
+		r = rk__err_set(err, soerr ? soerr : errno, "connect", NULL);
 		goto fail;
 	}
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))) {
-		r = rk_err_sys(err, "setsockopt", "TCP_NODELAY");
+		r = rk__err_sys(err, "setsockopt", "TCP_NODELAY");
 		goto fail;
 	}
 	return fd;
@@ -107,7 +107,7 @@ fail:
 int rk_tcp_connect(const char *host, const char *port, int timeout_ms, struct rk_error *err)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *a;
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 	int r;
 
 	r = getaddrinfo(host, port, &hints, &ai);
@@ -144,11 +144,11 @@ static int xfer(int fd, void *buf, size_t len, int sending, int64_t deadline, st
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
 				continue;
-			return rk_err_sys(err, sending ? "send" : "recv", "oob exchange");
+			return rk__err_sys(err, sending ? "send" : "recv", "oob exchange");
 		}
 		if (n == 0)
-			return rk_err_set(err, ECONNRESET, "recv",
-					  "peer closed the out-of-band connection");
+			return rk__err_set(err, ECONNRESET, "recv",
+					   "peer closed the out-of-band connection");
 		done += (size_t)n;
 	}
 	return 0;
@@ -157,13 +157,13 @@ static int xfer(int fd, void *buf, size_t len, int sending, int64_t deadline, st
 int rk_oob_exchange(int fd, const struct rk_oob_info *local, struct rk_oob_info *remote,
 		    int timeout_ms, struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 	uint8_t out[RK_OOB_MSG_LEN], in[RK_OOB_MSG_LEN];
 	int r;
 
 	r = rk_oob_encode(local, out, sizeof(out));
 	if (r < 0)
-		return rk_err_set(err, -r, "rk_oob_encode", "local info out of range");
+		return rk__err_set(err, -r, "rk_oob_encode", "local info out of range");
 	r = xfer(fd, out, sizeof(out), 1, deadline, err);
 	if (r)
 		return r;
@@ -173,7 +173,7 @@ int rk_oob_exchange(int fd, const struct rk_oob_info *local, struct rk_oob_info 
 		return r;
 	r = rk_oob_decode(in, 8, remote, err);
 	if (r != -EBADMSG || memcmp(in, "RKOB", 4) != 0)
-		return r ? r : rk_err_set(err, EBADMSG, "rk_oob_decode", "short message");
+		return r ? r : rk__err_set(err, EBADMSG, "rk_oob_decode", "short message");
 	r = xfer(fd, in + 8, sizeof(in) - 8, 0, deadline, err);
 	if (r)
 		return r;

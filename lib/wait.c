@@ -83,27 +83,27 @@ int rk_wait_create(const struct rk_wait_opts *opts, struct rk_error *err, struct
 	if (!opts)
 		opts = &def;
 	if (opts->mode > RK_WAIT_ADAPTIVE)
-		return rk_err_set(err, EINVAL, "rk_wait_create", "unknown wait mode %d",
-				  opts->mode);
+		return rk__err_set(err, EINVAL, "rk_wait_create", "unknown wait mode %d",
+				   opts->mode);
 	ws = calloc(1, sizeof(*ws));
 	if (!ws)
-		return rk_err_set(err, ENOMEM, "rk_wait_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_wait_create", NULL);
 	ws->mode = opts->mode;
 	ws->spin_us = opts->spin_us ? opts->spin_us : 50;
 	ws->wakefd = -1;
 	atomic_init(&ws->wakes, 0);
 	ws->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ws->epfd < 0) {
-		r = rk_err_sys(err, "epoll_create1", NULL);
+		r = rk__err_sys(err, "epoll_create1", NULL);
 		goto fail;
 	}
 	ws->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (ws->wakefd < 0) {
-		r = rk_err_sys(err, "eventfd", "wake-up");
+		r = rk__err_sys(err, "eventfd", "wake-up");
 		goto fail;
 	}
 	if (epoll_ctl(ws->epfd, EPOLL_CTL_ADD, ws->wakefd, &ev)) {
-		r = rk_err_sys(err, "epoll_ctl", "wake-up eventfd");
+		r = rk__err_sys(err, "epoll_ctl", "wake-up eventfd");
 		goto fail;
 	}
 	*out = ws;
@@ -154,7 +154,7 @@ static int enable(struct rk_wait *ws, int id, struct rk_error *err, const char *
 
 	if (s->fd >= 0) {
 		if (epoll_ctl(ws->epfd, EPOLL_CTL_ADD, s->fd, &ev)) {
-			int r = rk_err_sys(err, "epoll_ctl", "%s: fd %d", op, s->fd);
+			int r = rk__err_sys(err, "epoll_ctl", "%s: fd %d", op, s->fd);
 
 			free(s->wc);
 			s->wc = NULL;
@@ -173,16 +173,16 @@ int rk_wait_add_cq(struct rk_wait *ws, struct rk_cq *cq, int max_wc, uint64_t ta
 	int id;
 
 	if (ws->mode != RK_WAIT_BUSY && fd < 0)
-		return rk_err_set(err, EINVAL, "rk_wait_add_cq",
-				  "a busy-mode CQ cannot be slept on (no completion channel)");
+		return rk__err_set(err, EINVAL, "rk_wait_add_cq",
+				   "a busy-mode CQ cannot be slept on (no completion channel)");
 	for (int i = 0; i < ws->nsrcs; i++)
 		if (ws->srcs[i].used && ws->srcs[i].cq == cq)
-			return rk_err_set(err, EEXIST, "rk_wait_add_cq", "CQ already in the set");
+			return rk__err_set(err, EEXIST, "rk_wait_add_cq", "CQ already in the set");
 	if (max_wc <= 0)
 		max_wc = DEF_MAX_WC;
 	id = new_slot(ws);
 	if (id < 0)
-		return rk_err_set(err, ENOMEM, "rk_wait_add_cq", NULL);
+		return rk__err_set(err, ENOMEM, "rk_wait_add_cq", NULL);
 	ws->srcs[id] = (struct src){.kind = RK_SRC_CQ,
 				    .tag = tag,
 				    .fd = ws->mode == RK_WAIT_BUSY ? -1 : fd,
@@ -192,7 +192,7 @@ int rk_wait_add_cq(struct rk_wait *ws, struct rk_cq *cq, int max_wc, uint64_t ta
 				    .fired = 1};
 	ws->srcs[id].wc = calloc((size_t)max_wc, sizeof(struct ibv_wc));
 	if (!ws->srcs[id].wc)
-		return rk_err_set(err, ENOMEM, "rk_wait_add_cq", NULL);
+		return rk__err_set(err, ENOMEM, "rk_wait_add_cq", NULL);
 	return enable(ws, id, err, "rk_wait_add_cq");
 }
 
@@ -202,11 +202,11 @@ int rk_wait_add_conn(struct rk_wait *ws, struct rk_conn *conn, uint64_t tag, str
 	int id;
 
 	if (fd < 0)
-		return rk_err_set(err, EINVAL, "rk_wait_add_conn",
-				  "a manual connection has no CM channel");
+		return rk__err_set(err, EINVAL, "rk_wait_add_conn",
+				   "a manual connection has no CM channel");
 	id = new_slot(ws);
 	if (id < 0)
-		return rk_err_set(err, ENOMEM, "rk_wait_add_conn", NULL);
+		return rk__err_set(err, ENOMEM, "rk_wait_add_conn", NULL);
 	ws->srcs[id] = (struct src){
 	    .kind = RK_SRC_CONN, .tag = tag, .fd = fd, .events = EPOLLIN, .conn = conn};
 	return enable(ws, id, err, "rk_wait_add_conn");
@@ -217,10 +217,10 @@ int rk_wait_add_eventfd(struct rk_wait *ws, int fd, uint64_t tag, struct rk_erro
 	int id;
 
 	if (fd < 0)
-		return rk_err_set(err, EBADF, "rk_wait_add_eventfd", "fd %d", fd);
+		return rk__err_set(err, EBADF, "rk_wait_add_eventfd", "fd %d", fd);
 	id = new_slot(ws);
 	if (id < 0)
-		return rk_err_set(err, ENOMEM, "rk_wait_add_eventfd", NULL);
+		return rk__err_set(err, ENOMEM, "rk_wait_add_eventfd", NULL);
 	ws->srcs[id] =
 	    (struct src){.kind = RK_SRC_EVENTFD, .tag = tag, .fd = fd, .events = EPOLLIN};
 	return enable(ws, id, err, "rk_wait_add_eventfd");
@@ -231,12 +231,12 @@ int rk_wait_add_fd(struct rk_wait *ws, int fd, uint32_t events, uint64_t tag, st
 	int id;
 
 	if (fd < 0)
-		return rk_err_set(err, EBADF, "rk_wait_add_fd", "fd %d", fd);
+		return rk__err_set(err, EBADF, "rk_wait_add_fd", "fd %d", fd);
 	if (!events || (events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)))
-		return rk_err_set(err, EINVAL, "rk_wait_add_fd", "events 0x%x", events);
+		return rk__err_set(err, EINVAL, "rk_wait_add_fd", "events 0x%x", events);
 	id = new_slot(ws);
 	if (id < 0)
-		return rk_err_set(err, ENOMEM, "rk_wait_add_fd", NULL);
+		return rk__err_set(err, ENOMEM, "rk_wait_add_fd", NULL);
 	ws->srcs[id] = (struct src){.kind = RK_SRC_FD, .tag = tag, .fd = fd, .events = events};
 	return enable(ws, id, err, "rk_wait_add_fd");
 }
@@ -430,7 +430,7 @@ static int epoll_pass(struct rk_wait *ws, struct rk_wait_event *out, int n, int 
 	if (k < 0) {
 		if (errno == EINTR)
 			return 0;
-		return rk_err_sys(err, "epoll_wait", NULL);
+		return rk__err_sys(err, "epoll_wait", NULL);
 	}
 	/* CQs first: a CM event defers to completions of its connection (cq_busy). */
 	for (int i = 0; i < k; i++)
@@ -463,7 +463,7 @@ static int epoll_pass(struct rk_wait *ws, struct rk_wait_event *out, int n, int 
  */
 static int clock_passed(int64_t *until_us, int64_t after_us)
 {
-	int64_t now = rk_now_us();
+	int64_t now = rk__now_us();
 
 	if (*until_us == UNTIL_LAZY) {
 		*until_us = now + after_us;
@@ -564,7 +564,7 @@ static int sleep_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int6
 			if (r)
 				return r;
 		}
-		left = got ? 0 : rk_ms_left(deadline_ms);
+		left = got ? 0 : rk__ms_left(deadline_ms);
 		if (!looked || !got) {
 			r = epoll_pass(ws, out, n, &got, left, err);
 			if (r < 0)
@@ -586,17 +586,17 @@ int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int timeout_ms
 	int r;
 
 	if (n <= 0)
-		return rk_err_set(err, EINVAL, "rk_wait", "room for %d events", n);
+		return rk__err_set(err, EINVAL, "rk_wait", "room for %d events", n);
 	if (ws->nsrcs)
 		ws->rr = (ws->rr + 1) % (unsigned)ws->nsrcs;
 	if (ws->mode == RK_WAIT_BUSY) {
 		r = spin(ws, out, n, timeout_ms < 0 ? -1 : UNTIL_LAZY, (int64_t)timeout_ms * 1000,
 			 timeout_ms == 0, err);
 	} else {
-		deadline = rk_deadline(timeout_ms);
+		deadline = rk__deadline(timeout_ms);
 		r = -ETIMEDOUT;
 		if (ws->mode == RK_WAIT_ADAPTIVE) {
-			until = rk_now_us() + ws->spin_us;
+			until = rk__now_us() + ws->spin_us;
 			if (deadline >= 0 && until > deadline * 1000)
 				until = deadline * 1000;
 			r = spin(ws, out, n, until, 0, 0, err);
@@ -605,6 +605,6 @@ int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int timeout_ms
 			r = sleep_wait(ws, out, n, deadline, err);
 	}
 	if (r == -ETIMEDOUT)
-		rk_err_set(err, ETIMEDOUT, "rk_wait", "nothing fired within %d ms", timeout_ms);
+		rk__err_set(err, ETIMEDOUT, "rk_wait", "nothing fired within %d ms", timeout_ms);
 	return r;
 }

@@ -64,14 +64,14 @@ int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer
 	if (opts)
 		o = *opts;
 	if (pd && pd->dev != dev)
-		return rk_err_set(err, EINVAL, "rk_xfer_create", "the PD is of another device");
+		return rk__err_set(err, EINVAL, "rk_xfer_create", "the PD is of another device");
 	if (o.mode == RK_XFER_AUTO)
 		o.mode = rk_xfer_mw_supported(dev) ? RK_XFER_MW : RK_XFER_MR;
 	else if (o.mode == RK_XFER_MW && !rk_xfer_mw_supported(dev))
-		return rk_err_set(err, EOPNOTSUPP, "rk_xfer_create",
-				  "%s has no memory windows of type 2", dev->info.name);
+		return rk__err_set(err, EOPNOTSUPP, "rk_xfer_create",
+				   "%s has no memory windows of type 2", dev->info.name);
 	else if (o.mode != RK_XFER_MW && o.mode != RK_XFER_MR)
-		return rk_err_set(err, EINVAL, "rk_xfer_create", "mode %d", (int)o.mode);
+		return rk__err_set(err, EINVAL, "rk_xfer_create", "mode %d", (int)o.mode);
 	if (!o.chain)
 		o.chain = DEF_CHAIN;
 	if (!o.max_batches)
@@ -83,25 +83,25 @@ int rk_xfer_create(struct rk_device *dev, struct rk_pd *pd, const struct rk_xfer
 	if (!o.ctl_timeout_ms)
 		o.ctl_timeout_ms = DEF_CTL_MS;
 	if (o.zero_based && o.mode != RK_XFER_MW)
-		return rk_err_set(err, EINVAL, "rk_xfer_create",
-				  "zero_based needs memory windows (mode MW)");
+		return rk__err_set(err, EINVAL, "rk_xfer_create",
+				   "zero_based needs memory windows (mode MW)");
 	if (o.ctl_timeout_ms < 0) /* every wait has a deadline: teardown's too */
-		return rk_err_set(err, EINVAL, "rk_xfer_create", "ctl_timeout_ms %d",
-				  o.ctl_timeout_ms);
+		return rk__err_set(err, EINVAL, "rk_xfer_create", "ctl_timeout_ms %d",
+				   o.ctl_timeout_ms);
 	if (o.chain > RK_XFER_CHAIN_MAX || o.max_batches > 65535 || o.max_ops > RK_XPLAN_MAX_WRS ||
 	    o.notif_recvs > 4096)
-		return rk_err_set(err, EINVAL, "rk_xfer_create",
-				  "chain %u (max %u), max_batches %u (max 65535), max_ops %u (max "
-				  "%u), notif_recvs %u (max 4096)",
-				  o.chain, RK_XFER_CHAIN_MAX, o.max_batches, o.max_ops,
-				  RK_XPLAN_MAX_WRS, o.notif_recvs);
+		return rk__err_set(err, EINVAL, "rk_xfer_create",
+				   "chain %u (max %u), max_batches %u (max 65535), max_ops %u (max "
+				   "%u), notif_recvs %u (max 4096)",
+				   o.chain, RK_XFER_CHAIN_MAX, o.max_batches, o.max_ops,
+				   RK_XPLAN_MAX_WRS, o.notif_recvs);
 	x = calloc(1, sizeof(*x));
 	if (!x)
-		return rk_err_set(err, ENOMEM, "rk_xfer_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_xfer_create", NULL);
 	x->slots = calloc(o.max_batches, sizeof(struct rk_xfer_batch *));
 	if (!x->slots) {
 		free(x);
-		return rk_err_set(err, ENOMEM, "rk_xfer_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_xfer_create", NULL);
 	}
 	x->dev = dev;
 	x->pd = pd ? pd->pd : dev->pd;
@@ -159,18 +159,18 @@ int rk_xfer_seg_reg(struct rk_xfer *x, void *addr, size_t len, unsigned access,
 	int r;
 
 	if (access & ~(unsigned)(RK_XFER_READ | RK_XFER_WRITE))
-		return rk_err_set(err, EINVAL, "rk_xfer_seg_reg", "access 0x%x", access);
+		return rk__err_set(err, EINVAL, "rk_xfer_seg_reg", "access 0x%x", access);
 	if (!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr)
-		return rk_err_set(err, EINVAL, "rk_xfer_seg_reg", "range %p + %zu", addr, len);
+		return rk__err_set(err, EINVAL, "rk_xfer_seg_reg", "range %p + %zu", addr, len);
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return rk_err_set(err, ENOMEM, "rk_xfer_seg_reg", NULL);
+		return rk__err_set(err, ENOMEM, "rk_xfer_seg_reg", NULL);
 	r = rk__xcache_get(&x->cache, x->pd, addr, len, region_access(x), &s->region);
 	if (r) {
 		free(s);
 		errno = -r;
-		return rk_err_sys(err, "ibv_reg_mr", "%zu bytes at %p, access 0x%x", len, addr,
-				  region_access(x));
+		return rk__err_sys(err, "ibv_reg_mr", "%zu bytes at %p, access 0x%x", len, addr,
+				   region_access(x));
 	}
 	s->made_region = s->region->refs == 1; /* a hit leaves it >= 2 */
 	s->x = x;
@@ -229,21 +229,21 @@ static void ctl_begin(struct rk_xfer *x)
 static int ctl_wait(struct rk_xfer *x, struct rk_xfer_peer *p, int timeout_ms, int flush_ok,
 		    const char *op, struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 
 	while (x->ctl_pending) {
-		int left = rk_ms_left(deadline);
+		int left = rk__ms_left(deadline);
 
 		if (left == 0)
-			return rk_err_set(err, ETIMEDOUT, op, "%u window operations not completed",
-					  x->ctl_pending);
+			return rk__err_set(err, ETIMEDOUT, op, "%u window operations not completed",
+					   x->ctl_pending);
 		rk__xfer_poll(x, p->lanes, p->nlanes, left < 0 || left > 20 ? 20 : left);
 	}
 	if (x->ctl_status == IBV_WC_WR_FLUSH_ERR && flush_ok)
 		return 0; /* the QP is in error: it serves no request, the window is dead */
 	if (x->ctl_status)
-		return rk_err_set(err, EIO, op, "window operation failed: %s",
-				  ibv_wc_status_str((enum ibv_wc_status)x->ctl_status));
+		return rk__err_set(err, EIO, op, "window operation failed: %s",
+				   ibv_wc_status_str((enum ibv_wc_status)x->ctl_status));
 	return 0;
 }
 
@@ -288,9 +288,10 @@ static int unexport(struct rk_xfer *x, struct rk__xexport *e, int timeout_ms, st
 		 */
 		r = ibv_dereg_mr(e->mr);
 		if (r)
-			return rk_err_ret(err, r, "ibv_dereg_mr",
-					  "revoke: the registration is still there and its key may "
-					  "still work; the export stays (revoke again)");
+			return rk__err_ret(
+			    err, r, "ibv_dereg_mr",
+			    "revoke: the registration is still there and its key may "
+			    "still work; the export stays (revoke again)");
 		e->mr = NULL;
 		e->live = 0;
 		x->st.dereg_mr++;
@@ -321,8 +322,8 @@ static int unexport(struct rk_xfer *x, struct rk__xexport *e, int timeout_ms, st
 		}
 		rk_conn_disconnect(p->lanes[i], 0, NULL);
 		if (drop_window(e, i) && !r)
-			r = rk_err_set(err, EIO, "rk_xfer_revoke",
-				       "lane %u: its window could not be deallocated", i);
+			r = rk__err_set(err, EIO, "rk_xfer_revoke",
+					"lane %u: its window could not be deallocated", i);
 	}
 	if (r) {
 		ctl_wait(x, p, timeout_ms, 1, "rk_xfer_revoke", NULL);
@@ -394,25 +395,26 @@ int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigne
 	int r;
 
 	if (!nlanes || nlanes > RK_XFER_LANES_MAX)
-		return rk_err_set(err, EINVAL, "rk_xfer_peer_create", "%u lanes (1..%u)", nlanes,
-				  RK_XFER_LANES_MAX);
+		return rk__err_set(err, EINVAL, "rk_xfer_peer_create", "%u lanes (1..%u)", nlanes,
+				   RK_XFER_LANES_MAX);
 	for (unsigned i = 0; i < nlanes; i++) {
 		if (!lanes[i])
-			return rk_err_set(err, EINVAL, "rk_xfer_peer_create", "lane %u is NULL", i);
+			return rk__err_set(err, EINVAL, "rk_xfer_peer_create", "lane %u is NULL",
+					   i);
 		if (lanes[i]->pd != x->pd)
-			return rk_err_set(err, EINVAL, "rk_xfer_peer_create",
-					  "lane %u is in another PD than the segments", i);
+			return rk__err_set(err, EINVAL, "rk_xfer_peer_create",
+					   "lane %u is in another PD than the segments", i);
 		if (lanes[i]->sq_depth < x->opts.chain + 2)
-			return rk_err_set(err, EINVAL, "rk_xfer_peer_create",
-					  "lane %u: send queue %u, needs %u", i, lanes[i]->sq_depth,
-					  x->opts.chain + 2);
+			return rk__err_set(err, EINVAL, "rk_xfer_peer_create",
+					   "lane %u: send queue %u, needs %u", i,
+					   lanes[i]->sq_depth, x->opts.chain + 2);
 		/* Receives an earlier peer on this lane left posted are taken over. */
 		if (lanes[i]->xfer_recvs < x->opts.notif_recvs &&
 		    rk_rq_room(lanes[i]) < x->opts.notif_recvs - lanes[i]->xfer_recvs)
-			return rk_err_set(err, ENOBUFS, "rk_xfer_peer_create",
-					  "lane %u: %u free receive slots, needs %u", i,
-					  rk_rq_room(lanes[i]),
-					  x->opts.notif_recvs - lanes[i]->xfer_recvs);
+			return rk__err_set(err, ENOBUFS, "rk_xfer_peer_create",
+					   "lane %u: %u free receive slots, needs %u", i,
+					   rk_rq_room(lanes[i]),
+					   x->opts.notif_recvs - lanes[i]->xfer_recvs);
 	}
 	for (idx = 0; idx < x->npeers && x->peers[idx]; idx++)
 		;
@@ -420,21 +422,21 @@ int rk_xfer_peer_create(struct rk_xfer *x, struct rk_conn *const *lanes, unsigne
 		struct rk_xfer_peer **np;
 
 		if (x->npeers >= 65535)
-			return rk_err_set(err, ENOSPC, "rk_xfer_peer_create", "65535 peers");
+			return rk__err_set(err, ENOSPC, "rk_xfer_peer_create", "65535 peers");
 		np = realloc(x->peers, (x->npeers + 1) * sizeof(struct rk_xfer_peer *));
 		if (!np)
-			return rk_err_set(err, ENOMEM, "rk_xfer_peer_create", NULL);
+			return rk__err_set(err, ENOMEM, "rk_xfer_peer_create", NULL);
 		x->peers = np;
 		x->peers[x->npeers++] = NULL;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
-		return rk_err_set(err, ENOMEM, "rk_xfer_peer_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_xfer_peer_create", NULL);
 	p->nq_cap = 2 * nlanes * x->opts.notif_recvs;
 	p->nq = calloc(p->nq_cap, sizeof(*p->nq));
 	if (!p->nq) {
 		free(p);
-		return rk_err_set(err, ENOMEM, "rk_xfer_peer_create", NULL);
+		return rk__err_set(err, ENOMEM, "rk_xfer_peer_create", NULL);
 	}
 	p->x = x;
 	p->idx = idx;
@@ -516,7 +518,7 @@ static int bind_windows(struct rk_xfer *x, struct rk_xfer_seg *seg, struct rk__x
 		if (!e->mw[i]) {
 			e->mw[i] = ibv_alloc_mw(x->pd, IBV_MW_TYPE_2);
 			if (!e->mw[i])
-				return rk_err_sys(err, "ibv_alloc_mw", "type 2, lane %u", i);
+				return rk__err_sys(err, "ibv_alloc_mw", "type 2, lane %u", i);
 			e->rkey[i] = e->mw[i]->rkey;
 		}
 	ctl_begin(x);
@@ -563,26 +565,26 @@ int rk_xfer_export(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, unsigned acc
 	int r;
 
 	if (!peer_live(x, p))
-		return rk_err_set(err, EINVAL, "rk_xfer_export", "peer of another rk_xfer");
+		return rk__err_set(err, EINVAL, "rk_xfer_export", "peer of another rk_xfer");
 	if (!access || (access & ~seg->access))
-		return rk_err_set(err, EACCES, "rk_xfer_export",
-				  "access 0x%x asked, the segment allows 0x%x", access,
-				  seg->access);
+		return rk__err_set(err, EACCES, "rk_xfer_export",
+				   "access 0x%x asked, the segment allows 0x%x", access,
+				   seg->access);
 	if (cap < rk__xdesc_size(p->nlanes))
-		return rk_err_set(err, ENOSPC, "rk_xfer_export", "%zu-byte buffer, needs %zu", cap,
-				  rk__xdesc_size(p->nlanes));
+		return rk__err_set(err, ENOSPC, "rk_xfer_export", "%zu-byte buffer, needs %zu", cap,
+				   rk__xdesc_size(p->nlanes));
 	for (unsigned i = 0; i < p->nlanes; i++)
 		if (rk_conn_state(p->lanes[i]) != RK_CONN_CONNECTED)
-			return rk_err_set(err, ENOTCONN, "rk_xfer_export", "lane %u is %s", i,
-					  rk_conn_state_str(rk_conn_state(p->lanes[i])));
+			return rk__err_set(err, ENOTCONN, "rk_xfer_export", "lane %u is %s", i,
+					   rk_conn_state_str(rk_conn_state(p->lanes[i])));
 	e = find_export(seg, p);
 	if (e && e->live && e->access != access)
-		return rk_err_set(err, EBUSY, "rk_xfer_export",
-				  "exported with access 0x%x: revoke first", e->access);
+		return rk__err_set(err, EBUSY, "rk_xfer_export",
+				   "exported with access 0x%x: revoke first", e->access);
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)
-			return rk_err_set(err, ENOMEM, "rk_xfer_export", NULL);
+			return rk__err_set(err, ENOMEM, "rk_xfer_export", NULL);
 		e->peer = p;
 		e->next = seg->exports;
 		seg->exports = e;
@@ -597,8 +599,8 @@ int rk_xfer_export(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, unsigned acc
 			e->mr = ibv_reg_mr(x->pd, seg->addr, seg->len,
 					   IBV_ACCESS_LOCAL_WRITE | mw_access(access));
 			if (!e->mr)
-				return rk_err_sys(err, "ibv_reg_mr", "export of %zu bytes",
-						  seg->len);
+				return rk__err_sys(err, "ibv_reg_mr", "export of %zu bytes",
+						   seg->len);
 			x->st.reg_mr++;
 			for (unsigned i = 0; i < p->nlanes; i++)
 				e->rkey[i] = e->mr->rkey;
@@ -619,7 +621,7 @@ int rk_xfer_export(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, unsigned acc
 	d.len = seg->len;
 	memcpy(d.rkey, e->rkey, sizeof(d.rkey));
 	r = rk__xdesc_encode(&d, buf, cap, len);
-	return r ? rk_err_set(err, -r, "rk_xfer_export", "encoding") : 0;
+	return r ? rk__err_set(err, -r, "rk_xfer_export", "encoding") : 0;
 }
 
 int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, int timeout_ms,
@@ -628,7 +630,7 @@ int rk_xfer_revoke(struct rk_xfer_seg *seg, struct rk_xfer_peer *p, int timeout_
 	struct rk__xexport *e = find_export(seg, p);
 
 	if (!e || !e->live)
-		return rk_err_set(err, ENOENT, "rk_xfer_revoke", "segment %u not exported to it",
-				  seg->id);
+		return rk__err_set(err, ENOENT, "rk_xfer_revoke", "segment %u not exported to it",
+				   seg->id);
 	return unexport(seg->x, e, timeout_ms, err);
 }

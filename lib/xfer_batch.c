@@ -87,7 +87,7 @@ static void fail(struct rk_xfer_batch *b, int e, enum ibv_wc_status s, const cha
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	rk_err_set(&b->why, -e, "rk_xfer_batch", "%s", msg);
+	rk__err_set(&b->why, -e, "rk_xfer_batch", "%s", msg);
 	if (s != IBV_WC_SUCCESS) {
 		b->why.wc_status = (int)s;
 		b->why.wc_status_str = ibv_wc_status_str(s);
@@ -445,41 +445,41 @@ static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsig
 
 		if ((o->op != RK_XFER_OP_READ && o->op != RK_XFER_OP_WRITE) || !o->local || !rm ||
 		    !o->len)
-			return rk_err_set(err, EINVAL, "rk_xfer_post",
-					  "op %u: opcode %d, local %p, remote %p, len %llu", i,
-					  (int)o->op, (void *)o->local, (const void *)rm,
-					  (unsigned long long)o->len);
+			return rk__err_set(err, EINVAL, "rk_xfer_post",
+					   "op %u: opcode %d, local %p, remote %p, len %llu", i,
+					   (int)o->op, (void *)o->local, (const void *)rm,
+					   (unsigned long long)o->len);
 		if (o->local->x != p->x)
-			return rk_err_set(err, EINVAL, "rk_xfer_post",
-					  "op %u: local segment of another rk_xfer", i);
+			return rk__err_set(err, EINVAL, "rk_xfer_post",
+					   "op %u: local segment of another rk_xfer", i);
 		if (rm->peer != p)
-			return rk_err_set(err, EINVAL, "rk_xfer_post",
-					  "op %u: descriptor imported from another peer", i);
+			return rk__err_set(err, EINVAL, "rk_xfer_post",
+					   "op %u: descriptor imported from another peer", i);
 		if (o->local_off > o->local->len || o->len > o->local->len - o->local_off)
-			return rk_err_set(err, ERANGE, "rk_xfer_post",
-					  "op %u: local %llu + %llu beyond the %zu-byte segment", i,
-					  (unsigned long long)o->local_off,
-					  (unsigned long long)o->len, o->local->len);
+			return rk__err_set(err, ERANGE, "rk_xfer_post",
+					   "op %u: local %llu + %llu beyond the %zu-byte segment",
+					   i, (unsigned long long)o->local_off,
+					   (unsigned long long)o->len, o->local->len);
 		if (o->remote_off > rm->d.len || o->len > rm->d.len - o->remote_off)
-			return rk_err_set(
+			return rk__err_set(
 			    err, ERANGE, "rk_xfer_post",
 			    "op %u: remote %llu + %llu out of bounds of the %llu-byte "
 			    "segment",
 			    i, (unsigned long long)o->remote_off, (unsigned long long)o->len,
 			    (unsigned long long)rm->d.len);
 		if (!(rm->d.access & need))
-			return rk_err_set(err, EACCES, "rk_xfer_post",
-					  "op %u: %s, the descriptor grants 0x%x", i,
-					  need == RK_XFER_WRITE ? "WRITE" : "READ", rm->d.access);
+			return rk__err_set(err, EACCES, "rk_xfer_post",
+					   "op %u: %s, the descriptor grants 0x%x", i,
+					   need == RK_XFER_WRITE ? "WRITE" : "READ", rm->d.access);
 		if (rm != last_rm) { /* the ops of a batch mostly name one descriptor */
 			last_g = rk__xgens_find(&p->gens, rm->d.seg_id);
 			last_rm = rm;
 		}
 		g = last_g;
 		if (g && g->gen != rm->d.gen)
-			return rk_err_set(err, ESTALE, "rk_xfer_post",
-					  "op %u: descriptor of generation %u, %u is current", i,
-					  rm->d.gen, g->gen);
+			return rk__err_set(err, ESTALE, "rk_xfer_post",
+					   "op %u: descriptor of generation %u, %u is current", i,
+					   rm->d.gen, g->gen);
 		out[i].laddr = (uintptr_t)o->local->addr + o->local_off;
 		out[i].lkey = o->local->region->lkey;
 		out[i].raddr = rm->d.addr + o->remote_off;
@@ -507,30 +507,30 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 	if (!bo.timeout_ms)
 		bo.timeout_ms = DEF_TIMEOUT_MS;
 	if (!p->nlanes)
-		return rk_err_set(err, EINVAL, "rk_xfer_post", "a peer without lanes");
+		return rk__err_set(err, EINVAL, "rk_xfer_post", "a peer without lanes");
 	if (!nops || nops > x->opts.max_ops)
-		return rk_err_set(err, nops ? E2BIG : EINVAL, "rk_xfer_post", "%u ops (1..%u)",
-				  nops, x->opts.max_ops);
+		return rk__err_set(err, nops ? E2BIG : EINVAL, "rk_xfer_post", "%u ops (1..%u)",
+				   nops, x->opts.max_ops);
 	for (unsigned l = 0; l < p->nlanes; l++)
 		if (rk_conn_state(p->lanes[l]) != RK_CONN_CONNECTED)
-			return rk_err_set(err, ENOTCONN, "rk_xfer_post", "lane %u is %s", l,
-					  rk_conn_state_str(rk_conn_state(p->lanes[l])));
+			return rk__err_set(err, ENOTCONN, "rk_xfer_post", "lane %u is %s", l,
+					   rk_conn_state_str(rk_conn_state(p->lanes[l])));
 	for (slot = 0; slot < x->opts.max_batches && x->slots[slot]; slot++)
 		;
 	if (slot == x->opts.max_batches)
-		return rk_err_set(err, EBUSY, "rk_xfer_post", "%u batches in flight",
-				  x->opts.max_batches);
+		return rk__err_set(err, EBUSY, "rk_xfer_post", "%u batches in flight",
+				   x->opts.max_batches);
 	b = batch_get(x, nops);
 	if (!b)
-		return rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
+		return rk__err_set(err, ENOMEM, "rk_xfer_post", NULL);
 	lens = batch_lens(b);
 	r = check_ops(p, ops, nops, b->ops, lens, err);
 	if (r)
 		goto fail;
 	nwr = rk__xplan_count(lens, nops, RK_XFER_SPLIT, RK_XPLAN_MAX_WRS);
 	if (nwr < 0) {
-		r = rk_err_set(err, (int)-nwr, "rk_xfer_post", "%u ops make more than %u WRs", nops,
-			       RK_XPLAN_MAX_WRS);
+		r = rk__err_set(err, (int)-nwr, "rk_xfer_post", "%u ops make more than %u WRs",
+				nops, RK_XPLAN_MAX_WRS);
 		goto fail;
 	}
 	if ((unsigned long)nwr > b->cap_wrs) {
@@ -538,7 +538,7 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 		b->cap_wrs = 0;
 		b->wrs = malloc((size_t)nwr * sizeof(*b->wrs));
 		if (!b->wrs) {
-			r = rk_err_set(err, ENOMEM, "rk_xfer_post", NULL);
+			r = rk__err_set(err, ENOMEM, "rk_xfer_post", NULL);
 			goto fail;
 		}
 		b->cap_wrs = (unsigned)nwr;
@@ -559,7 +559,7 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 	b->slot = (uint16_t)slot;
 	b->serial = (uint16_t)++x->batch_serial;
 	b->nops = nops;
-	b->deadline = bo.timeout_ms < 0 ? -1 : rk_deadline(bo.timeout_ms);
+	b->deadline = bo.timeout_ms < 0 ? -1 : rk__deadline(bo.timeout_ms);
 	b->notify = bo.notify;
 	b->notif = bo.notif;
 	x->slots[slot] = b;
@@ -601,7 +601,7 @@ int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err)
 			end(b);
 			break;
 		}
-		if (!b->ended && b->deadline >= 0 && rk_ms_left(b->deadline) == 0) {
+		if (!b->ended && b->deadline >= 0 && rk__ms_left(b->deadline) == 0) {
 			fail(b, -ETIMEDOUT, IBV_WC_SUCCESS,
 			     "deadline passed with %u completions outstanding (peer gone?); its "
 			     "lanes were disconnected",

@@ -21,27 +21,28 @@ int rk_xfer_import(struct rk_xfer_peer *p, const void *buf, size_t len, struct r
 
 	r = rk__xdesc_decode(buf, len, &d, &why);
 	if (r)
-		return rk_err_set(err, -r, "rk_xfer_import", "bad descriptor (%zu bytes): %s", len,
-				  why);
+		return rk__err_set(err, -r, "rk_xfer_import", "bad descriptor (%zu bytes): %s", len,
+				   why);
 	if (d.lanes != p->nlanes)
-		return rk_err_set(err, EINVAL, "rk_xfer_import",
-				  "descriptor for %u lanes, this peer has %u", d.lanes, p->nlanes);
+		return rk__err_set(err, EINVAL, "rk_xfer_import",
+				   "descriptor for %u lanes, this peer has %u", d.lanes, p->nlanes);
 	g = rk__xgens_find(&p->gens, d.seg_id);
 	if (g && d.gen < g->gen)
-		return rk_err_set(err, ESTALE, "rk_xfer_import",
-				  "segment %u: generation %u, %u was imported already", d.seg_id,
-				  d.gen, g->gen);
+		return rk__err_set(err, ESTALE, "rk_xfer_import",
+				   "segment %u: generation %u, %u was imported already", d.seg_id,
+				   d.gen, g->gen);
 	rm = calloc(1, sizeof(*rm));
 	if (!rm)
-		return rk_err_set(err, ENOMEM, "rk_xfer_import", NULL);
+		return rk__err_set(err, ENOMEM, "rk_xfer_import", NULL);
 	if (!g) {
 		r = rk__xgens_add(&p->gens, d.seg_id, RK_XGENS_MAX, &g);
 		if (r) {
 			free(rm);
-			return rk_err_set(err, -r, "rk_xfer_import",
-					  "%u segments of this peer imported and in use (free some "
-					  "handles)",
-					  p->gens.n);
+			return rk__err_set(
+			    err, -r, "rk_xfer_import",
+			    "%u segments of this peer imported and in use (free some "
+			    "handles)",
+			    p->gens.n);
 		}
 	}
 	g->gen = d.gen;

@@ -137,12 +137,12 @@ int rk_xfer_handle(struct rk_xfer *x, const struct ibv_wc *wc)
 
 int rk_xfer_batch_wait(struct rk_xfer_batch *b, int timeout_ms, struct rk_error *err)
 {
-	int64_t deadline = timeout_ms < 0 ? b->deadline : rk_deadline(timeout_ms);
+	int64_t deadline = timeout_ms < 0 ? b->deadline : rk__deadline(timeout_ms);
 	int r;
 
 	/* Poll at least once, even with a timeout of 0. */
 	while ((r = rk_xfer_batch_check(b, err)) == 0) {
-		int left = rk_ms_left(deadline);
+		int left = rk__ms_left(deadline);
 
 		rk__xfer_poll(b->x, b->peer->lanes, b->peer->nlanes,
 			      left < 0 || left > 20 ? 20 : left);
@@ -150,8 +150,8 @@ int rk_xfer_batch_wait(struct rk_xfer_batch *b, int timeout_ms, struct rk_error 
 			r = rk_xfer_batch_check(b, err);
 			if (r)
 				return r;
-			return rk_err_set(err, ETIMEDOUT, "rk_xfer_batch_wait",
-					  "batch still running after %d ms", timeout_ms);
+			return rk__err_set(err, ETIMEDOUT, "rk_xfer_batch_wait",
+					   "batch still running after %d ms", timeout_ms);
 		}
 	}
 	return r;
@@ -160,7 +160,7 @@ int rk_xfer_batch_wait(struct rk_xfer_batch *b, int timeout_ms, struct rk_error 
 int rk_xfer_notif_wait(struct rk_xfer_peer *p, int timeout_ms, uint32_t *value,
 		       struct rk_error *err)
 {
-	int64_t deadline = rk_deadline(timeout_ms);
+	int64_t deadline = rk__deadline(timeout_ms);
 
 	for (;;) {
 		unsigned up = 0;
@@ -179,16 +179,16 @@ int rk_xfer_notif_wait(struct rk_xfer_peer *p, int timeout_ms, uint32_t *value,
 				;
 			if (rk_xfer_notif_take(p, value))
 				return 1;
-			return rk_err_set(err, ECONNRESET, "rk_xfer_notif_wait",
-					  "peer gone: no lane is connected");
+			return rk__err_set(err, ECONNRESET, "rk_xfer_notif_wait",
+					   "peer gone: no lane is connected");
 		}
-		left = rk_ms_left(deadline);
+		left = rk__ms_left(deadline);
 		rk__xfer_poll(p->x, p->lanes, p->nlanes, left < 0 || left > 20 ? 20 : left);
 		if (left == 0) {
 			if (rk_xfer_notif_take(p, value))
 				return 1;
-			return rk_err_set(err, ETIMEDOUT, "rk_xfer_notif_wait",
-					  "no notification in %d ms", timeout_ms);
+			return rk__err_set(err, ETIMEDOUT, "rk_xfer_notif_wait",
+					   "no notification in %d ms", timeout_ms);
 		}
 	}
 }

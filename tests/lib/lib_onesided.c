@@ -35,7 +35,7 @@
  * librdmakit-private (lib/conn.c), linked from the static library: what the
  * rdma_cm DISCONNECTED event does to a connection, for the revoke test.
  */
-void rk_conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
+void rk__conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct rk_error *e);
 
 #define MiB (1u << 20)
 
@@ -324,7 +324,7 @@ static void revoked(struct world *w)
 /*
  * A lane the peer disconnected through rdma_cm: the DISCONNECTED event
  * changes the connection's state and leaves its QP in RTS (what
- * rk_conn_fail does here, as cm_event.c does on the event). Revoke must
+ * rk__conn_fail does here, as cm_event.c does on the event). Revoke must
  * still end access on it: the user's WRITE with the descriptor then fails
  * and nothing lands. On a fresh pair: a refused WRITE breaks the lanes.
  */
@@ -345,7 +345,7 @@ static void revoked_down(struct world *w)
 	LT_CHECK(run(w, &op, 1, NULL, &e), &e);
 	rk_error_setf(&gone, "test", ECONNRESET, "the peer disconnected (rdma_cm)");
 	for (unsigned i = 0; i < w->nlanes; i++)
-		rk_conn_fail(w->own.lanes[i], RK_CONN_DISCONNECTED, &gone);
+		rk__conn_fail(w->own.lanes[i], RK_CONN_DISCONNECTED, &gone);
 	LT_CHECK(rk_xfer_revoke(rseg, w->own.peer, 5000, &e), &e);
 	memset(rbuf, 0x5a, 65536);
 	lt_fill(lbuf, 4096, 4);

@@ -250,7 +250,7 @@ int main(void)
 	    {"slot not owned (sequence 0 on lane 1)", 1, RK_OP_WRITE_IMM, 0, 8},
 	    {"length beyond the slot", 0, RK_OP_WRITE_IMM, 0, SIZE + 1},
 	    {"replayed sequence far ahead of the window", 0, RK_OP_WRITE_IMM,
-	     rk_ring_imm_encode(SLOTS, SLOTS * 2), 8},
+	     rk__ring_imm_encode(SLOTS, SLOTS * 2), 8},
 	    {"a SEND where a write belongs", 0, RK_OP_SEND, 0, 0},
 	};
 	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {

@@ -507,7 +507,7 @@ static void raw_req(const struct raw *r, uint16_t method, uint16_t slot, uint32_
 				   .slot_addr = (uint64_t)(uintptr_t)rk_mr_addr(r->mr) + 4096,
 				   .slot_rkey = rk_mr_rkey(r->mr)};
 
-	rk_rpc_req_encode(&h, out);
+	rk__rpc_req_encode(&h, out);
 }
 
 static void raw_send(struct raw *r, const void *msg, uint32_t len, enum raw_kind kind)
@@ -556,10 +556,10 @@ static void raw_served(struct raw *r)
 			break;
 	} while (lt_now_ms() - t0 < 20000);
 	if (n != 1 || wc.wr_id != 99 || wc.status != IBV_WC_SUCCESS ||
-	    wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || ntohl(wc.imm_data) != rk_rpc_imm(0, 7))
+	    wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || ntohl(wc.imm_data) != rk__rpc_imm(0, 7))
 		LT_FAIL("a raw client's well-formed call was not answered into its slot (%d)", n);
-	if (rk_rpc_ans_decode((const uint8_t *)rk_mr_addr(r->mr) + 4096, wc.byte_len, 16, 0, &ah,
-			      &why) ||
+	if (rk__rpc_ans_decode((const uint8_t *)rk_mr_addr(r->mr) + 4096, wc.byte_len, 16, 0, &ah,
+			       &why) ||
 	    ah.status != RK_RPC_OK || ah.len != 0)
 		LT_FAIL("a raw client's answer: %s, status %u", why ? why : "ok", ah.status);
 }
@@ -611,16 +611,16 @@ static unsigned hostile(struct rk_device *dev, const char *addr, const char *por
 
 	if (!quick) {
 		h.slot = 9; /* the window granted is 4 */
-		rk_rpc_req_encode(&h, msg);
+		rk__rpc_req_encode(&h, msg);
 		raw_attack(dev, addr, port, "a slot beyond the window", "a slot beyond the window",
 			   msg, RK_RPC_REQ_HDR, RAW_SEND);
 		h.slot = 0;
 		h.req_len = 1 << 20; /* inline, beyond req_inline */
-		rk_rpc_req_encode(&h, msg);
+		rk__rpc_req_encode(&h, msg);
 		raw_attack(dev, addr, port, "a length beyond its buffer", "beyond req_inline", msg,
 			   RK_RPC_REQ_HDR, RAW_SEND);
 		h.req_len = 16; /* says 16, brings 0 */
-		rk_rpc_req_encode(&h, msg);
+		rk__rpc_req_encode(&h, msg);
 		raw_attack(dev, addr, port, "a length that is not what came", "not what came", msg,
 			   RK_RPC_REQ_HDR, RAW_SEND);
 		raw_attack(dev, addr, port, "a write where a SEND belongs", "where a SEND belongs",
@@ -637,7 +637,7 @@ static unsigned hostile(struct rk_device *dev, const char *addr, const char *por
 	h.method = M_DEFER;
 	h.slot = 1;
 	h.req_len = 4;
-	rk_rpc_req_encode(&h, msg);
+	rk__rpc_req_encode(&h, msg);
 	msg[RK_RPC_REQ_HDR] = 500 >> 8;
 	msg[RK_RPC_REQ_HDR + 1] = 500 & 0xff;
 	msg[RK_RPC_REQ_HDR + 2] = msg[RK_RPC_REQ_HDR + 3] = 0;
@@ -696,7 +696,7 @@ static void forge_one(struct forger *f, int k)
 	LT_CHECK(rk_mr_alloc(f->dev, 8192, RK_ACCESS_LOCAL, &e, &mr), &e);
 	co.prepare_arg = mr;
 	LT_CHECK(rk_listener_get_request(f->lis, 30000, &e, &req), &e);
-	rk_rpc_accept_encode(&acc, reply);
+	rk__rpc_accept_encode(&acc, reply);
 	LT_CHECK(rk_cm_request_accept(req, &co, reply, sizeof(reply), 10000, &e, &conn), &e);
 	t0 = lt_now_ms();
 	do
@@ -704,9 +704,9 @@ static void forge_one(struct forger *f, int k)
 	while (!(n == 1 && wc.wr_id == 1) && lt_now_ms() - t0 < 30000);
 	if (n != 1 || wc.status != IBV_WC_SUCCESS)
 		LT_FAIL("the forging server got no request (%d)", n);
-	if (rk_rpc_req_decode(rk_mr_addr(mr), wc.byte_len, &lim, &h, &why))
+	if (rk__rpc_req_decode(rk_mr_addr(mr), wc.byte_len, &lim, &h, &why))
 		LT_FAIL("the client's request: %s", why);
-	rk_rpc_ans_encode(&ah, (uint8_t *)rk_mr_addr(mr) + 4096);
+	rk__rpc_ans_encode(&ah, (uint8_t *)rk_mr_addr(mr) + 4096);
 	{
 		struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
 				   .flags = RK_WR_SIGNALED,
@@ -715,8 +715,8 @@ static void forge_one(struct forger *f, int k)
 				   .len = RK_RPC_ANS_HDR,
 				   .remote_addr = h.slot_addr,
 				   .rkey = h.slot_rkey,
-				   .imm = k == 0 ? rk_rpc_imm(h.slot, (uint16_t)(h.gen + 1))
-						 : rk_rpc_imm(9, h.gen)};
+				   .imm = k == 0 ? rk__rpc_imm(h.slot, (uint16_t)(h.gen + 1))
+						 : rk__rpc_imm(9, h.gen)};
 
 		LT_CHECK(rk_post(conn, &wr, &e), &e);
 	}

@@ -8,6 +8,11 @@ call). Within a layer the files must not call each other in a cycle, so
 each can be read and tested from the bottom up; only the files of one
 module (MODULES: one unit split by concern, sharing a private header) may.
 A new lib/*.c file must be given a layer here.
+
+It also holds the naming rule: a function lib/ defines without `static`
+is public when include/rdmakit/ declares it (its name rk_, never rk__),
+and private otherwise, its name rk__ (libuv's rule: one prefix for what
+users may call, another for what they must not).
 """
 import re
 import sys
@@ -64,9 +69,42 @@ CALL = re.compile(r"\b(rk_\w+)\s*\(")
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\])*\"", re.S)
 
 
+def public_names(include):
+    names = set()
+    for h in sorted(include.glob("*.h")):
+        names.update(m.group(1) for m in CALL.finditer(COMMENT.sub(" ", h.read_text())))
+    return names
+
+
+def naming(name, text, public):
+    """Problems of the naming rule in one lib/*.c file's text."""
+    out = []
+    for m in DEF.finditer(text):
+        fn = m.group(1)
+        if re.match(r"\s*(static|extern)\b", m.group(0)):
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        if fn in public and fn.startswith("rk__"):
+            out.append(f"{name}:{line}: {fn} is in include/rdmakit/ but named as private")
+        elif fn not in public and not fn.startswith("rk__"):
+            out.append(f"{name}:{line}: {fn} is private (not in include/rdmakit/): "
+                       f"name it rk__{fn[3:]}, or make it static")
+    return out
+
+
+INLINE = re.compile(r"^static inline [^(;]*?\b(rk_[a-z]\w*)\s*\(", re.M)
+
+
 def main():
     lib = Path(sys.argv[1]) / "lib"
+    public = public_names(Path(sys.argv[1]) / "include" / "rdmakit")
     defined, bodies, bad = {}, {}, []
+    for h in sorted(lib.glob("*.h")):
+        text = COMMENT.sub(" ", h.read_text())
+        for m in INLINE.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            bad.append(f"{h.name}:{line}: {m.group(1)} is private (a lib/ header): "
+                       f"name it rk__{m.group(1)[3:]}")
     for f in sorted(lib.glob("*.c")):
         if f.name not in layer_of:
             bad.append(f"{f.name}: no layer (add it to tests/unit/layers_guard.py)")
@@ -75,6 +113,7 @@ def main():
         bodies[f.name] = text
         for m in DEF.finditer(text):
             defined.setdefault(m.group(1), f.name)
+        bad += naming(f.name, text, public)
     edges = {name: set() for name in bodies}
     for name, text in bodies.items():
         for m in CALL.finditer(text):

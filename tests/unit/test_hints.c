@@ -76,10 +76,10 @@ static void hints_from_table(void **state)
 	{
 		struct rk_error err;
 
-		rk_err_set(&err, ENOMEM, "ibv_reg_mr", "8 MiB");
+		rk__err_set(&err, ENOMEM, "ibv_reg_mr", "8 MiB");
 		assert_ptr_equal(err.hint,
 				 rk_explain_find(RK_EXPLAIN_ERRNO, ENOMEM, "ibv_reg_mr")->hint);
-		rk_err_set(&err, EADDRINUSE, "rdma_bind_addr", NULL);
+		rk__err_set(&err, EADDRINUSE, "rdma_bind_addr", NULL);
 		assert_non_null(strstr(rk_error_str(&err), "another rdma_cm listener"));
 	}
 }

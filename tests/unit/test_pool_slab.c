@@ -42,23 +42,23 @@ static void classes_and_keys(void **state)
 	struct rk_buf a, b, c;
 
 	grows = releases = 0;
-	assert_int_equal(rk_slab_init(&s, sizes, 8192, 0, grow, release, NULL, NULL), 0);
-	assert_int_equal(rk_slab_alloc(&s, 1, &a, NULL), 0);
+	assert_int_equal(rk__slab_init(&s, sizes, 8192, 0, grow, release, NULL, NULL), 0);
+	assert_int_equal(rk__slab_alloc(&s, 1, &a, NULL), 0);
 	assert_int_equal(a.len, 64);
-	assert_int_equal(rk_slab_alloc(&s, 65, &b, NULL), 0);
+	assert_int_equal(rk__slab_alloc(&s, 65, &b, NULL), 0);
 	assert_int_equal(b.len, 4096);
 	assert_int_not_equal(a.lkey, b.lkey); /* different chunks */
-	assert_int_equal(rk_slab_alloc(&s, 4097, &c, NULL), -E2BIG);
+	assert_int_equal(rk__slab_alloc(&s, 4097, &c, NULL), -E2BIG);
 	assert_int_equal(s.st.alloc_failures, 1);
 	assert_int_equal(s.st.chunks, 2);
 	assert_int_equal(s.st.registered_bytes, 2 * 8192);
 	assert_int_equal(s.st.in_use_bytes, 64 + 4096);
 	/* freed slot is handed out again (LIFO) */
-	assert_int_equal(rk_slab_free(&s, &b), 0);
-	assert_int_equal(rk_slab_alloc(&s, 100, &c, NULL), 0);
+	assert_int_equal(rk__slab_free(&s, &b), 0);
+	assert_int_equal(rk__slab_alloc(&s, 100, &c, NULL), 0);
 	assert_ptr_equal(c.addr, b.addr);
 	assert_int_equal(c.rkey, b.rkey);
-	rk_slab_fini(&s);
+	rk__slab_fini(&s);
 	assert_int_equal(releases, 2);
 }
 
@@ -69,14 +69,14 @@ static void grows_by_chunks(void **state)
 	struct rk_buf b[10];
 
 	grows = releases = 0;
-	assert_int_equal(rk_slab_init(&s, sizes, 4096, 3 * 4096, grow, release, NULL, NULL), 0);
+	assert_int_equal(rk__slab_init(&s, sizes, 4096, 3 * 4096, grow, release, NULL, NULL), 0);
 	for (int i = 0; i < 12; i++)
-		assert_int_equal(rk_slab_alloc(&s, 1024, &b[i % 10], NULL), 0);
+		assert_int_equal(rk__slab_alloc(&s, 1024, &b[i % 10], NULL), 0);
 	/* 12 buffers of 1 KiB = 3 chunks of 4 KiB: the limit */
 	assert_int_equal(s.st.chunks, 3);
-	assert_int_equal(rk_slab_alloc(&s, 1024, &b[0], NULL), -ENOMEM);
+	assert_int_equal(rk__slab_alloc(&s, 1024, &b[0], NULL), -ENOMEM);
 	assert_int_equal(s.st.in_use, 12);
-	rk_slab_fini(&s);
+	rk__slab_fini(&s);
 	assert_int_equal(releases, 3);
 }
 
@@ -87,26 +87,26 @@ static void bad_frees(void **state)
 	struct rk_buf a, forged;
 
 	grows = releases = 0;
-	assert_int_equal(rk_slab_init(&s, sizes, 4096, 0, grow, release, NULL, NULL), 0);
-	assert_int_equal(rk_slab_alloc(&s, 10, &a, NULL), 0);
+	assert_int_equal(rk__slab_init(&s, sizes, 4096, 0, grow, release, NULL, NULL), 0);
+	assert_int_equal(rk__slab_alloc(&s, 10, &a, NULL), 0);
 	forged = a;
 	forged.addr = (char *)a.addr + 8;
-	assert_int_equal(rk_slab_free(&s, &forged), -EINVAL);
+	assert_int_equal(rk__slab_free(&s, &forged), -EINVAL);
 	forged = a;
 	forged.id = 5u << RK_SLAB_SLOT_BITS; /* no such class */
-	assert_int_equal(rk_slab_free(&s, &forged), -EINVAL);
+	assert_int_equal(rk__slab_free(&s, &forged), -EINVAL);
 	forged = a;
 	forged.id = a.id + 1000; /* slot beyond the chunks */
-	assert_int_equal(rk_slab_free(&s, &forged), -EINVAL);
+	assert_int_equal(rk__slab_free(&s, &forged), -EINVAL);
 	forged = a;
 	forged.id = a.id + 1; /* a slot that is free */
-	assert_int_equal(rk_slab_free(&s, &forged), -EINVAL);
-	assert_int_equal(rk_slab_free(&s, &a), 0);
-	assert_int_equal(rk_slab_free(&s, &a), -EINVAL); /* double free */
+	assert_int_equal(rk__slab_free(&s, &forged), -EINVAL);
+	assert_int_equal(rk__slab_free(&s, &a), 0);
+	assert_int_equal(rk__slab_free(&s, &a), -EINVAL); /* double free */
 	assert_int_equal(s.st.allocs, 1);
 	assert_int_equal(s.st.frees, 1);
 	assert_int_equal(s.st.in_use, 0);
-	rk_slab_fini(&s);
+	rk__slab_fini(&s);
 }
 
 static void bad_classes(void **state)
@@ -115,14 +115,14 @@ static void bad_classes(void **state)
 	static const size_t tiny[] = {1, 0};
 	struct rk_slab s;
 
-	assert_int_equal(rk_slab_init(&s, unsorted, 0, 0, grow, release, NULL, NULL), -EINVAL);
+	assert_int_equal(rk__slab_init(&s, unsorted, 0, 0, grow, release, NULL, NULL), -EINVAL);
 	/* 4 MiB of 1-byte buffers is too many slots per chunk */
-	assert_int_equal(rk_slab_init(&s, tiny, 0, 0, grow, release, NULL, NULL), -EINVAL);
+	assert_int_equal(rk__slab_init(&s, tiny, 0, 0, grow, release, NULL, NULL), -EINVAL);
 	/* defaults: 4 KiB, 64 KiB, 1 MiB */
-	assert_int_equal(rk_slab_init(&s, NULL, 0, 0, grow, release, NULL, NULL), 0);
+	assert_int_equal(rk__slab_init(&s, NULL, 0, 0, grow, release, NULL, NULL), 0);
 	assert_int_equal(s.nclasses, 3);
 	assert_int_equal(s.classes[2].size, 1 << 20);
-	rk_slab_fini(&s);
+	rk__slab_fini(&s);
 }
 
 static void churn(void **state)
@@ -133,27 +133,27 @@ static void churn(void **state)
 	struct rk_slab s;
 
 	grows = releases = 0;
-	assert_int_equal(rk_slab_init(&s, sizes, 65536, 0, grow, release, NULL, NULL), 0);
+	assert_int_equal(rk__slab_init(&s, sizes, 65536, 0, grow, release, NULL, NULL), 0);
 	for (int i = 0; i < 100000; i++) {
 		x = x * 1103515245u + 12345u;
 		if (n < 300 && (n == 0 || (x >> 16) % 2)) {
-			assert_int_equal(rk_slab_alloc(&s, 1 + (x >> 8) % 16384, &live[n], NULL),
+			assert_int_equal(rk__slab_alloc(&s, 1 + (x >> 8) % 16384, &live[n], NULL),
 					 0);
 			memset(live[n].addr, 0xee, live[n].len); /* must be ours alone */
 			n++;
 		} else {
 			uint32_t k = (x >> 8) % n;
 
-			assert_int_equal(rk_slab_free(&s, &live[k]), 0);
+			assert_int_equal(rk__slab_free(&s, &live[k]), 0);
 			live[k] = live[--n];
 		}
 	}
 	assert_int_equal(s.st.in_use, n);
 	assert_int_equal(s.st.allocs - s.st.frees, n);
 	while (n)
-		assert_int_equal(rk_slab_free(&s, &live[--n]), 0);
+		assert_int_equal(rk__slab_free(&s, &live[--n]), 0);
 	assert_int_equal(s.st.in_use_bytes, 0);
-	rk_slab_fini(&s);
+	rk__slab_fini(&s);
 	assert_int_equal(grows, releases);
 }
 

@@ -34,9 +34,9 @@ static void request_round_trip(void **state)
 	const char *why = NULL;
 
 	(void)state;
-	rk_rpc_req_encode(&h, buf);
+	rk__rpc_req_encode(&h, buf);
 	memset(buf + RK_RPC_REQ_HDR, 'h', 5);
-	assert_int_equal(rk_rpc_req_decode(buf, sizeof(buf), &lim, &d, &why), 0);
+	assert_int_equal(rk__rpc_req_decode(buf, sizeof(buf), &lim, &d, &why), 0);
 	assert_int_equal(d.version, RK_RPC_WIRE_VERSION);
 	assert_int_equal(d.method, 7);
 	assert_int_equal(d.slot, 63);
@@ -54,8 +54,8 @@ static void request_round_trip(void **state)
 	h.req_rkey = 9;
 	h.resp_addr = 0xcafeull << 32;
 	h.resp_rkey = 10;
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), 0);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), 0);
 	assert_true(d.req_addr == h.req_addr && d.resp_addr == h.resp_addr);
 	assert_int_equal(d.req_rkey, 9);
 	assert_int_equal(d.resp_rkey, 10);
@@ -68,61 +68,61 @@ static void request_refused(void **state)
 	const char *why = NULL;
 
 	(void)state;
-	rk_rpc_req_encode(&h, buf);
+	rk__rpc_req_encode(&h, buf);
 	/* Truncated: every length below the header. */
 	for (size_t n = 0; n < RK_RPC_REQ_HDR; n++)
-		assert_int_equal(rk_rpc_req_decode(buf, n, &lim, &d, &why), -EBADMSG);
+		assert_int_equal(rk__rpc_req_decode(buf, n, &lim, &d, &why), -EBADMSG);
 	/* Says 5 bytes, brings 0, 4 or 6. */
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EBADMSG);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 4, &lim, &d, &why), -EBADMSG);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 6, &lim, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 4, &lim, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 6, &lim, &d, &why), -EBADMSG);
 	assert_non_null(why);
 
 	h = sample();
 	h.slot = 64; /* the window is 64 */
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -ERANGE);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -ERANGE);
 
 	h = sample();
 	h.flags = 0x80; /* unknown flag */
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EBADMSG);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EBADMSG);
 
 	h = sample();
 	h.version = 2;
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EBADMSG);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EBADMSG);
 
 	h = sample();
 	h.req_len = lim.req_inline + 1; /* inline beyond the receive buffer */
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
 
 	h = sample();
 	h.resp_cap = lim.slot_size - RK_RPC_ANS_HDR + 1; /* beyond the slot, not direct */
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
 
 	h = sample();
 	h.flags = RK_RPC_F_RDV;
 	h.req_len = lim.max_msg + 1;
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EMSGSIZE);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EMSGSIZE);
 	h.req_len = 0; /* a rendezvous of nothing */
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EMSGSIZE);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR, &lim, &d, &why), -EMSGSIZE);
 	h.req_len = 10; /* and inline bytes with it */
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 8, &lim, &d, &why), -EBADMSG);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 8, &lim, &d, &why), -EBADMSG);
 
 	h = sample();
 	h.flags = RK_RPC_F_DIRECT;
 	h.resp_cap = lim.max_msg + 1;
-	rk_rpc_req_encode(&h, buf);
-	assert_int_equal(rk_rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
+	rk__rpc_req_encode(&h, buf);
+	assert_int_equal(rk__rpc_req_decode(buf, RK_RPC_REQ_HDR + 5, &lim, &d, &why), -EMSGSIZE);
 
 	memset(buf, 0xff, sizeof(buf));
-	assert_int_not_equal(rk_rpc_req_decode(buf, sizeof(buf), &lim, &d, &why), 0);
+	assert_int_not_equal(rk__rpc_req_decode(buf, sizeof(buf), &lim, &d, &why), 0);
 }
 
 static void answers(void **state)
@@ -132,44 +132,44 @@ static void answers(void **state)
 	const char *why = NULL;
 
 	(void)state;
-	rk_rpc_ans_encode(&a, buf);
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), 0);
+	rk__rpc_ans_encode(&a, buf);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), 0);
 	assert_int_equal(d.code, -5);
 	assert_int_equal(d.len, 100);
 	assert_true(d.in_slot);
 	/* A direct call may get it in the slot too (small answers: one write). */
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), 0);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), 0);
 	/* Direct: the data went to the caller's buffer, only the header came. */
 	a.in_slot = 0;
-	rk_rpc_ans_encode(&a, buf);
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 1, &d, &why), 0);
+	rk__rpc_ans_encode(&a, buf);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 1, &d, &why), 0);
 	assert_false(d.in_slot);
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), -EBADMSG);
 	/* ... but a call that gave no buffer must get its data in the slot. */
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 0, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 0, &d, &why), -EBADMSG);
 	a.in_slot = 1;
-	rk_rpc_ans_encode(&a, buf);
+	rk__rpc_ans_encode(&a, buf);
 	/* Longer than the call accepts. */
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 99, 0, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 99, 0, &d, &why), -EBADMSG);
 	/* A length that is not what came. */
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 99, 100, 0, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 99, 100, 0, &d, &why), -EBADMSG);
 	/* Truncated. */
 	for (uint32_t n = 0; n < RK_RPC_ANS_HDR; n++)
-		assert_int_equal(rk_rpc_ans_decode(buf, n, 100, 0, &d, &why), -EBADMSG);
+		assert_int_equal(rk__rpc_ans_decode(buf, n, 100, 0, &d, &why), -EBADMSG);
 	/* An unknown status; data with a failure status. */
 	a.status = RK_RPC_STATUS_MAX + 1;
-	rk_rpc_ans_encode(&a, buf);
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), -EBADMSG);
+	rk__rpc_ans_encode(&a, buf);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), -EBADMSG);
 	a.status = RK_RPC_NO_METHOD;
-	rk_rpc_ans_encode(&a, buf);
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), -EBADMSG);
+	rk__rpc_ans_encode(&a, buf);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), -EBADMSG);
 	a.len = 0;
-	rk_rpc_ans_encode(&a, buf);
-	assert_int_equal(rk_rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 0, &d, &why), 0);
-	assert_int_equal(rk_rpc_status_errno(d.status), -EOPNOTSUPP);
-	assert_int_equal(rk_rpc_status_errno(RK_RPC_APP_ERROR), -EREMOTEIO);
-	assert_int_equal(rk_rpc_status_errno(RK_RPC_TOO_BIG), -EMSGSIZE);
-	assert_int_equal(rk_rpc_status_errno(RK_RPC_NO_ROOM), -ENOBUFS);
+	rk__rpc_ans_encode(&a, buf);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 0, &d, &why), 0);
+	assert_int_equal(rk__rpc_status_errno(d.status), -EOPNOTSUPP);
+	assert_int_equal(rk__rpc_status_errno(RK_RPC_APP_ERROR), -EREMOTEIO);
+	assert_int_equal(rk__rpc_status_errno(RK_RPC_TOO_BIG), -EMSGSIZE);
+	assert_int_equal(rk__rpc_status_errno(RK_RPC_NO_ROOM), -ENOBUFS);
 }
 
 static void accept_reply(void **state)
@@ -182,31 +182,31 @@ static void accept_reply(void **state)
 	uint8_t buf[RK_RPC_ACCEPT_LEN + 4] = {0};
 
 	(void)state;
-	rk_rpc_accept_encode(&a, buf);
-	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), 0);
+	rk__rpc_accept_encode(&a, buf);
+	assert_int_equal(rk__rpc_accept_decode(buf, sizeof(buf), &d), 0);
 	assert_int_equal(d.window, 32);
 	assert_int_equal(d.slot_size, 4096);
-	assert_int_equal(rk_rpc_accept_decode(buf, RK_RPC_ACCEPT_LEN - 1, &d), -EBADMSG);
-	assert_int_equal(rk_rpc_accept_decode(NULL, 0, &d), -EBADMSG);
+	assert_int_equal(rk__rpc_accept_decode(buf, RK_RPC_ACCEPT_LEN - 1, &d), -EBADMSG);
+	assert_int_equal(rk__rpc_accept_decode(NULL, 0, &d), -EBADMSG);
 	a.slot_size = RK_RPC_ANS_HDR; /* no room for data */
-	rk_rpc_accept_encode(&a, buf);
-	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	rk__rpc_accept_encode(&a, buf);
+	assert_int_equal(rk__rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
 	/* A hostile server's sizes: the client would wrap or register gigabytes. */
 	a.slot_size = 4096;
 	a.req_inline = 0xffffffe0u;
-	rk_rpc_accept_encode(&a, buf);
-	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	rk__rpc_accept_encode(&a, buf);
+	assert_int_equal(rk__rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
 	a.req_inline = 100;
 	a.window = RK_RPC_WIRE_MAX_WINDOW + 1;
-	rk_rpc_accept_encode(&a, buf);
-	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	rk__rpc_accept_encode(&a, buf);
+	assert_int_equal(rk__rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
 	a.window = 32;
 	a.max_msg = RK_RPC_WIRE_MAX_MSG + 1;
-	rk_rpc_accept_encode(&a, buf);
-	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	rk__rpc_accept_encode(&a, buf);
+	assert_int_equal(rk__rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
 	a.max_msg = 1 << 20;
 	buf[0] ^= 1;
-	assert_int_equal(rk_rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
+	assert_int_equal(rk__rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
 }
 
 int main(void)
