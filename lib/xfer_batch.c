@@ -533,7 +533,7 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 				nops, RK_XPLAN_MAX_WRS);
 		goto fail;
 	}
-	if ((unsigned long)nwr > b->cap_wrs) {
+	if (!b->wrs || (unsigned long)nwr > b->cap_wrs) {
 		free(b->wrs);
 		b->cap_wrs = 0;
 		b->wrs = malloc((size_t)nwr * sizeof(*b->wrs));
