@@ -60,6 +60,13 @@ PATH=/nonexistent SLURM_PROCID=0 SLURM_NTASKS=2 "$rk" matrix --plot "$tmp/m.png"
 	--wait 1 --rendezvous 127.0.0.1:18599 >"$tmp/out" 2>&1 || rc=$?
 head -3 "$tmp/out" | grep -q "^rk matrix: --plot: gnuplot is not installed on this host" ||
 	fail "matrix --plot without gnuplot: not said at the start: $(cat "$tmp/out")"
+# An old spelling is warned of by rank 0 only: every rank parses the same command line.
+for rank in 0 1; do
+	SLURM_PROCID=$rank SLURM_NTASKS=2 "$rk" matrix --no-auth --wait 1 --json "$tmp/m.json" \
+		--rendezvous 127.0.0.1:18598 >"$tmp/out" 2>&1 || true
+	n=$(grep -c "^rk matrix: warning: '--json FILE' is deprecated" "$tmp/out" || true)
+	[ "$n" -eq $((1 - rank)) ] || fail "matrix rank $rank: $n deprecation lines: $(cat "$tmp/out")"
+done
 # rk bench --plot without gnuplot: refused before connecting (exit 2).
 rc=0
 PATH=/nonexistent "$rk" bench --plot "$tmp/b.png" 127.0.0.1 >"$tmp/out" 2>&1 || rc=$?

@@ -399,8 +399,17 @@ int cli_json_emit(const char *cmd, const char *path, const char *text)
 	return 0;
 }
 
+static int deprecated_quiet;
+
+void cli_deprecated_quiet(void)
+{
+	deprecated_quiet = 1;
+}
+
 void cli_deprecated(const char *cmd, const char *old, const char *now)
 {
+	if (deprecated_quiet)
+		return;
 	fprintf(stderr, "rk %s: warning: %s is deprecated and goes in the next release; write %s\n",
 		cmd, old, now);
 }

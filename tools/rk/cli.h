@@ -93,6 +93,13 @@ int cli_json_emit(const char *cmd, const char *path, const char *text);
 void cli_deprecated(const char *cmd, const char *old, const char *now);
 
 /*
+ * cli_deprecated_quiet - from now on cli_deprecated prints nothing: for
+ * the processes of a job that run the same command line as one that does
+ * print (rk matrix's ranks but 0), so a job of 64 ranks says it once.
+ */
+void cli_deprecated_quiet(void);
+
+/*
  * cli_print_options - the option vocabulary every rk command shares (rk
  * help options, the table in README.md): @check 0 the table for people,
  * 1 the same facts as tab-separated lines for tests/docs/options_vocab.py.

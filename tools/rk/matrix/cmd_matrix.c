@@ -413,6 +413,25 @@ static int report(struct mx_coord *c, const struct mx_opts *o)
 	return bad || mx_report_failures(&c->m) ? RK_EXIT_FAILURE : RK_EXIT_OK;
 }
 
+/*
+ * This process's rank as its launcher says (Slurm, Open MPI, PMI, in
+ * matrix_launch.c's order), 0 when none does: before the options are read,
+ * only to keep the other ranks from repeating rank 0's warnings.
+ */
+static long launcher_rank(void)
+{
+	static const char *const vars[] = {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+					   "PMIX_RANK"};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+
+		if (v && *v)
+			return strtol(v, NULL, 10);
+	}
+	return 0;
+}
+
 int rk_cmd_matrix(int argc, char **argv)
 {
 	char rdv_host[256], rdv_port[16] = MATRIX_DEF_RDV_PORT, why[400];
@@ -426,6 +445,9 @@ int rk_cmd_matrix(int argc, char **argv)
 	int started = 0, r, rc = RK_EXIT_FAILURE;
 
 	memset(&auth, 0, sizeof(auth));
+	/* Every rank parses the same line: only rank 0 warns of old spellings. */
+	if (launcher_rank() != 0)
+		cli_deprecated_quiet();
 	r = parse(argc, argv, &o);
 	if (r)
 		return r > 0 ? RK_EXIT_OK : RK_EXIT_USAGE;
