@@ -23,7 +23,11 @@ awk -v n=$iters '
 		rows++
 		if ($2 != n || $3 != 64 || !($4 > 0) || !($5 > 0) || !($6 > 0)) bad = bad " " $1
 		if ($1 == "busy-poll" && $7 != 0) bad = bad " busy-poll-took-events"
-		if ($1 == "event" && !($7 > 0)) bad = bad " event-mode-without-events"
+		# Event mode arms the CQ and polls once more before it sleeps: when
+		# every answer lands in that window (a busy guest), it takes no
+		# event at all. Legal, and a matter of timing: said, not failed.
+		if ($1 == "event" && $7 == 0) print "ex05: note: event mode found every completion before sleeping"
+		if ($1 == "event" && !($7 >= 0)) bad = bad " event-mode-events"
 	}
 	END { if (rows != 2 || bad != "") { print "bad table:" bad " rows=" rows; exit 1 } }
 ' "$out"
