@@ -28,12 +28,19 @@ static int ref_parse(const char *s, uint64_t *ms, int *whole_digits)
 		const char *name;
 		unsigned u;
 	} units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"", 1000}};
+	const unsigned __int128 big = (unsigned __int128)1 << 100; /* past any uint64_t * 3600000 */
 	unsigned __int128 whole = 0, frac = 0, div = 1, v;
-	int wd = 0, fd = 0;
+	int wd = 0, fd = 0, huge = 0;
 	const char *p = s;
 
-	for (; *p >= '0' && *p <= '9' && wd < 40; p++, wd++)
+	/* Any number of digits (leading zeros included); a value past 2^100 is refused. */
+	for (; *p >= '0' && *p <= '9'; p++, wd++) {
 		whole = whole * 10 + (unsigned)(*p - '0');
+		if (whole > big) {
+			huge = 1;
+			whole = big;
+		}
+	}
 	*whole_digits = wd;
 	if (*p == '.')
 		for (p++; *p >= '0' && *p <= '9'; p++, fd++) {
@@ -42,7 +49,7 @@ static int ref_parse(const char *s, uint64_t *ms, int *whole_digits)
 			frac = frac * 10 + (unsigned)(*p - '0');
 			div *= 10;
 		}
-	if (wd + fd == 0 || wd >= 40)
+	if (wd + fd == 0 || huge)
 		return 0;
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcmp(p, units[i].name) != 0)
