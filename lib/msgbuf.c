@@ -372,7 +372,9 @@ int rk_send_set_post(struct rk_send_set *ss, uint32_t index, const struct rk_wr 
 		return r;
 	ss->since_signal = (w.flags & RK_WR_SIGNALED) ? 0 : ss->since_signal + 1;
 	ss->state[index] = B_FLIGHT;
-	ss->fifo[(ss->fifo_head + ss->fifo_len++) % ss->count] = index;
+	uint32_t tail = ss->fifo_head + ss->fifo_len++; /* both < count: no division */
+
+	ss->fifo[tail < ss->count ? tail : tail - ss->count] = index;
 	return 0;
 }
 
@@ -386,7 +388,7 @@ int rk_send_set_complete(struct rk_send_set *ss, const struct ibv_wc *wc)
 	while (ss->fifo_len) {
 		uint32_t j = ss->fifo[ss->fifo_head];
 
-		ss->fifo_head = (ss->fifo_head + 1) % ss->count;
+		ss->fifo_head = ss->fifo_head + 1 == ss->count ? 0 : ss->fifo_head + 1;
 		ss->fifo_len--;
 		ss->state[j] = B_IDLE;
 		ss->free_stack[ss->nfree++] = j;

@@ -52,6 +52,7 @@ struct call {
 	enum call_state state;
 	uint16_t gen;
 	uint8_t send_done, ans_done, direct;
+	uint8_t far; /* the request buffer holds a rendezvous or direct call's addresses */
 	uint32_t resp_cap;
 	void *resp;
 	struct rk_mr *req_stage, *resp_stage; /* library-registered, or NULL */
@@ -68,6 +69,9 @@ struct rk_rpc_client {
 	struct rk_mr *slots, *reqs;
 	struct rk_rpc_accept acc;
 	uint32_t window, req_buf;
+	uint32_t resp_room;  /* answer bytes a slot holds after its header */
+	uint32_t max_inline; /* the connection's: a request up to this goes inline */
+	uint8_t *req_base;   /* the request buffers (reqs) */
 	struct call *calls;
 	uint16_t *free_slots;
 	uint32_t nfree, inflight;
@@ -211,6 +215,8 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	}
 	cl->window = cl->acc.window;
 	cl->req_buf = RK_RPC_REQ_HDR + cl->acc.req_inline;
+	cl->resp_room = cl->acc.slot_size - RK_RPC_ANS_HDR;
+	cl->max_inline = rk_conn_max_inline(cl->conn);
 	r = alloc_slots(cl, err);
 	if (!r)
 		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->acc.slot_size,
@@ -218,15 +224,21 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	if (!r)
 		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->req_buf, RK_ACCESS_LOCAL, err,
 				   &cl->reqs);
+	if (!r)
+		cl->req_base = rk_mr_addr(cl->reqs);
 	for (uint32_t i = 0; !r && i < cl->window; i++) {
-		/* The fields of each slot's request that never change, once. */
+		/*
+		 * The fields of each slot's request that never change, once,
+		 * and the far ones zero (what a common call sends).
+		 */
 		struct rk_rpc_req_hdr h = {.slot = (uint16_t)i,
 					   .slot_addr = (uintptr_t)rk_mr_addr(cl->slots) +
 							(uint64_t)i * cl->acc.slot_size,
 					   .slot_rkey = rk_mr_rkey(cl->slots)};
+		uint8_t *buf = cl->req_base + (size_t)i * cl->req_buf;
 
-		rk__rpc_req_encode_slot(&h,
-					(uint8_t *)rk_mr_addr(cl->reqs) + (size_t)i * cl->req_buf);
+		rk__rpc_req_encode_slot(&h, buf);
+		rk__rpc_req_encode_far(&h, buf);
 	}
 	if (!r)
 		r = rk_wait_create(&wo, err, &cl->ws);
@@ -245,7 +257,7 @@ fail:
 }
 
 /* Give slot @i back once both its SEND and its answer (or the end) are done. */
-static void slot_release(struct rk_rpc_client *cl, uint16_t i)
+static inline void slot_release(struct rk_rpc_client *cl, uint16_t i)
 {
 	struct call *c = &cl->calls[i];
 
@@ -317,7 +329,8 @@ static void protocol_error(struct rk_rpc_client *cl, const char *what, uint32_t 
  * The immediate names the call (slot and generation); the slot's header,
  * written by the server at any time, is copied before it is believed.
  */
-static void on_answer(struct rk_rpc_client *cl, const struct ibv_wc *wc)
+static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client *cl,
+							    const struct ibv_wc *wc)
 {
 	uint32_t imm = ntohl(wc->imm_data);
 	uint16_t i = (uint16_t)(imm >> 16), gen = (uint16_t)imm;
@@ -380,32 +393,22 @@ static __attribute__((noinline, cold)) void wc_failed(struct rk_rpc_client *cl,
 	fail_all(cl, -EIO, &e);
 }
 
-/*
- * One completion, an answer's first (the one every call has). The
- * receives used are posted again RECV_BATCH at a time, while the
- * connection lives (a dead one only flushes them).
- */
-static void on_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
+/* The answers' receives used, RECV_BATCH of them, posted again. */
+static __attribute__((noinline)) void repost_answer_recvs(struct rk_rpc_client *cl)
+{
+	struct rk_error e;
+	int r = post_answer_recvs(cl->conn, RECV_BATCH, &e);
+
+	if (r)
+		fail_all(cl, r, &e);
+	cl->rx_consumed = 0;
+}
+
+/* A completion of a request's SEND (its slot's, or an inline one's that retires the queue). */
+static __attribute__((noinline)) void on_send_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
 {
 	uint64_t tag = wc->wr_id >> 48;
 
-	if (__builtin_expect(wc->wr_id == WRID_ANS, 1)) {
-		if (__builtin_expect(wc->status != IBV_WC_SUCCESS, 0)) {
-			wc_failed(cl, wc);
-			return;
-		}
-		if (!cl->dead)
-			on_answer(cl, wc);
-		if (++cl->rx_consumed == RECV_BATCH && !cl->dead) {
-			struct rk_error e;
-			int r = post_answer_recvs(cl->conn, RECV_BATCH, &e);
-
-			if (r)
-				fail_all(cl, r, &e);
-			cl->rx_consumed = 0;
-		}
-		return;
-	}
 	if (tag == TAG_REQ_INLINE) { /* only retires the queue, or failed */
 		if (wc->status != IBV_WC_SUCCESS)
 			wc_failed(cl, wc);
@@ -421,6 +424,35 @@ static void on_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
 			wc_failed(cl, wc);
 		maybe_release(cl, i);
 	}
+}
+
+/*
+ * One completion, an answer's first (the one every call has), in the
+ * loop that polled it. The receives used are posted again RECV_BATCH at
+ * a time, while the connection lives (a dead one only flushes them).
+ */
+static inline __attribute__((always_inline)) void on_wc(struct rk_rpc_client *cl,
+							const struct ibv_wc *wc)
+{
+	if (__builtin_expect(wc->wr_id != WRID_ANS, 0)) {
+		on_send_wc(cl, wc);
+		return;
+	}
+	if (__builtin_expect(wc->status != IBV_WC_SUCCESS, 0)) {
+		wc_failed(cl, wc);
+		return;
+	}
+	if (!cl->dead)
+		on_answer(cl, wc);
+	if (++cl->rx_consumed == RECV_BATCH && !cl->dead)
+		repost_answer_recvs(cl);
+}
+
+/* on_wc for the completions the wait set returned (not the hot loop's). */
+static __attribute__((noinline)) void on_wc_waited(struct rk_rpc_client *cl,
+						   const struct ibv_wc *wc)
+{
+	on_wc(cl, wc);
 }
 
 /*
@@ -529,7 +561,7 @@ static int handle_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_wait_
 	for (int k = 0; k < n; k++) {
 		if (ev[k].src == RK_SRC_CQ) {
 			for (int j = 0; j < ev[k].nwc; j++)
-				on_wc(cl, &ev[k].wc[j]);
+				on_wc_waited(cl, &ev[k].wc[j]);
 		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED) {
 			struct rk_error e;
 
@@ -599,7 +631,7 @@ static int place_body(struct rk_rpc_client *cl, struct call *c, const struct rk_
 static int place_answer(struct rk_rpc_client *cl, struct call *c, const struct rk_rpc_call_args *a,
 			struct rk_rpc_req_hdr *h, struct rk_error *err)
 {
-	if (!a->resp_mr && a->resp_cap <= cl->acc.slot_size - RK_RPC_ANS_HDR)
+	if (a->resp_cap <= cl->resp_room) /* the server answers in the slot: no address */
 		return 0;
 	h->flags |= RK_RPC_F_DIRECT;
 	c->direct = 1;
@@ -622,16 +654,40 @@ static int64_t call_deadline(const struct rk_rpc_call_args *a)
 	return a->timeout_ms < 0 ? -1 : coarse_ms() + (a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
 }
 
+/*
+ * A call whose body goes by rendezvous or whose answer may not fit the
+ * slot: the header's far fields (addresses and keys), and the memory the
+ * library stages for it. The fields stay in the buffer (c->far) until the
+ * slot's next common call zeroes them. Returns the header's flags or a
+ * negative errno.
+ */
+static __attribute__((noinline)) int place_far(struct rk_rpc_client *cl, struct call *c,
+					       const struct rk_rpc_call_args *a, uint8_t *buf,
+					       struct rk_error *err)
+{
+	struct rk_rpc_req_hdr h = {0};
+	int r = place_body(cl, c, a, &h, buf, err);
+
+	if (!r)
+		r = place_answer(cl, c, a, &h, err);
+	if (r) {
+		rk_mr_dereg(c->req_stage);
+		c->req_stage = NULL;
+		return r;
+	}
+	rk__rpc_req_encode_far(&h, buf);
+	c->far = 1;
+	return h.flags;
+}
+
 /* Start a call that ends by @deadline (ms, -1 none): the clock is read once per call. */
 static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t deadline,
 		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
 {
-	struct rk_rpc_req_hdr h = {
-	    .method = a->method, .req_len = a->req_len, .resp_cap = a->resp_cap};
 	uint8_t *buf;
 	struct call *c;
 	uint16_t i;
-	int r;
+	int r, flags = 0;
 
 	if (cl->dead) {
 		if (err)
@@ -645,32 +701,50 @@ static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 		return -EAGAIN;
 	i = cl->free_slots[cl->nfree - 1];
 	c = &cl->calls[i];
-	buf = (uint8_t *)rk_mr_addr(cl->reqs) + (size_t)i * cl->req_buf;
+	buf = cl->req_base + (size_t)i * cl->req_buf;
 	c->direct = 0;
-	r = place_body(cl, c, a, &h, buf, err);
-	if (!r)
-		r = place_answer(cl, c, a, &h, err);
-	if (r) {
-		rk_mr_dereg(c->req_stage);
-		c->req_stage = NULL;
-		return r;
+	/*
+	 * The common call, its body inline and its answer in the slot, writes
+	 * its body and five fields: the slot's own are there since the
+	 * connect, the far ones zero unless the slot's last call was not one.
+	 */
+	if (a->req_len <= cl->acc.req_inline && a->resp_cap <= cl->resp_room) {
+		if (a->req_len)
+			memcpy(buf + RK_RPC_REQ_HDR, a->req, a->req_len);
+		if (__builtin_expect(c->far, 0)) {
+			static const struct rk_rpc_req_hdr zero = {0};
+
+			rk__rpc_req_encode_far(&zero, buf);
+			c->far = 0;
+		}
+	} else {
+		flags = place_far(cl, c, a, buf, err);
+		if (flags < 0)
+			return flags;
 	}
 	c->gen++;
-	h.gen = c->gen;
-	rk__rpc_req_encode_call(&h, buf); /* the slot's own fields are there since the connect */
+
+	/* Local, never addressed elsewhere: its fields stay in registers. */
+	const struct rk_rpc_req_hdr h = {.flags = (uint8_t)flags,
+					 .method = a->method,
+					 .gen = c->gen,
+					 .req_len = a->req_len,
+					 .resp_cap = a->resp_cap};
+
+	rk__rpc_req_encode_call(&h, buf);
 
 	struct rk_wr wr = {.op = RK_OP_SEND,
 			   .flags = RK_WR_SIGNALED,
 			   .wr_id = TAG_REQ << 48 | i,
 			   .addr = buf,
-			   .len = RK_RPC_REQ_HDR + ((h.flags & RK_RPC_F_RDV) ? 0 : a->req_len),
+			   .len = RK_RPC_REQ_HDR + ((flags & RK_RPC_F_RDV) ? 0 : a->req_len),
 			   .lkey = rk_mr_lkey(cl->reqs)};
 	/*
 	 * Inline, the request is copied into the work request: the buffer is
 	 * free at once and no completion is needed (selective signaling asks
 	 * for one now and then to retire the queue; its wr_id names no slot).
 	 */
-	int inl = wr.len <= rk_conn_max_inline(cl->conn);
+	int inl = wr.len <= cl->max_inline;
 
 	if (inl) {
 		wr.flags = 0;

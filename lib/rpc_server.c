@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include <rdmakit/wire.h>
+
 #include "rpc_server_int.h"
 
 __thread struct rk_rpc_server *rk__rpcs_progress_of;
@@ -76,33 +78,41 @@ int rk__rpcs_read_body(struct rk_rpc_server *srv, struct rk_rpc_req *q)
 
 static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct rk_msg *m)
 {
-	struct rk_rpc_req_hdr h;
-	struct rk_rpc_req *q;
+	struct rk_rpc_req_hdr busy;
+	struct rk_rpc_req *q = NULL;
 	const char *why = NULL;
 	struct rk_error err;
-	int r;
+	int r = -EPROTO;
 
-	struct rk_rpc_limits lim = srv->lim;
-
-	c->requests++;		/* not idle (rk__rpcs_idle_sweep) */
-	lim.window = c->window; /* what this connection was granted */
+	c->requests++; /* not idle (rk__rpcs_idle_sweep) */
 	/* What came by WRITE WITH IMMEDIATE is no request, whatever its bytes say. */
-	r = m->opcode != IBV_WC_RECV ? -EPROTO
-				     : rk__rpc_req_decode(m->data, m->len, &lim, &h, &why);
+	if (m->opcode == IBV_WC_RECV) {
+		/*
+		 * Decoded straight into the request of the slot it names, when
+		 * that slot is in the window and free (the receive buffer is the
+		 * server's alone: what the peer sent cannot change any more);
+		 * else aside, for the reason. The limits are the connection's
+		 * (its window is what it was granted).
+		 */
+		uint16_t slot =
+		    m->len >= RK_RPC_REQ_HDR ? rk_get16((const uint8_t *)m->data + 4) : UINT16_MAX;
+
+		if (slot < c->window && c->reqs[slot].state == R_FREE)
+			q = &c->reqs[slot];
+		r = rk__rpc_req_decode(m->data, m->len, &c->lim, q ? &q->h : &busy, &why);
+	}
 	if (r) {
 		rk_recv_set_release(c->rs, m->index, NULL);
 		rk__rpcs_conn_drop(srv, c, "%s",
 				   why ? why : "a write with immediate where a SEND belongs");
 		return;
 	}
-	q = &c->reqs[h.slot];
-	if (q->state != R_FREE) {
+	if (!q) { /* the decoder checked the slot against the window: it is busy */
 		rk_recv_set_release(c->rs, m->index, NULL);
-		rk__rpcs_conn_drop(srv, c, "a request for slot %u, which is still busy", h.slot);
+		rk__rpcs_conn_drop(srv, c, "a request for slot %u, which is still busy", busy.slot);
 		return;
 	}
-	q->h = h;
-	if (!(h.flags & RK_RPC_F_RDV)) {
+	if (!(q->h.flags & RK_RPC_F_RDV)) {
 		q->has_buf = 1;
 		q->buf_index = m->index;
 		q->data = (const uint8_t *)m->data + RK_RPC_REQ_HDR;
@@ -116,15 +126,15 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	}
 	q->has_buf = 0;
 	/* Bounded for the server, and per connection so one client cannot take it all. */
-	if (srv->st.rdv_bytes + h.req_len > srv->o.max_rdv_bytes ||
-	    c->rdv_bytes + h.req_len > srv->o.max_rdv_per_conn ||
-	    rk__rpcs_stage_alloc(srv, h.req_len, &q->body, &err)) {
+	if (srv->st.rdv_bytes + q->h.req_len > srv->o.max_rdv_bytes ||
+	    c->rdv_bytes + q->h.req_len > srv->o.max_rdv_per_conn ||
+	    rk__rpcs_stage_alloc(srv, q->h.req_len, &q->body, &err)) {
 		q->body.bytes = 0;
 		rk__rpcs_answer_status(srv, q, RK_RPC_NO_ROOM, NULL);
 		return;
 	}
-	srv->st.rdv_bytes += h.req_len;
-	c->rdv_bytes += h.req_len;
+	srv->st.rdv_bytes += q->h.req_len;
+	c->rdv_bytes += q->h.req_len;
 	q->state = R_READING;
 	q->data = stage_addr(&q->body);
 	r = rk__rpcs_read_body(srv, q);
@@ -226,8 +236,14 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 	rk__rpcs_progress_of = srv;
 	if (srv->retry)
 		timeout_ms = 0; /* work waits for room: look again soon */
-	else if (timeout_ms && srv->st.conns && srv->o.idle_ms != RK_RPC_IDLE_NEVER)
-		timeout_ms = idle_cap(srv, timeout_ms); /* a wait ends for the next idle sweep */
+	else if (timeout_ms && srv->st.conns && srv->o.idle_ms != RK_RPC_IDLE_NEVER &&
+		 (timeout_ms < 0 || (uint32_t)timeout_ms > srv->idle_slack_ms))
+		/*
+		 * A wait ends for the next idle sweep; one no longer than the
+		 * slack (a sixteenth of idle_ms) may make a sweep that late,
+		 * and costs no clock reading.
+		 */
+		timeout_ms = idle_cap(srv, timeout_ms);
 	n = rk_wait(srv->ws, ev, MAX_EVENTS, timeout_ms, err);
 	for (int k = 0; k < n; k++) {
 		uint64_t tag = ev[k].tag;
@@ -335,6 +351,7 @@ static int resolve_opts(struct rk_rpc_server *srv, const struct rk_rpc_server_op
 	if (!o->max_rdv_per_conn || o->max_rdv_per_conn > o->max_rdv_bytes)
 		o->max_rdv_per_conn = o->max_rdv_bytes;
 	o->idle_ms = o->idle_ms ? o->idle_ms : DEF_IDLE_MS;
+	srv->idle_slack_ms = o->idle_ms / 16;
 	if (!o->max_conns_per_peer)
 		o->max_conns_per_peer = o->max_conns > 1 ? o->max_conns / 2 : 1;
 	if (o->window > RK_RPC_MAX_WINDOW || o->max_conns > MAX_CONNS_LIMIT ||

@@ -97,11 +97,38 @@ static int post_data(struct sconn *c, struct rk_rpc_req *q, const uint8_t *src, 
 }
 
 /*
+ * An answer larger than the slot (only a direct call takes one): the
+ * memory it leaves from, built in place or a copy; NULL without memory.
+ */
+static __attribute__((noinline)) struct stage *
+stage_answer(struct rk_rpc_server *srv, struct rk_rpc_req *q, const void *data, uint32_t len)
+{
+	struct stage *st;
+	struct rk_error err;
+
+	if (in_out(q, data)) { /* built in place: sent from there */
+		st = q->out;
+		q->out = NULL;
+		return st;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st || rk__rpcs_stage_alloc(srv, len, st, &err)) {
+		free(st);
+		return NULL;
+	}
+	memcpy(stage_addr(st), data, len);
+	return st;
+}
+
+/*
  * Answer @q now if the send queue has room: 1 posted (q released), 0 no
  * room (nothing done), negative when the connection failed (dropped).
+ * Inlined into its two callers: every answer's path.
  */
-static int answer_now(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t status,
-		      int32_t code, const void *data, uint32_t len)
+static inline __attribute__((always_inline)) int answer_now(struct rk_rpc_server *srv,
+							    struct rk_rpc_req *q, uint32_t status,
+							    int32_t code, const void *data,
+							    uint32_t len)
 {
 	struct sconn *c = q->c;
 	struct rk_rpc_ans_hdr a = {.status = status, .code = code, .len = len};
@@ -119,16 +146,10 @@ static int answer_now(struct rk_rpc_server *srv, struct rk_rpc_req *q, uint32_t 
 	if (rk_sq_room(c->conn) < 1 + (a.in_slot ? 0 : chunks(len)) ||
 	    rk_send_set_free_count(c->ss) == 0)
 		return 0;
-	if (!a.in_slot && in_out(q, data)) { /* built in place: sent from there */
-		st = q->out;
-		q->out = NULL;
-	} else if (!a.in_slot) { /* only a direct call can take more than the slot */
-		st = calloc(1, sizeof(*st));
-		if (!st || rk__rpcs_stage_alloc(srv, len, st, &err)) {
-			free(st);
+	if (!a.in_slot) {
+		st = stage_answer(srv, q, data, len);
+		if (!st)
 			return 0; /* try again when memory comes back */
-		}
-		memcpy(stage_addr(st), data, len);
 	}
 	rk_send_set_get(c->ss, &b);
 	rk__rpc_ans_encode(&a, b.data);
@@ -200,7 +221,8 @@ static void answer_held(struct rk_rpc_server *srv, struct rk_rpc_req *q, int32_t
 		}
 		rk__rpcs_conn_drop(srv, c, "out of memory queueing an answer");
 	}
-	free(p);
+	if (p) /* from a queue (an answer at once has none) */
+		free(p);
 	if (c->dead)
 		rk__rpcs_req_release(srv, q);
 	c->held--; /* a dead connection nobody holds is freed at the end of progress */

@@ -250,6 +250,8 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 	}
 	c->srv = srv;
 	c->idx = idx;
+	c->lim = srv->lim;
+	c->lim.window = c->window; /* what this connection was granted */
 	c->cq_id = c->conn_id = -1;
 	c->stages_tail = &c->stages;
 	snprintf(c->peer, sizeof(c->peer), "%s", rk_cm_request_peer(req));

@@ -111,6 +111,7 @@ struct sconn {
 	uint16_t host_len;	 /* peer[0..host_len): the address without its port */
 	int in_table;		 /* still in conns[] (until the end of a progress) */
 	uint32_t window;
+	struct rk_rpc_limits lim; /* the server's, with this connection's window */
 	struct rk_rpc_req *reqs;
 	struct stage *stages, **stages_tail; /* staged answers in posting order */
 	char peer[64];
@@ -144,6 +145,7 @@ struct rk_rpc_server {
 	struct pending *deferred, **deferred_tail;
 	int deferred_n, wake_req; /* atomics */
 	unsigned idle_calls;	  /* progress calls since the last clock reading */
+	uint32_t idle_slack_ms;	  /* a wait this short is not cut for an idle sweep */
 	int64_t idle_next_ms;	  /* the next idle sweep is due (0: none yet) */
 	struct rk_rpc_server_stats st;
 };

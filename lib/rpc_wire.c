@@ -25,6 +25,10 @@ void rk__rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *b)
 	rk_put16(b + 6, h->gen);
 	rk_put32(b + 8, h->req_len);
 	rk_put32(b + 12, h->resp_cap);
+}
+
+void rk__rpc_req_encode_far(const struct rk_rpc_req_hdr *h, uint8_t *b)
+{
 	rk_put32(b + 28, h->resp_rkey);
 	rk_put64(b + 32, h->resp_addr);
 	rk_put64(b + 40, h->req_addr);
@@ -35,6 +39,7 @@ void rk__rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *b)
 {
 	rk__rpc_req_encode_slot(h, b);
 	rk__rpc_req_encode_call(h, b);
+	rk__rpc_req_encode_far(h, b);
 }
 
 static int bad(const char **why, const char *what, int e)

@@ -89,13 +89,18 @@ struct rk_rpc_limits {
 
 void rk__rpc_req_encode(const struct rk_rpc_req_hdr *h, uint8_t *buf);
 /*
- * rk__rpc_req_encode_slot / _call - rk__rpc_req_encode in two parts: the
- * fields of a call slot that never change (version, slot, slot_addr,
- * slot_rkey), written once into the slot's request buffer, and the rest,
- * written for each call. Both together write what rk__rpc_req_encode does.
+ * rk__rpc_req_encode_slot / _call / _far - rk__rpc_req_encode in three
+ * parts: the fields of a call slot that never change (version, slot,
+ * slot_addr, slot_rkey), written once into the slot's request buffer; the
+ * fields of every call (flags, method, gen, req_len, resp_cap); and the
+ * addresses and keys of a rendezvous body or a direct answer (resp_rkey,
+ * resp_addr, req_addr, req_rkey), zero for a call with neither, which a
+ * buffer keeps from call to call. All three together write what
+ * rk__rpc_req_encode does.
  */
 void rk__rpc_req_encode_slot(const struct rk_rpc_req_hdr *h, uint8_t *buf);
 void rk__rpc_req_encode_call(const struct rk_rpc_req_hdr *h, uint8_t *buf);
+void rk__rpc_req_encode_far(const struct rk_rpc_req_hdr *h, uint8_t *buf);
 /*
  * rk__rpc_req_decode - parse a request of @len bytes (header and inline
  * body) and check it against @lim. Returns 0, or -EBADMSG (truncated, other

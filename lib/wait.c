@@ -5,9 +5,10 @@
  * removal), and epoll carries the id. A CQ whose channel epoll reports is
  * only marked: its events are read and the CQ re-armed by the next pass,
  * which then polls it, so a completion that came before the arming is not
- * missed (the same order rk_cq_wait follows). Every pass starts at the
- * source after the one that started the last pass, so a small result array
- * cannot starve the sources at the end.
+ * missed (the same order rk_cq_wait follows). A spin polls the CQs from a
+ * list of their own, and every pass starts at the CQ after the one that
+ * started the last pass, so a small result array cannot starve the CQs at
+ * the end.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -63,8 +64,9 @@ struct rk_wait {
 	uint32_t spin_us;
 	struct src *srcs;
 	int nsrcs, cap;
+	int *cq_ids, ncq;   /* the CQ sources' ids, in the order added: what a spin polls */
 	int nfds;	    /* sources in epoll besides the wake eventfd */
-	unsigned rr;	    /* where the next pass starts */
+	unsigned rr;	    /* where the next pass starts: an index in cq_ids */
 	atomic_ulong wakes; /* rk_wait_wake() calls not yet reported */
 	int wake_pending;   /* the wake eventfd was seen readable */
 	unsigned fd_spins;  /* busy mode: spins since the fds were looked at, across calls */
@@ -120,6 +122,7 @@ void rk_wait_destroy(struct rk_wait *ws)
 	for (int i = 0; i < ws->nsrcs; i++)
 		free(ws->srcs[i].wc);
 	free(ws->srcs);
+	free(ws->cq_ids);
 	if (ws->wakefd >= 0)
 		close(ws->wakefd);
 	if (ws->epfd >= 0)
@@ -136,10 +139,16 @@ static int new_slot(struct rk_wait *ws)
 	if (ws->nsrcs == ws->cap) {
 		int cap = ws->cap ? ws->cap * 2 : 8;
 		struct src *n = realloc(ws->srcs, (size_t)cap * sizeof(*n));
+		int *ids;
 
 		if (!n)
 			return -1;
 		ws->srcs = n;
+		ids =
+		    realloc(ws->cq_ids, (size_t)cap * sizeof(*ids)); /* a place for every source */
+		if (!ids)
+			return -1;
+		ws->cq_ids = ids;
 		ws->cap = cap;
 	}
 	memset(&ws->srcs[ws->nsrcs], 0, sizeof(ws->srcs[0]));
@@ -163,6 +172,8 @@ static int enable(struct rk_wait *ws, int id, struct rk_error *err, const char *
 		ws->nfds++;
 	}
 	s->used = 1;
+	if (s->kind == RK_SRC_CQ)
+		ws->cq_ids[ws->ncq++] = id;
 	return id;
 }
 
@@ -255,6 +266,15 @@ int rk_wait_remove(struct rk_wait *ws, int id)
 			rk_warn("epoll_ctl DEL fd %d: %s", s->fd, strerror(errno));
 		ws->nfds--;
 	}
+	if (s->kind == RK_SRC_CQ) {
+		int k = 0;
+
+		while (ws->cq_ids[k] != id)
+			k++;
+		memmove(&ws->cq_ids[k], &ws->cq_ids[k + 1],
+			(size_t)(ws->ncq - k - 1) * sizeof(ws->cq_ids[0]));
+		ws->ncq--;
+	}
 	free(s->wc);
 	memset(s, 0, sizeof(*s));
 	return 0;
@@ -306,20 +326,23 @@ static void take_wakes(struct rk_wait *ws, struct rk_wait_event *out, int *got)
 		next_event(out, got, NULL, -1)->count = w;
 }
 
-/* Poll every CQ source (arming first in the sleeping modes when needed). */
+/*
+ * Poll every CQ source (arming first in the sleeping modes when needed),
+ * from the list of CQs alone: the other sources (fds, connections, slots
+ * left by removed ones) cost a spin nothing.
+ */
 static int poll_cqs(struct rk_wait *ws, struct rk_wait_event *out, int n, int *got, int arm,
 		    struct rk_error *err)
 {
-	int m = ws->nsrcs;
+	int m = ws->ncq;
+	int j = ws->rr < (unsigned)m ? (int)ws->rr : 0; /* rk_wait keeps it below ncq */
 
-	for (int k = 0; k < m && *got < n; k++) {
-		int id = (int)((ws->rr + (unsigned)k) % (unsigned)m);
+	for (int k = 0; k < m && *got < n; k++, j = j + 1 == m ? 0 : j + 1) {
+		int id = ws->cq_ids[j];
 		struct src *s = &ws->srcs[id];
 		struct rk_wait_event *e;
 		int r;
 
-		if (!s->used || s->kind != RK_SRC_CQ)
-			continue;
 		if (arm && (s->fired || !s->cq->armed)) {
 			r = rk_cq_arm(s->cq, err);
 			if (r)
@@ -546,7 +569,7 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 static int sleep_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t deadline_ms,
 		      struct rk_error *err)
 {
-	int got = 0, r = 0, left;
+	int got = 0, r = 0, left, slept = 0;
 
 	for (;;) {
 		int starved = ws->fd_starved, looked = 0;
@@ -565,10 +588,16 @@ static int sleep_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int6
 				return r;
 		}
 		left = got ? 0 : rk__ms_left(deadline_ms);
-		if (!looked || !got) {
+		/*
+		 * The fds once per call at least: a pass that slept in this
+		 * call (and left none waiting for room) has looked at them
+		 * already, and CQs it woke for need no second look.
+		 */
+		if (!got || (!looked && !(slept && !ws->fd_starved))) {
 			r = epoll_pass(ws, out, n, &got, left, err);
 			if (r < 0)
 				return r;
+			slept = 1;
 		}
 		if ((ws->wake_pending || atomic_load(&ws->wakes)) && got < n)
 			take_wakes(ws, out, &got);
@@ -587,8 +616,8 @@ int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int timeout_ms
 
 	if (n <= 0)
 		return rk__err_set(err, EINVAL, "rk_wait", "room for %d events", n);
-	if (ws->nsrcs)
-		ws->rr = (ws->rr + 1) % (unsigned)ws->nsrcs;
+	if (ws->ncq)
+		ws->rr = ws->rr + 1 < (unsigned)ws->ncq ? ws->rr + 1 : 0;
 	if (ws->mode == RK_WAIT_BUSY) {
 		r = spin(ws, out, n, timeout_ms < 0 ? -1 : UNTIL_LAZY, (int64_t)timeout_ms * 1000,
 			 timeout_ms == 0, err);

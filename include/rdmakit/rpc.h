@@ -153,9 +153,10 @@ RK_API int rk_rpc_server_add(struct rk_rpc_server *srv, uint16_t method, rk_rpc_
  * rk_rpc_server_progress - wait up to @timeout_ms for work and do it:
  * accept connections, run handlers, send answers (deferred ones too), READ
  * rendezvous bodies, drop broken or hostile connections, close idle ones
- * (a wait ends early when one is due: at most a quarter of idle_ms late).
- * Cost: a poll of the wait set per call, and a clock reading every 64
- * calls that found work (every call that found none). Returns 0 after
+ * (a wait longer than a sixteenth of idle_ms ends early when one is due:
+ * at most a quarter of idle_ms late). Cost: a poll of the wait set per
+ * call, and a clock reading every 64 calls that found work (every call
+ * that found none, and every wait longer than that sixteenth). Returns 0 after
  * doing some, -ETIMEDOUT when nothing happened, -EINTR after
  * rk_rpc_server_wake, or another negative errno for a failure of the
  * server itself (a lost connection is not one). One thread only.
@@ -244,10 +245,13 @@ struct rk_rpc_client_opts {
 /*
  * One call. @req is copied (inline) or staged (rendezvous) unless @req_mr
  * holds it; the answer lands in @resp (up to @resp_cap bytes), copied out
- * of the response slot or a staging buffer, unless @resp_mr holds @resp:
- * then the server writes it there directly (zero copy; the registration
- * needs RK_ACCESS_REMOTE_WRITE, req_mr RK_ACCESS_REMOTE_READ, in the
- * client's PD). Plain data.
+ * of the response slot or a staging buffer, unless @resp_mr holds @resp
+ * and @resp_cap is more than the slot holds: then the server writes it
+ * there directly (zero copy; the registration needs
+ * RK_ACCESS_REMOTE_WRITE, req_mr RK_ACCESS_REMOTE_READ, in the client's
+ * PD). An answer that fits the slot always comes in it, so a call whose
+ * @resp_cap fits names no buffer of the caller's to the server (both MRs
+ * are checked all the same). Plain data.
  */
 struct rk_rpc_call_args {
 	uint16_t method;
