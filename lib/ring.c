@@ -22,7 +22,7 @@
 #define CREDITS_INFLIGHT 4 /* receiver: credit sends in flight per lane */
 #define MAX_SLOT_SIZE	 (8u << 20)
 
-struct lane {
+struct rk__ring_lane {
 	struct rk_conn *conn;	/* NULL: a receiver's lane not attached yet */
 	struct rk_recv_set *rs; /* NULL with shared_rq */
 	struct rk_send_set *ss; /* sender only */
@@ -40,7 +40,7 @@ struct rk_ring_rx {
 	uint64_t credited; /* the delivered count last sent as credit */
 	unsigned next_credit_lane;
 	unsigned nlanes;
-	struct lane lanes[RK_RING_MAX_LANES];
+	struct rk__ring_lane lanes[RK_RING_MAX_LANES];
 };
 
 struct rk_ring_tx {
@@ -48,7 +48,7 @@ struct rk_ring_tx {
 	struct rk_ring_peer peer;
 	struct rk_ring_tx_opts opts;
 	unsigned nlanes;
-	struct lane lanes[RK_RING_MAX_LANES];
+	struct rk__ring_lane lanes[RK_RING_MAX_LANES];
 };
 
 static uint64_t wrid_base(unsigned tag, unsigned lane)
@@ -67,10 +67,11 @@ static int wrid_lane(uint64_t wr_id, unsigned tag, unsigned nlanes)
 }
 
 /* Drop @l: log why, keep the reason, disconnect (its work is flushed). */
-static int lose(struct lane *l, unsigned idx, int e, struct rk_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+static int lose(struct rk__ring_lane *l, unsigned idx, int e, struct rk_error *err, const char *fmt,
+		...) __attribute__((format(printf, 5, 6)));
 
-static int lose(struct lane *l, unsigned idx, int e, struct rk_error *err, const char *fmt, ...)
+static int lose(struct rk__ring_lane *l, unsigned idx, int e, struct rk_error *err, const char *fmt,
+		...)
 {
 	char msg[200];
 	va_list ap;
@@ -223,7 +224,7 @@ void rk_ring_rx_peer(const struct rk_ring_rx *rx, struct rk_ring_peer *p)
 static int rx_written(struct rk_ring_rx *rx, unsigned i, const struct rk_msg *m,
 		      struct rk_error *err)
 {
-	struct lane *l = &rx->lanes[i];
+	struct rk__ring_lane *l = &rx->lanes[i];
 	enum rk_ring_verdict v;
 	uint64_t seq;
 	uint32_t slot;
@@ -241,7 +242,7 @@ static int rx_written(struct rk_ring_rx *rx, unsigned i, const struct rk_msg *m,
 static int rx_arrival(struct rk_ring_rx *rx, unsigned i, const struct ibv_wc *wc,
 		      struct rk_error *err)
 {
-	struct lane *l = &rx->lanes[i];
+	struct rk__ring_lane *l = &rx->lanes[i];
 	struct rk_msg m;
 	int r;
 
@@ -291,7 +292,7 @@ static void send_credit(struct rk_ring_rx *rx)
 
 	for (unsigned k = 0; k < rx->nlanes; k++) {
 		unsigned i = (rx->next_credit_lane + k) % rx->nlanes;
-		struct lane *l = &rx->lanes[i];
+		struct rk__ring_lane *l = &rx->lanes[i];
 		struct rk_wr wr = {.op = RK_OP_SEND_IMM,
 				   .flags = RK_WR_SIGNALED,
 				   .wr_id = wrid_base(RK_RING_WRID_CREDIT, i),
@@ -324,7 +325,7 @@ static int credit_due(const struct rk_ring_rx *rx)
 int rk_ring_rx_handle(struct rk_ring_rx *rx, const struct ibv_wc *wc, struct rk_error *err)
 {
 	int i = wrid_lane(wc->wr_id, RK_RING_WRID_RX, rx->nlanes);
-	struct lane *l;
+	struct rk__ring_lane *l;
 
 	if (i >= 0)
 		return rx_arrival(rx, (unsigned)i, wc, err);
@@ -437,7 +438,7 @@ void rk_ring_tx_destroy(struct rk_ring_tx *tx)
 int rk_ring_tx_reserve(struct rk_ring_tx *tx, struct rk_ring_tx_buf *buf, struct rk_error *err)
 {
 	struct rk_send_buf b;
-	struct lane *l;
+	struct rk__ring_lane *l;
 
 	if (!rk__rseq_tx_credits(&tx->seq))
 		return -EAGAIN;
@@ -464,7 +465,7 @@ int rk_ring_tx_reserve(struct rk_ring_tx *tx, struct rk_ring_tx_buf *buf, struct
 int rk_ring_tx_commit(struct rk_ring_tx *tx, const struct rk_ring_tx_buf *buf, uint32_t len,
 		      struct rk_error *err)
 {
-	struct lane *l = &tx->lanes[buf->lane % tx->nlanes];
+	struct rk__ring_lane *l = &tx->lanes[buf->lane % tx->nlanes];
 	struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
 			   .len = len,
 			   .remote_addr = tx->peer.addr + (uint64_t)buf->slot * tx->peer.slot_size,
@@ -522,7 +523,7 @@ int rk_ring_tx_send(struct rk_ring_tx *tx, const void *data, uint32_t len, struc
 static int tx_credit(struct rk_ring_tx *tx, unsigned i, const struct rk_msg *m,
 		     struct rk_error *err)
 {
-	struct lane *l = &tx->lanes[i];
+	struct rk__ring_lane *l = &tx->lanes[i];
 
 	if (m->opcode != IBV_WC_RECV || !m->has_imm || m->len)
 		return lose(l, i, EPROTO, err, "not a credit (opcode %d, %u bytes)", m->opcode,
@@ -548,7 +549,7 @@ int rk_ring_tx_msg(struct rk_ring_tx *tx, unsigned lane, const struct rk_msg *ms
 int rk_ring_tx_handle(struct rk_ring_tx *tx, const struct ibv_wc *wc, struct rk_error *err)
 {
 	int i = wrid_lane(wc->wr_id, RK_RING_WRID_TX, tx->nlanes);
-	struct lane *l;
+	struct rk__ring_lane *l;
 	struct rk_msg m;
 	int r;
 

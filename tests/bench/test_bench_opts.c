@@ -62,7 +62,7 @@ static void defaults(void **state)
 	assert_int_equal(parse((const char *const[]){NULL}), 0);
 	assert_null(l.host);
 	assert_null(l.json_path);
-	assert_null(l.bind);
+	assert_null(l.addr);
 	assert_int_equal(p.iters, 5000);
 	assert_int_equal(p.duration_s, 0);
 	assert_int_equal(l.watchdog_s, 10);
@@ -105,10 +105,10 @@ static void addr_and_bind(void **state)
 {
 	(void)state;
 	assert_int_equal(PARSE("--addr", "10.0.0.1"), 0);
-	assert_string_equal(l.bind, "10.0.0.1");
+	assert_string_equal(l.addr, "10.0.0.1");
 	assert_string_equal(err_text, "");
 	assert_int_equal(PARSE("--bind", "10.0.0.2"), 0);
-	assert_string_equal(l.bind, "10.0.0.2");
+	assert_string_equal(l.addr, "10.0.0.2");
 	said("rk bench: warning: --bind ADDR is deprecated and goes in the next release; "
 	     "write --addr ADDR");
 }

@@ -23,7 +23,7 @@
 #define ACK   10 /* the receiver answers every ACK deliveries with a message of its own */
 #define RECVS 16 /* the caller's receives per lane: the ring's traffic and the caller's */
 
-struct lane {
+struct test_lane {
 	struct rk_conn *tx, *rx;
 	struct rk_recv_set *tx_rs, *rx_rs; /* the caller's, on the ring's queues */
 	struct rk_send_set *tx_ss, *rx_ss;
@@ -41,7 +41,7 @@ static struct {
 	unsigned notes_sent; /* sender -> receiver messages of the caller's */
 	unsigned acks_got;   /* receiver -> sender messages of the caller's */
 	int stop;
-	struct lane lanes[LANES];
+	struct test_lane lanes[LANES];
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static uint32_t msg_len(uint64_t i)
@@ -64,7 +64,7 @@ static void send_own(struct rk_send_set *ss, const char *text)
 /* A sender lane's thread: post what was reserved for it, and handle its CQ. */
 static void *lane_main(void *arg)
 {
-	struct lane *l = arg;
+	struct test_lane *l = arg;
 	struct ibv_wc wc[16];
 	struct rk_error e;
 
@@ -133,7 +133,7 @@ static void pump_rx(struct rk_ring_rx *rx)
 	struct rk_error e;
 
 	for (unsigned i = 0; i < LANES; i++) {
-		struct lane *l = &g.lanes[i];
+		struct test_lane *l = &g.lanes[i];
 		int n = rk_cq_poll(rk_conn_cq(l->rx), wc, 16, &e);
 
 		LT_CHECK(n, &e);
@@ -192,7 +192,7 @@ int main(void)
 	LT_CHECK(rk_pool_create(dev, &po, &e, &pool), &e);
 	LT_CHECK(rk_mr_alloc(dev, SLOTS * SIZE, RK_ACCESS_LOCAL, &e, &g.stage), &e);
 	for (unsigned i = 0; i < LANES; i++) {
-		struct lane *l = &g.lanes[i];
+		struct test_lane *l = &g.lanes[i];
 
 		lt_pair(dev, &co, &co, &l->tx, &l->rx);
 		LT_CHECK(rk_recv_set_create(l->tx, pool, &ro, &e, &l->tx_rs), &e);

@@ -83,13 +83,6 @@ static int cmd_version(int argc, char **argv)
 	return RK_EXIT_OK;
 }
 
-#ifdef RK_MATRIX_ONLY
-/* rk-matrix-mpi (cmake -DRK_MPI=ON): rk matrix alone, with MPI. */
-int main(int argc, char **argv)
-{
-	return rk_cmd_matrix(argc, argv);
-}
-#else
 int main(int argc, char **argv)
 {
 	const struct rk_command *c;
@@ -110,4 +103,3 @@ int main(int argc, char **argv)
 	}
 	return c->run(argc - 1, argv + 1);
 }
-#endif

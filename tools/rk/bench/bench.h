@@ -124,7 +124,7 @@ enum bench_field {
 struct bench_local {
 	const char *host; /* NULL: server */
 	char port[16];
-	const char *bind; /* server: --addr, the local address to listen on */
+	const char *addr; /* server: --addr, the local address to listen on */
 	const char *dev_name;
 	uint8_t ib_port;
 	int gid_index; /* -1: automatic */

@@ -318,10 +318,10 @@ int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 	char why[200];
 	int r;
 
-	r = open_device(c, c->l->bind, NULL, err);
+	r = open_device(c, c->l->addr, NULL, err);
 	if (r)
 		return r;
-	c->listen_fd = rk_tcp_listen(c->l->bind, c->l->port, err);
+	c->listen_fd = rk_tcp_listen(c->l->addr, c->l->port, err);
 	if (c->listen_fd < 0)
 		return c->listen_fd;
 	if (!c->l->quiet)
@@ -347,7 +347,7 @@ int bench_server_start(struct bench_ctx *c, const struct bench_params *server_p,
 		}
 	} else if (!client_p->oob) {
 		struct rk_listen_opts lo = {
-		    .addr = c->l->bind, .port = c->l->port, .app_id = BENCH_APP_ID};
+		    .addr = c->l->addr, .port = c->l->port, .app_id = BENCH_APP_ID};
 
 		r = rk_listener_create(c->dev, &lo, err, &c->lis);
 		if (r) {

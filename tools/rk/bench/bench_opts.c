@@ -394,7 +394,7 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 		cli_deprecated(BENCH_PROG, "--bind ADDR", "--addr ADDR");
 		/* fall through */
 	case OPT_ADDR:
-		l->bind = arg;
+		l->addr = arg;
 		return 0;
 	case OPT_OOB:
 		l->explicit_fields |= BF_OOB;

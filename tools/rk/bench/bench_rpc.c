@@ -129,7 +129,7 @@ int bench_rpc_listen(struct bench_ctx *c, struct rk_error *err)
 	struct rk_conn_opts co = {.max_mtu = c->l->mtu ? rk_mtu_from_bytes(c->l->mtu) : 0};
 	uint32_t ans = max_answer(p);
 	struct rk_rpc_server_opts o = {
-	    .addr = c->l->bind,
+	    .addr = c->l->addr,
 	    .port = c->l->port,
 	    .window = window_of(p),
 	    .max_msg = p->size_max > ans ? p->size_max : ans,

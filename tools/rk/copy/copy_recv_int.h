@@ -38,7 +38,7 @@
 #define SQ_DEPTH (NSEND + 8)	    /* and the ring's credits (4 per lane at most) */
 
 /* One connection of the session and its message buffers (from the session's pool). */
-struct lane {
+struct recv_lane {
 	struct rk_conn *conn;
 	struct rk_recv_set *rs; /* control messages in, and a receive per slot written (shared
 				   with the ring) */
@@ -51,7 +51,7 @@ struct session {
 	char peer[64];
 	struct rk_pd *pd;   /* the session's alone: its QPs, ring and buffers */
 	struct rk_wait *ws; /* every lane's CQ and CM channel, and reg.evfd */
-	struct lane lanes[CP_MAX_LANES];
+	struct recv_lane lanes[CP_MAX_LANES];
 	unsigned prep_lane;
 	struct rk_pool *pool;	 /* the lanes' message buffers: local access, in pd */
 	struct rk_ring_rx *ring; /* the slots, in pd: only this session's QPs reach them */

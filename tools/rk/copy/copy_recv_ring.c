@@ -244,7 +244,7 @@ static int handle_hello(struct session *s, const void *buf, uint32_t len, struct
 int rcv_prepare(struct rk_conn *conn, void *arg)
 {
 	struct session *s = arg;
-	struct lane *l = &s->lanes[s->prep_lane];
+	struct recv_lane *l = &s->lanes[s->prep_lane];
 	struct rk_msgbuf_opts ro = {.count = RQ_DEPTH, .size = CP_MSG_MAX};
 	struct rk_msgbuf_opts so = {.count = NSEND, .size = CP_MSG_MAX};
 	int r;
@@ -280,7 +280,7 @@ int rcv_lane_joined(struct session *s, unsigned l, struct rk_error *err)
 
 int rcv_handle_wc(struct session *s, unsigned lane, const struct ibv_wc *wc, struct rk_error *err)
 {
-	struct lane *l = &s->lanes[lane];
+	struct recv_lane *l = &s->lanes[lane];
 	struct rk_msg m;
 	int r;
 

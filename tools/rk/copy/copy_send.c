@@ -115,7 +115,7 @@ static int alloc_mr(struct sender *s, size_t len, struct rk_error *e, struct rk_
  */
 static int lane_init(struct sender *s, unsigned idx)
 {
-	struct lane *l = &s->lanes[idx];
+	struct send_lane *l = &s->lanes[idx];
 
 	l->s = s;
 	l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -139,7 +139,7 @@ static int reachable_later(int err)
 
 static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *hello)
 {
-	struct lane *l = &s->lanes[idx];
+	struct send_lane *l = &s->lanes[idx];
 	struct rk_cm_connect_opts co = {
 	    .host = s->o->host,
 	    .port = s->o->port,
@@ -181,7 +181,7 @@ static int lane_connect(struct sender *s, unsigned idx, const struct rk_hello *h
 /* Serving a pull: lane 0 is the connection the client asked for. */
 static int lane_accept(struct sender *s, unsigned idx, struct rk_cm_request *req)
 {
-	struct lane *l = &s->lanes[idx];
+	struct send_lane *l = &s->lanes[idx];
 	struct rk_conn_opts co = {.sq_depth = SQ_DEPTH,
 				  .rq_depth = RQ_DEPTH,
 				  .wait_mode = RK_WAIT_EVENT,
@@ -458,7 +458,7 @@ int cp_send(const struct cp_send_opts *o, struct cp_plan *plan, struct cp_send_f
 out:
 	/* Reverse order of creation: lanes, ring, staging, pool, hello, state, device. */
 	for (unsigned i = CP_MAX_LANES; i-- > 0;) {
-		struct lane *l = &s.lanes[i];
+		struct send_lane *l = &s.lanes[i];
 
 		rk_wait_destroy(l->ws); /* first: it must not hold a connection that is gone */
 		if (l->conn && !s.fatal && !l->gone)

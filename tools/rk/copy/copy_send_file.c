@@ -43,7 +43,7 @@ static void lock_main(struct sender *s)
 static int flush(struct sender *s)
 {
 	struct lslot *ls;
-	struct lane *l;
+	struct send_lane *l;
 
 	if (s->cur < 0)
 		return 0;

@@ -51,7 +51,7 @@ struct lslot {
 struct sender;
 
 /* One connection of the session, and (once started) its thread. */
-struct lane {
+struct send_lane {
 	struct sender *s;
 	struct rk_conn *conn;
 	struct rk_recv_set *rs; /* control messages in (from the sender's pool) */
@@ -69,7 +69,7 @@ struct sender {
 	const struct cp_send_opts *o;
 	struct cp_plan *plan;
 	struct rk_device *dev;
-	struct lane lanes[CP_MAX_LANES];
+	struct send_lane lanes[CP_MAX_LANES];
 	unsigned nlanes;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -128,7 +128,7 @@ void snd_fatal_transport(struct sender *s, const char *fmt, ...)
 /* rk_cm connect / accept hook: post lane @arg's receives before the QP is connected. */
 int snd_prepare(struct rk_conn *conn, void *arg);
 /* The lane's connection is gone; @what says how, or NULL. Ends the session as a transport loss. */
-void snd_lost(struct lane *l, const char *what);
+void snd_lost(struct send_lane *l, const char *what);
 /* Nothing outstanding: every item the peer owes an answer for has one, no slot in flight. */
 int snd_all_done(const struct sender *s);
 /*
@@ -141,9 +141,9 @@ int snd_start_lanes(struct sender *s);
 /* Stop and join the lane threads; the main thread lets go of s->mu. */
 void snd_stop_lanes(struct sender *s);
 /* Wake lane @l's thread: slots are queued for it, or it is to stop. */
-void snd_wake(struct lane *l);
+void snd_wake(struct send_lane *l);
 /* Once @l is connected: its wait set over the CQ, the CM channel and l->evfd. */
-int snd_watch_lane(struct lane *l, struct rk_error *e);
+int snd_watch_lane(struct send_lane *l, struct rk_error *e);
 
 /* copy_send_file.c: send every unsettled plan item, BYE, and wait for the answers. -1: over. */
 int snd_run(struct sender *s);

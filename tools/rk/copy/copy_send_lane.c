@@ -29,7 +29,7 @@
 
 int snd_prepare(struct rk_conn *conn, void *arg)
 {
-	struct lane *l = arg;
+	struct send_lane *l = arg;
 	struct rk_msgbuf_opts ro = {.count = RQ_DEPTH, .size = CP_MSG_MAX};
 
 	l->conn = conn;
@@ -129,7 +129,7 @@ static void on_message(struct sender *s, int lane0, const void *buf, uint32_t le
 	}
 }
 
-void snd_lost(struct lane *l, const char *what)
+void snd_lost(struct send_lane *l, const char *what)
 {
 	struct sender *s = l->s;
 	struct rk_error e;
@@ -141,7 +141,7 @@ void snd_lost(struct lane *l, const char *what)
 		snd_fatal_transport(s, "connection lost%s%s", what ? " " : "", what ? what : "");
 }
 
-static void on_wc(struct lane *l, const struct ibv_wc *wc)
+static void on_wc(struct send_lane *l, const struct ibv_wc *wc)
 {
 	struct sender *s = l->s;
 	struct rk_error e;
@@ -226,7 +226,7 @@ int snd_all_done(const struct sender *s)
  * first. Takes the mutex only to act on what arrived. Returns -1 once the
  * session is over.
  */
-static int pump_lane(struct lane *l, int wait_ms)
+static int pump_lane(struct send_lane *l, int wait_ms)
 {
 	struct sender *s = l->s;
 	struct rk_cq *cq = rk_conn_cq(l->conn);
@@ -344,7 +344,7 @@ int snd_pump(struct sender *s, int wait_ms)
 /* ---- lane threads ---- */
 
 /* Post slot @i (its header block and data, one write with the ring's immediate) on @l. */
-static int post_slot(struct lane *l, int i)
+static int post_slot(struct send_lane *l, int i)
 {
 	struct sender *s = l->s;
 	const struct lslot *ls = &s->slots[i];
@@ -366,7 +366,7 @@ static int post_slot(struct lane *l, int i)
 
 static void *lane_main(void *arg)
 {
-	struct lane *l = arg;
+	struct send_lane *l = arg;
 	struct sender *s = l->s;
 	char name[16];
 
@@ -408,7 +408,7 @@ static void *lane_main(void *arg)
 	return NULL;
 }
 
-void snd_wake(struct lane *l)
+void snd_wake(struct send_lane *l)
 {
 	uint64_t one = 1;
 
@@ -417,7 +417,7 @@ void snd_wake(struct lane *l)
 	}
 }
 
-int snd_watch_lane(struct lane *l, struct rk_error *e)
+int snd_watch_lane(struct send_lane *l, struct rk_error *e)
 {
 	struct rk_wait_opts wo = {.mode = RK_WAIT_EVENT}; /* the lanes' CQs have channels */
 	int r = rk_wait_create(&wo, e, &l->ws);

@@ -4,14 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "matrix_launch.h"
 #include "matrix_sched.h"
-
-#ifdef RK_HAVE_MPI
-#include <mpi.h>
-#endif
 
 /* A decimal number below @max, the whole string. */
 static int parse_num(const char *s, uint32_t max, uint32_t *out)
@@ -69,8 +64,8 @@ static const struct source sources[] = {
     {"PMI", "PMI_RANK", "PMI_SIZE"},
 };
 
-static int rendezvous(struct mx_launch *l, mx_getenv_fn get, const char *rdv, char *why,
-		      size_t why_len)
+int mx_launch_rendezvous(struct mx_launch *l, mx_getenv_fn get, const char *rdv, char *why,
+			 size_t why_len)
 {
 	static const char *lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"};
 	const char *v = rdv ? rdv : get("RK_MATRIX_ADDR");
@@ -117,7 +112,7 @@ int mx_launch_env(struct mx_launch *l, mx_getenv_fn get, const char *rdv, char *
 			return -1;
 		}
 		l->source = s->name;
-		return rendezvous(l, get, rdv, why, why_len);
+		return mx_launch_rendezvous(l, get, rdv, why, why_len);
 	}
 	snprintf(why, why_len,
 		 "not started by a launcher: none of SLURM_PROCID / SLURM_NTASKS (srun), "
@@ -131,68 +126,19 @@ static const char *real_getenv(const char *name)
 	return getenv(name);
 }
 
-#ifdef RK_HAVE_MPI
-/* Started by an MPI launcher (not by srun without PMI, which MPI would see as size 1). */
-static int mpi_launched(void)
-{
-	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE");
-}
-
-static int mpi_start(struct mx_launch *l, int *argc, char ***argv, const char *rdv, char *why,
-		     size_t why_len)
-{
-	int rank, size, r = 0;
-
-	memset(l, 0, sizeof(*l));
-	if (MPI_Init(argc, argv) != MPI_SUCCESS) {
-		snprintf(why, why_len, "MPI_Init failed");
-		return -1;
-	}
-	l->mpi = 1;
-	l->source = "MPI";
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (size < 1 || (unsigned)size > MX_MAX_RANKS) {
-		snprintf(why, why_len, "MPI size %d: 1 to %u ranks", size, MX_MAX_RANKS);
-		return -1;
-	}
-	l->rank = (uint32_t)rank;
-	l->size = (uint32_t)size;
-	/* Rank 0 says where it listens; an empty name means it found none. */
-	if (rank == 0 && rendezvous(l, real_getenv, rdv, why, why_len) &&
-	    gethostname(l->rdv_host, sizeof(l->rdv_host) - 1))
-		r = -1;
-	MPI_Bcast(l->rdv_host, sizeof(l->rdv_host), MPI_CHAR, 0, MPI_COMM_WORLD);
-	l->rdv_host[sizeof(l->rdv_host) - 1] = 0;
-	if (r || !l->rdv_host[0]) {
-		snprintf(
-		    why, why_len,
-		    "no rendezvous address for rank 0: looked for --rendezvous, "
-		    "RK_MATRIX_ADDR, SLURM_STEP_NODELIST, SLURM_JOB_NODELIST and the host name");
-		return -1;
-	}
-	return 0;
-}
-#endif
+const struct mx_launch_mpi *mx_launch_mpi;
 
 int mx_launch_start(struct mx_launch *l, int *argc, char ***argv, const char *rdv, char *why,
 		    size_t why_len)
 {
-#ifdef RK_HAVE_MPI
-	if (mpi_launched())
-		return mpi_start(l, argc, argv, rdv, why, why_len);
-#else
-	(void)argc;
-	(void)argv;
-#endif
+	if (mx_launch_mpi && mx_launch_mpi->launched())
+		return mx_launch_mpi->start(l, argc, argv, rdv, why, why_len);
 	return mx_launch_env(l, real_getenv, rdv, why, why_len);
 }
 
 void mx_launch_end(struct mx_launch *l)
 {
-#ifdef RK_HAVE_MPI
-	if (l->mpi)
-		MPI_Finalize();
-#endif
+	if (l->mpi && mx_launch_mpi)
+		mx_launch_mpi->end();
 	l->mpi = 0;
 }

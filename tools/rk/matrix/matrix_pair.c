@@ -82,7 +82,7 @@ void mx_run_leg(const struct mx_opts *o, int leg, uint32_t me, const char *my_ad
 	if (client) {
 		l.host = peer_addr;
 	} else {
-		l.bind = my_addr;
+		l.addr = my_addr;
 		/* Both ranks run the same leg: anything else is refused, naming it. */
 		l.explicit_fields = BF_OP | BF_MODE | BF_SIZE | BF_ITERS | BF_DURATION;
 	}
