@@ -534,6 +534,8 @@ class RpcClient(Closable):
     the client's file descriptor (loop.add_reader; no thread), which needs
     ``mode="event"`` (or "adaptive"). "busy" (the default) spins while a
     call() waits: the shortest round trip, a core busy meanwhile.
+    ``call_many()`` makes a list of calls with one foreign call per 64:
+    Python's own cost per call paid once for the lot.
 
     Arguments: window (calls in flight; the server may grant fewer; 64),
     connect_timeout (seconds per connection step; 5), mode, token,
