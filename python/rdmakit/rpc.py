@@ -709,6 +709,8 @@ class RpcClient(Closable):
         than one in flight; acall() and gather() overlap them). A call that
         fails raises as call() does, and the calls after it are not made;
         the exception's ``answers`` holds the answers of those before it.
+        A thread's first call_many() makes its answer buffer (64 answers'
+        room, 256 KiB), kept for the thread's life.
         """
         method = _method(method)
         ms = seconds_to_ms(timeout, "timeout")
