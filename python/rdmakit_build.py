@@ -384,6 +384,7 @@ struct rkpy_call {
 	uint32_t len;
 	int32_t code;
 	void *py;
+	char *resp;
 	struct rk_error err;
 };
 int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint32_t req_len,
@@ -392,6 +393,8 @@ int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint32_t re
 #define RKPY_FAST_BAD_METHOD ...
 #define RKPY_FAST_CLOSED ...
 #define RKPY_ANSWER_MAX ...
+#define RKPY_INFLIGHT ...
+#define RKPY_FAILED ...
 struct rkpy_fast {
 	struct rk_rpc_client *cl;
 	int spin_us;
@@ -408,12 +411,15 @@ void rkpy_fast_lock(struct rkpy_fast *f);
 void rkpy_fast_unlock(struct rkpy_fast *f);
 struct rkpy_out *rkpy_fast_out(void);
 int rkpy_fcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len);
+#define RKPY_MANY_MAX ...
+int rkpy_fcall_many(struct rkpy_fast *f, int method, const char *reqs, const uint32_t *lens,
+		    uint32_t n, char *out, uint32_t *ends, int timeout_ms, int *status);
 int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
 	       char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
 	       struct rk_error *err);
 int rkpy_acall_wait(struct rkpy_fast *f, struct rkpy_call *c, void *py);
 int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
-		struct rkpy_call *c, char *resp);
+		struct rkpy_call *c);
 int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method, const char *req,
 		   uint32_t req_len, char *resp, uint32_t cap, int timeout_ms, uint32_t *len,
 		   int32_t *code, struct rk_error *err);
@@ -542,6 +548,56 @@ static int rkpy_fcall(struct rkpy_fast *f, int method, const char *req, uint32_t
 	return r ? r : (int)o->len;
 }
 
+/*
+ * call_many()'s calls in one foreign call, one after another, the lock
+ * held throughout: @n (at most RKPY_MANY_MAX) requests, request i the
+ * @lens[i] bytes after request i-1 in @reqs. Answer i (up to
+ * RKPY_ANSWER_MAX bytes) lands in @out right after answer i-1 (@out has
+ * room for RKPY_MANY_MAX of them) and ends at @ends[i]. Returns how many
+ * completed well: @n, or the index of the one that failed (its status in
+ * *@status, its outcome in this thread's rkpy_out, an answer that came
+ * with an error ending at @ends[index]), or RKPY_FAST_BAD_METHOD /
+ * RKPY_FAST_CLOSED. Python's cost per call, the interpreter's path and
+ * cffi's crossing, is paid once for the lot.
+ */
+#define RKPY_MANY_MAX 64
+
+static int rkpy_fcall_many(struct rkpy_fast *f, int method, const char *reqs,
+			   const uint32_t *lens, uint32_t n, char *out, uint32_t *ends,
+			   int timeout_ms, int *status)
+{
+	struct rk_rpc_call_args a = {.resp_cap = RKPY_ANSWER_MAX, .timeout_ms = timeout_ms};
+	struct rkpy_out *o = &rkpy_out;
+	uint32_t i, at = 0;
+	int r = 0;
+
+	if (method < 0 || method > 0xffff)
+		return RKPY_FAST_BAD_METHOD;
+	if (n > RKPY_MANY_MAX)
+		n = RKPY_MANY_MAX;
+	a.method = (uint16_t)method;
+	pthread_mutex_lock(&f->mu);
+	if (!f->cl) {
+		pthread_mutex_unlock(&f->mu);
+		return RKPY_FAST_CLOSED;
+	}
+	for (i = 0; i < n; i++) {
+		a.req = reqs;
+		a.req_len = lens[i];
+		a.resp = out + at;
+		o->len = 0;
+		r = rk_rpc_call(f->cl, &a, &o->len, &o->code, &o->err);
+		at += o->len <= RKPY_ANSWER_MAX ? o->len : 0;
+		ends[i] = at;
+		if (r)
+			break;
+		reqs += lens[i];
+	}
+	pthread_mutex_unlock(&f->mu);
+	*status = r;
+	return (int)i;
+}
+
 static int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method,
 			  const char *req, uint32_t req_len, char *resp, uint32_t cap,
 			  int timeout_ms, uint32_t *len, int32_t *code, struct rk_error *err)
@@ -567,6 +623,7 @@ struct rkpy_call {
 	uint32_t len;
 	int32_t code;
 	void *py;
+	char *resp; /* rkpy_afcall's answer buffer (RKPY_ANSWER_MAX bytes), set once */
 	struct rk_error err;
 };
 
@@ -594,10 +651,39 @@ static long long rkpy_now_us(void)
 }
 
 /*
+ * Look for @c's answer for about @spin_us (the lock held). The clock is
+ * first read after RKPY_SPIN_FIRST looks and then every RKPY_SPIN_EVERY:
+ * where the clocksource is not the TSC (hpet under QEMU, some VMs) a
+ * clock read is a system call of 1-2 us, and an answer that comes within
+ * the first looks (the common case of a server that answers at once)
+ * then costs none; the spin grows by those looks (a few us natively).
+ */
+#define RKPY_SPIN_FIRST 64
+#define RKPY_SPIN_EVERY 16
+
+static void rkpy_spin(struct rkpy_fast *f, struct rkpy_call *c, int spin_us)
+{
+	long long until = 0;
+
+	for (unsigned i = 1; spin_us > 0 && !c->done; i++) {
+		if (rk_rpc_client_progress(f->cl, 0, NULL) < 0)
+			break;
+		if (i >= RKPY_SPIN_FIRST && i % RKPY_SPIN_EVERY == 0) {
+			long long now = rkpy_now_us();
+
+			if (!until)
+				until = now + spin_us;
+			else if (now >= until)
+				break;
+		}
+	}
+}
+
+/*
  * Start a call and look for its answer for up to @spin_us (0: not at
  * all): 1 when it completed (in *@c), 0 when still in flight, or a
- * negative errno (-EAGAIN: the window is full). The clock is read every
- * 16 looks.
+ * negative errno (-EAGAIN: the window is full; RKPY_FAST_BAD_METHOD,
+ * RKPY_FAST_CLOSED).
  */
 static int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
 		      char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
@@ -605,42 +691,44 @@ static int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t
 {
 	struct rk_rpc_call_args a = {.req = req, .req_len = req_len, .resp = resp,
 				     .resp_cap = cap, .timeout_ms = timeout_ms};
-	long long until = 0;
 	int r;
 
 	if (method < 0 || method > 0xffff)
-		return RKPY_BAD_METHOD;
+		return RKPY_FAST_BAD_METHOD;
 	a.method = (uint16_t)method;
 	c->done = 0; /* a struct the caller reuses */
 	c->py = NULL;
 	pthread_mutex_lock(&f->mu);
 	r = f->cl ? rk_rpc_call_async(f->cl, &a, rkpy_call_done, c, err) : RKPY_FAST_CLOSED;
-	if (r)
-		goto out;
-	if (spin_us > 0)
-		until = rkpy_now_us() + spin_us;
-	for (unsigned i = 1; spin_us > 0 && !c->done; i++) {
-		if (rk_rpc_client_progress(f->cl, 0, NULL) < 0)
-			break;
-		if (i % 16 == 0 && rkpy_now_us() >= until)
-			break;
+	if (r == 0) {
+		rkpy_spin(f, c, spin_us);
+		r = c->done;
 	}
-	r = c->done;
-out:
 	pthread_mutex_unlock(&f->mu);
 	return r;
 }
 
 /*
- * acall()'s common case in six arguments: the default deadline, an answer
- * of up to RKPY_ANSWER_MAX bytes into @resp, f->spin_us, the error into
- * @c->err; returns as rkpy_acall.
+ * acall()'s common case in five arguments: the default deadline, an answer
+ * of up to RKPY_ANSWER_MAX bytes into @c->resp, f->spin_us, the error into
+ * @c->err. Returns the answer's length (>= 0) when the call completed
+ * well within the spin, RKPY_INFLIGHT when it is still in flight,
+ * RKPY_FAILED when it completed with an error (the outcome in *@c), or
+ * as rkpy_acall for a call not started. The answer's length as the
+ * result spares Python reading the struct's fields.
  */
+#define RKPY_INFLIGHT (-1000002)
+#define RKPY_FAILED   (-1000003)
+
 static int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
-		       struct rkpy_call *c, char *resp)
+		       struct rkpy_call *c)
 {
-	return rkpy_acall(f, method, req, req_len, resp, RKPY_ANSWER_MAX, 0, c, f->spin_us,
-			  &c->err);
+	int r = rkpy_acall(f, method, req, req_len, c->resp, RKPY_ANSWER_MAX, 0, c, f->spin_us,
+			   &c->err);
+
+	if (r == 1)
+		return c->status ? RKPY_FAILED : (int)c->len;
+	return r == 0 ? RKPY_INFLIGHT : r;
 }
 
 /*

@@ -19,13 +19,13 @@ import errno
 import logging
 import threading
 import weakref
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from ._rk import ffi, lib
 from ._util import (INT32_MAX, U32_MAX, Closable, Guard, check_int, closed, in_buffer, out_buffer,
                     raise_error, seconds_to_ms, track, wait_mode)
 from .device import Device
-from .errors import HandlerError
+from .errors import Error, HandlerError
 
 __all__ = ["RpcServer", "Request", "RpcClient", "RpcPool", "DEFAULT_MAX_SIZE"]
 
@@ -47,6 +47,33 @@ _acall = lib.rkpy_acall
 _afcall = lib.rkpy_afcall
 _unpack = ffi.unpack
 _CLOSED = lib.RKPY_FAST_CLOSED
+_BAD_METHOD = lib.RKPY_FAST_BAD_METHOD
+_INFLIGHT = lib.RKPY_INFLIGHT
+_FAILED = lib.RKPY_FAILED
+_get_ident = threading.get_ident
+_fcall_many = lib.rkpy_fcall_many
+_MANY = lib.RKPY_MANY_MAX
+# call()'s answer: the calling thread's rkpy_answer as a cffi buffer, made
+# once per thread; slicing it is the cheapest way from C memory to bytes
+# (fetching lib.rkpy_answer makes a new cdata at every access, and
+# ffi.unpack parses keyword arguments).
+_tls = threading.local()
+
+
+def _answer():
+    """This thread's answer buffer (made on its first call())."""
+    b = _tls.answer = ffi.buffer(lib.rkpy_answer)
+    return b
+
+
+def _many_buffers():
+    """This thread's call_many() buffers: the answers (room for a chunk of
+    64), that memory as a cffi buffer, their ends, the requests' lengths,
+    the failed call's status."""
+    out = ffi.new("char[]", DEFAULT_MAX_SIZE * lib.RKPY_MANY_MAX)
+    m = _tls.many = (out, ffi.buffer(out), ffi.new("uint32_t[]", lib.RKPY_MANY_MAX),
+                     ffi.new("uint32_t[]", lib.RKPY_MANY_MAX), ffi.new("int *"))
+    return m
 
 
 class _CLock:
@@ -507,6 +534,8 @@ class RpcClient(Closable):
     the client's file descriptor (loop.add_reader; no thread), which needs
     ``mode="event"`` (or "adaptive"). "busy" (the default) spins while a
     call() waits: the shortest round trip, a core busy meanwhile.
+    ``call_many()`` makes a list of calls with one foreign call per 64:
+    Python's own cost per call paid once for the lot.
 
     Arguments: window (calls in flight; the server may grant fewer; 64),
     connect_timeout (seconds per connection step; 5), mode, token,
@@ -640,18 +669,21 @@ class RpcClient(Closable):
         NoMethodError, MessageTooBigError, DeadlineError, PeerGoneError
         ("peer gone": the connection died) or another Error.
         """
-        if (type(data) is bytes and type(method) is int and timeout is None and out is None
-                and max_size is None):
+        if (timeout is None and out is None and max_size is None and type(data) is bytes
+                and type(method) is int):
             # The common small call: one foreign call of four arguments,
             # which takes the lock itself; nothing to allocate but the
-            # answer's bytes, from this thread's buffer.
+            # answer's bytes, sliced from this thread's buffer.
             try:
                 r = _fcall(self._fast, method, data, len(data))
             except OverflowError:  # a method or a length beyond C's ints
                 self._prepare(method, data, timeout, out, max_size)
                 raise
             if r >= 0:
-                return _unpack(lib.rkpy_answer, r)
+                try:
+                    return _tls.answer[:r]
+                except AttributeError:  # this thread's first call
+                    return _answer()[:r]
             return self._fast_failed(r, method)
         method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
         with self._lock:
@@ -662,6 +694,64 @@ class RpcClient(Closable):
             if r == 0:
                 return self._len[0] if out is not None else ffi.unpack(resp, self._len[0])
             return self._failed(r, method, out, resp)
+
+    def call_many(self, method: int, payloads: Iterable[Buffer], *,
+                  timeout: Optional[float] = None) -> List[bytes]:
+        """Call ``method`` once for each request of ``payloads`` (bytes-like
+        objects), one after another in order, and return the answers, a
+        list of bytes.
+
+        What call() does per call, the interpreter's path and the foreign
+        call's crossing, is done once per up to 64 calls, so a call costs
+        close to the same call made from C: for many small calls in a loop.
+        Each answer may be up to DEFAULT_MAX_SIZE bytes; ``timeout`` is each
+        call's deadline (None: 5 s). The calls run one at a time (no more
+        than one in flight; acall() and gather() overlap them). A call that
+        fails raises as call() does, and the calls after it are not made;
+        the exception's ``answers`` holds the answers of those before it.
+        A thread's first call_many() makes its answer buffer (64 answers'
+        room, 256 KiB), kept for the thread's life.
+        """
+        method = _method(method)
+        ms = seconds_to_ms(timeout, "timeout")
+        reqs = payloads if isinstance(payloads, list) else list(payloads)
+        try:
+            m = _tls.many
+        except AttributeError:  # this thread's first call_many: its buffers
+            m = _many_buffers()
+        out, ob, ends, lens, st = m
+        fast = self._fast
+        answers: List[bytes] = []
+        for i in range(0, len(reqs), _MANY):
+            chunk = reqs[i:i + _MANY]
+            try:
+                joined = b"".join(chunk)
+            except TypeError:
+                for p in chunk:
+                    in_buffer(p, "payloads")  # names the culprit
+                raise
+            k = len(chunk)
+            ln = [len(p) for p in chunk]
+            if sum(ln) != len(joined):  # buffers of items wider than a byte
+                ln = [memoryview(p).nbytes for p in chunk]
+            lens[0:k] = ln
+            r = _fcall_many(fast, method, joined, lens, k, out, ends, ms, st)
+            if r == k:
+                e = ffi.unpack(ends, k)
+                answers += [ob[a:b] for a, b in zip([0] + e, e)]
+                continue
+            if r < 0:
+                return self._fast_failed(r, method)
+            e = ffi.unpack(ends, r + 1)
+            answers += [ob[a:b] for a, b in zip([0] + e[:r], e[:r])]
+            o = lib.rkpy_fast_out()
+            back = ob[e[r - 1] if r else 0:e[r]] if st[0] == -errno.EREMOTEIO else b""
+            try:
+                raise_error(st[0], ffi.addressof(o, "err"), code=o.code, data=back)
+            except Error as exc:
+                exc.answers = answers
+                raise
+        return answers
 
     @staticmethod
     def _fast_failed(r, method):
@@ -700,75 +790,121 @@ class RpcClient(Closable):
         still runs to its end in the library (its buffers are kept until
         then).
         """
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            self._attach(loop)
-        free = self._free
-        fast = (type(data) is bytes and out is None and max_size is None and timeout is None
-                and type(method) is int)
-        if fast:
-            # The common small call: an outcome struct and answer buffer used before.
-            c, resp = free.pop() if free else (ffi.new("struct rkpy_call *"),
-                                               ffi.new("char[]", DEFAULT_MAX_SIZE))
-            req, n, cap, ms = data, len(data), DEFAULT_MAX_SIZE, 0
-        else:
-            method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
-            c = ffi.new("struct rkpy_call *")
-        while True:
-            # One foreign call, which takes the client's lock itself.
+        loop = self._loop
+        if loop is None or self._loop_ident != _get_ident() or not loop.is_running():
+            # asyncio.get_running_loop() costs a getpid() system call (Python
+            # 3.11): asked only when this thread's loop is not the client's.
+            loop = self._attach(asyncio.get_running_loop())
+        if (timeout is None and out is None and max_size is None and type(data) is bytes
+                and type(method) is int):
+            # The common small call: one foreign call of five arguments with
+            # an outcome struct and answer buffer used before; the answer's
+            # length is its result when it came within the spin.
+            free = self._free
+            e = free.pop() if free else self._slot()
             try:
-                if fast:
-                    r = _afcall(self._fast, method, req, n, c, resp)
-                else:
-                    r = _acall(self._fast, method, req, n, resp, cap, ms, c, self._spin_us,
-                               self._err)
+                r = _afcall(self._fast, method, data, len(data), e[0])
             except OverflowError:  # a method or a length beyond C's ints
+                free.append(e)
                 self._prepare(method, data, timeout, out, max_size)
                 raise
-            if r == 1:
-                break
-            if r == 0:  # in flight: wait for it on the loop
-                st = _Async()
-                st.fut = loop.create_future()
-                st.out, st.resp, st.c, st.req, st.loop = out, resp, c, req, loop
-                st.keep = self
-                st.handle = h = ffi.new_handle(st)
-                self._pending.add(st)
-                if lib.rkpy_acall_wait(self._fast, c, h):  # it completed meanwhile
-                    self._pending.discard(st)
-                    r = 1
-                break
+            if r >= 0:
+                answer = e[2][:r]
+                free.append(e)
+                return answer
+            return await self._afast_rest(r, e, method, data, loop)
+        return await self._acall_any(method, data, timeout, out, max_size, loop)
+
+    @staticmethod
+    def _slot():
+        """acall()'s common case: an outcome struct, its answer buffer and
+        that buffer as a cffi buffer (sliced into the answer's bytes)."""
+        c = ffi.new("struct rkpy_call *")
+        resp = ffi.new("char[]", DEFAULT_MAX_SIZE)
+        c.resp = resp
+        return c, resp, ffi.buffer(resp)
+
+    async def _afast_rest(self, r, e, method, data, loop):
+        """acall()'s common case past its first try (@r): in flight, failed,
+        or the window full."""
+        c = e[0]
+        while True:
+            if r >= 0:
+                answer = e[2][:r]
+                self._free.append(e)
+                return answer
+            if r == _INFLIGHT:  # e is the call's until it completes: not reused
+                return await self._await_call(loop, c, e[1], None, data, 0)
+            if r == _FAILED:
+                return self._outcome(c, e[1], None)
             if r == _CLOSED:
                 raise closed("RpcClient")
-            if r == lib.RKPY_BAD_METHOD:
+            if r == _BAD_METHOD:
                 _method(method)
             if r != _EAGAIN:
-                raise_error(r, ffi.addressof(c, "err") if fast else self._err)
+                raise_error(r, ffi.addressof(c, "err"))
             with self._lock:
                 self._poll_locked()  # the window is full: completions make room
             await self._wait_room(loop)
-        if r == 1:
-            if c.status == 0:
-                if out is not None:
-                    return c.len
-                answer = ffi.unpack(resp, c.len)
-                if cap == DEFAULT_MAX_SIZE and len(free) < 16:
-                    free.append((c, resp))
-                return answer
-            back = b""
-            if c.status == -errno.EREMOTEIO:
-                back = c.len if out is not None else ffi.unpack(resp, c.len)
-            raise_error(c.status, ffi.addressof(c, "err"), code=c.code, data=back)
+            r = _afcall(self._fast, method, data, len(data), c)
+
+    async def _acall_any(self, method, data, timeout, out, max_size, loop):
+        """acall() with a deadline, ``out``, ``max_size`` or a request that is
+        not bytes."""
+        method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
+        c = ffi.new("struct rkpy_call *")
+        while True:
+            # One foreign call, which takes the client's lock itself.
+            r = _acall(self._fast, method, req, n, resp, cap, ms, c, self._spin_us, self._err)
+            if r == 1:
+                return self._outcome(c, resp, out)
+            if r == 0:
+                return await self._await_call(loop, c, resp, out, req, ms)
+            if r == _CLOSED:
+                raise closed("RpcClient")
+            if r != _EAGAIN:
+                raise_error(r, self._err)
+            with self._lock:
+                self._poll_locked()  # the window is full: completions make room
+            await self._wait_room(loop)
+
+    def _await_call(self, loop, c, resp, out, req, ms):
+        """The future of call @c in flight (its buffers kept until it completes)."""
+        st = _Async()
+        st.fut = fut = loop.create_future()
+        st.out, st.resp, st.c, st.req, st.loop = out, resp, c, req, loop
+        st.keep = self
+        st.handle = h = ffi.new_handle(st)
+        self._pending.add(st)
+        if lib.rkpy_acall_wait(self._fast, c, h):  # it completed meanwhile
+            self._pending.discard(st)
+            st.keep = None
+            try:
+                fut.set_result(self._outcome(c, resp, out))
+            except Exception as exc:  # noqa: B902 - handed to the awaiting caller
+                fut.set_exception(exc)
+            return fut
         st.timer = None
         if ms >= 0:
             st.timer = loop.call_later((ms or 5000) / 1000.0 + 0.004, self._deadline, st)
-        return await st.fut
+        return fut
+
+    @staticmethod
+    def _outcome(c, resp, out):
+        """A completed call's answer (or its error raised), from its struct @c."""
+        if c.status == 0:
+            return c.len if out is not None else ffi.unpack(resp, c.len)
+        back = b""
+        if c.status == -errno.EREMOTEIO:
+            back = c.len if out is not None else ffi.unpack(resp, c.len)
+        raise_error(c.status, ffi.addressof(c, "err"), code=c.code, data=back)
 
     # -- asyncio plumbing
 
     def _attach(self, loop):
+        """Tie the client to @loop (its fd on the loop); returns @loop."""
         if self._loop is loop:
-            return
+            return loop
         if self._loop is not None and not self._loop.is_closed():
             raise RuntimeError("acall: the client is tied to another event loop")
         with self._lock:
@@ -782,6 +918,7 @@ class RpcClient(Closable):
         self._loop_ident = threading.get_ident()
         self._fd = fd
         loop.add_reader(fd, self._readable)
+        return loop
 
     def _poll_locked(self):
         """Run completions (the lock held): progress until it finds nothing."""

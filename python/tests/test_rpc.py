@@ -138,6 +138,52 @@ def test_asyncio_matched_and_errors(dev, server):
     asyncio.run(main())
 
 
+def test_asyncio_adaptive_answers_within_the_spin(dev, server):
+    async def main():
+        with rdmakit.RpcClient(dev, ADDR, PORT, mode="adaptive", spin_us=2000) as c:
+            for i in range(100):  # mostly answered within the spin, struct and buffer reused
+                assert await c.acall(M_ECHO, b"seq %d" % i) == b"seq %d" % i
+            got = await asyncio.gather(*[c.acall(M_ECHO, b"%d" % i) for i in range(100)])
+            assert got == [b"%d" % i for i in range(100)]
+            assert await c.acall(M_ECHO, b"") == b""
+            assert await c.acall(M_ECHO, b"x" * 4084) == b"x" * 4084
+            with pytest.raises(rdmakit.MessageTooBigError):
+                await c.acall(M_ECHO, b"x" * 4085)
+            with pytest.raises(rdmakit.RemoteError) as ei:
+                await c.acall(M_CODE)
+            assert ei.value.code == 42 and ei.value.data == b"nope"
+            with pytest.raises(ValueError, match="method"):
+                await c.acall(1 << 16)
+            with pytest.raises(ValueError, match="method"):
+                await c.acall(-1)
+            assert await c.acall(M_DEFER, b"abc") == b"cba"  # in flight past the spin
+            assert await c.acall(M_ECHO, b"after") == b"after"
+            assert c.inflight == 0
+    asyncio.run(main())
+    asyncio.run(main())  # a second loop, a new client
+
+
+def test_call_many(client):
+    reqs = [pattern(n, n & 0xFF) for n in (0, 1, 64, 4084)] * 40  # 160: three chunks
+    assert client.call_many(M_ECHO, reqs) == reqs
+    assert client.call_many(M_ECHO, iter([bytearray(b"ab"), memoryview(b"cd")])) == [b"ab", b"cd"]
+    import array
+    a = array.array("i", [1, 2, 3])
+    assert client.call_many(M_ECHO, [a, b"z"], timeout=5) == [a.tobytes(), b"z"]
+    assert client.call_many(M_ECHO, []) == []
+    with pytest.raises(rdmakit.MessageTooBigError) as ei:
+        client.call_many(M_ECHO, [b"a"] * 70 + [b"x" * 5000, b"never"])
+    assert ei.value.answers == [b"a"] * 70
+    with pytest.raises(rdmakit.RemoteError) as ei:
+        client.call_many(M_CODE, [b"1", b"2"])
+    assert ei.value.code == 42 and ei.value.data == b"nope" and ei.value.answers == []
+    with pytest.raises(TypeError, match="payloads"):
+        client.call_many(M_ECHO, [b"ok", "text"])
+    with pytest.raises(ValueError, match="method"):
+        client.call_many(1 << 16, [b"x"])
+    assert client.call(M_ECHO, b"still") == b"still"
+
+
 def test_asyncio_needs_a_sleeping_client(dev, server):
     async def main():
         with rdmakit.RpcClient(dev, ADDR, PORT, mode="busy") as c:
