@@ -352,6 +352,7 @@ int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, st
 struct rk_prepared {
 	struct rk_conn *conn;
 	unsigned n;
+	uint32_t run_before; /* the connection's unsignaled run before the last post */
 	struct ibv_sge *sges;
 	unsigned *flags;
 	struct ibv_send_wr wrs[];
@@ -443,26 +444,33 @@ static __attribute__((noinline, cold)) int chain_failed(struct rk_conn *c,
 	return posted ? (int)posted : (r > 0 ? -r : -EIO);
 }
 
+/* The error side of rk_post_prepared(): undo its count, then as post_failed(). */
+static __attribute__((noinline, cold)) int
+prepared_failed(struct rk_prepared *p, int r, struct ibv_send_wr *bad, struct rk_error *err)
+{
+	struct rk_conn *c = p->conn;
+
+	c->slots.sq_head -= p->n;
+	c->unsignaled_run = p->run_before;
+	return chain_failed(c, p->wrs, p->n, r, bad, err);
+}
+
 /*
  * The signaling rule of post_chain(), on prepared flags: a WR is signaled
  * when prepared so, every signal_every-th, and the last one also when
  * asked or when the queue would otherwise fill with unsignaled WRs.
  */
-int rk_post_prepared(struct rk_prepared *p, uint64_t wr_id, unsigned flags, struct rk_error *err)
+static __attribute__((noinline)) void prepared_chain(struct rk_prepared *p, struct rk_conn *c,
+						     uint64_t head, uint64_t wr_id, unsigned flags,
+						     unsigned outstanding)
 {
-	struct rk_conn *c = p->conn;
-	struct ibv_send_wr *bad = NULL;
-	const uint64_t head = c->slots.sq_head, mask = c->slots.sq_mask;
-	const unsigned n = p->n, last = n - 1;
-	const unsigned outstanding = (unsigned)(head - c->slots.sq_tail) + n;
+	const uint64_t mask = c->slots.sq_mask;
+	const unsigned last = p->n - 1;
 	const uint32_t every = c->signal_every;
 	uint64_t *ids = c->slots.sq_ids;
 	uint32_t run = c->unsignaled_run;
 	unsigned f, i;
-	int r;
 
-	if (__builtin_expect(c->state != RK_CONN_CONNECTED || outstanding > c->sq_depth, 0))
-		return post_refused(c, n, err);
 	for (i = 0; i < last; i++) {
 		f = p->flags[i];
 		if ((f & IBV_SEND_SIGNALED) || ++run >= every) {
@@ -482,11 +490,47 @@ int rk_post_prepared(struct rk_prepared *p, uint64_t wr_id, unsigned flags, stru
 	p->wrs[last].send_flags = f;
 	p->wrs[last].wr_id = head + last;
 	ids[(head + last) & mask] = wr_id + last;
+	c->unsignaled_run = run;
+}
+
+/*
+ * The connection's count is moved before the provider's call and moved
+ * back if it refuses (prepared_failed): nothing but @p and @err has to
+ * live across the call, so the single WR's path saves two registers, not
+ * six. A chain of one, the latency case, has its own few lines.
+ */
+int rk_post_prepared(struct rk_prepared *p, uint64_t wr_id, unsigned flags, struct rk_error *err)
+{
+	struct rk_conn *c = p->conn;
+	struct ibv_send_wr *bad = NULL;
+	const uint64_t head = c->slots.sq_head;
+	const unsigned n = p->n;
+	const unsigned outstanding = (unsigned)(head - c->slots.sq_tail) + n;
+	int r;
+
+	if (__builtin_expect(c->state != RK_CONN_CONNECTED || outstanding > c->sq_depth, 0))
+		return post_refused(c, n, err);
+	p->run_before = c->unsignaled_run;
+	if (__builtin_expect(n == 1, 1)) {
+		unsigned f = p->flags[0] | (flags & RK_WR_SIGNALED ? IBV_SEND_SIGNALED : 0);
+		uint32_t run = c->unsignaled_run + 1;
+
+		if ((f & IBV_SEND_SIGNALED) || run >= c->signal_every ||
+		    outstanding + c->signal_every > c->sq_depth) {
+			f |= IBV_SEND_SIGNALED;
+			run = 0;
+		}
+		p->wrs[0].send_flags = f;
+		p->wrs[0].wr_id = head;
+		c->slots.sq_ids[head & c->slots.sq_mask] = wr_id;
+		c->unsignaled_run = run;
+	} else {
+		prepared_chain(p, c, head, wr_id, flags, outstanding);
+	}
+	c->slots.sq_head = head + n;
 	r = ibv_post_send(c->qp, p->wrs, &bad);
 	if (__builtin_expect(r, 0))
-		return chain_failed(c, p->wrs, n, r, bad, err);
-	c->slots.sq_head = head + n;
-	c->unsignaled_run = run;
+		return prepared_failed(p, r, bad, err);
 	return (int)n;
 }
 

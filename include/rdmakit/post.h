@@ -17,6 +17,10 @@
  * Payloads up to rk_conn_max_inline() bytes are sent inline (copied into
  * the WR: no lkey needed, buffer reusable at once) unless RK_WR_NO_INLINE.
  *
+ * A loop that posts the same WRs again and again prepares them once
+ * (rk_prepare) and posts them with rk_post_prepared(): the verbs WRs are
+ * kept built, a post writes only their wr_ids and signaled bits.
+ *
  * Thread-safety: one thread at a time per connection.
  */
 #ifndef RDMAKIT_POST_H
