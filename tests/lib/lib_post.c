@@ -78,7 +78,7 @@ static void chain_writes(struct rk_device *dev)
 			LT_FAIL("rk_post_prepared -> %d: %s", r, rk_error_str(&e));
 		posts++;
 		if (rk_sq_room(a) > SQ)
-			LT_FAIL("send room %u of %u", rk_sq_room(a), SQ);
+			LT_FAIL("send room %u of %u", rk_sq_room(a), (unsigned)SQ);
 	}
 	if (!full)
 		LT_FAIL("the queue never filled: the test checks nothing of room");
@@ -91,7 +91,7 @@ static void chain_writes(struct rk_device *dev)
 		done = wc.wr_id + 1;
 	}
 	if (rk_sq_room(a) != SQ)
-		LT_FAIL("send room %u after every completion, not %u", rk_sq_room(a), SQ);
+		LT_FAIL("send room %u after every completion, not %u", rk_sq_room(a), (unsigned)SQ);
 	if (lt_check(d, CHAIN * BLOCK, 7) != -1)
 		LT_FAIL("the WRITEs' data is wrong at %ld", lt_check(d, CHAIN * BLOCK, 7));
 	/* WR 2 moved to the second half of both buffers. */
@@ -109,8 +109,8 @@ static void chain_writes(struct rk_device *dev)
 		LT_FAIL("the moved WRITE did not land at its new address");
 	rk_prepared_free(p);
 	rk_prepared_free(NULL);
-	printf("chain of %u WRITEs: %u posts, queue full %u times, every completion named\n", CHAIN,
-	       POSTS, full);
+	printf("chain of %u WRITEs: %u posts, queue full %u times, every completion named\n",
+	       (unsigned)CHAIN, (unsigned)POSTS, full);
 	rk_conn_destroy(a);
 	rk_conn_destroy(b);
 	rk_mr_dereg(dst);
