@@ -223,6 +223,24 @@ void rk__conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct 
 int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
 
 /*
+ * post.c: for a layer that builds verbs WRs itself (the one-sided layer),
+ * without a struct rk_wr in between. It fills the connection's scratch
+ * WRs 0..@n-1 (rk__post_scratch(); @n at most the free send slots, which
+ * it checks first with rk_sq_room()): opcode, sg_list pointing at scratch
+ * SGE i (or num_sge 0), send_flags (inline only within max_inline, and
+ * IBV_SEND_SIGNALED where it wants a completion), imm_data, wr.rdma, and
+ * wr_id = its own id, returned in the completion as rk_post's. Then
+ * rk__post_built() does the rest: the slots, sequence numbers, the links,
+ * the signaling rule, one ibv_post_send. Returns as rk_post_list().
+ */
+static inline struct ibv_send_wr *rk__post_scratch(struct rk_conn *c, struct ibv_sge **sges)
+{
+	*sges = c->sges;
+	return c->wrs;
+}
+int rk__post_built(struct rk_conn *c, unsigned n, struct rk_error *err);
+
+/*
  * msgbuf.c: rk_recv_set_release(), except that buffer @index is posted
  * again only once @batch (at most 32) wait, all in one ibv_post_recv. The
  * owner keeps @batch - 1 receives more than its peer can fill. 0, -EINVAL

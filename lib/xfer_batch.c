@@ -256,17 +256,38 @@ static int notif_try(struct rk_xfer_batch *b)
 
 static void settle(struct rk_xfer_batch *b);
 
-/* Post what can go of @b on lane @l. 1: all of it, 0: blocked by room, <0: failed. */
+/* The notification's WR, built in place in @wr (its SGE unused: no payload). */
+static void notif_wr(const struct rk_xfer_batch *b, struct ibv_send_wr *wr)
+{
+	wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr->num_sge = 0;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	wr->imm_data = htonl(b->notif);
+	wr->wr.rdma.remote_addr = 0;
+	wr->wr.rdma.rkey = 0;
+	wr->wr_id = (uint64_t)RK_XFER_WRID_OP << 48 | (uint64_t)b->slot << 32 |
+		    (uint64_t)b->serial << 16 | NOTIF_IDX;
+}
+
+/*
+ * Post what can go of @b on lane @l. 1: all of it, 0: blocked by room, <0:
+ * failed. The verbs WRs are written straight into the connection's scratch
+ * (rk__post_built): no struct rk_wr to build and translate back.
+ */
 static int post_lane(struct rk_xfer_batch *b, unsigned l)
 {
 	struct rk_xfer_peer *p = b->peer;
 	struct rk_xfer *x = b->x;
 	struct rk_conn *c = p->lanes[l];
-	struct rk_wr wrs[RK_XFER_CHAIN_MAX + 1];
+	const uint32_t max_inline = rk_conn_max_inline(c);
+	const uint64_t id_hi =
+	    (uint64_t)RK_XFER_WRID_OP << 48 | (uint64_t)b->slot << 32 | (uint64_t)b->serial << 16;
 	int immediate = b->notify && b->lanes_used == 1 && !b->has_reads && l == 0;
 
 	while (b->next[l] < b->end[l]) {
 		unsigned first = b->next[l], n = 0, extra;
+		struct ibv_sge *sges;
+		struct ibv_send_wr *wrs = rk__post_scratch(c, &sges);
 		struct rk_error e;
 		int r;
 
@@ -278,22 +299,26 @@ static int post_lane(struct rk_xfer_batch *b, unsigned l)
 		for (unsigned i = 0; i < n; i++) {
 			const struct rk__xwr *pw = &b->wrs[first + i];
 			const struct rk__xop *op = &b->ops[pw->op];
-			struct rk_wr *w = &wrs[i];
+			struct ibv_send_wr *wr = &wrs[i];
+			struct ibv_sge *sge = &sges[i];
 
-			w->op = op->write ? RK_OP_WRITE : RK_OP_READ;
-			w->flags = pw->signaled ? RK_WR_SIGNALED : 0;
-			w->wr_id = (uint64_t)RK_XFER_WRID_OP << 48 | (uint64_t)b->slot << 32 |
-				   (uint64_t)b->serial << 16 | (first + i);
-			w->addr = (void *)(uintptr_t)(op->laddr + pw->off);
-			w->len = pw->len;
-			w->lkey = op->lkey;
-			w->remote_addr = op->raddr + pw->off;
-			w->rkey = op->rkey;
-			w->imm = 0;
+			sge->addr = op->laddr + pw->off;
+			sge->length = pw->len;
+			sge->lkey = op->lkey;
+			wr->sg_list = sge;
+			wr->num_sge = pw->len ? 1 : 0;
+			wr->opcode = op->write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+			wr->send_flags =
+			    (pw->signaled ? IBV_SEND_SIGNALED : 0) |
+			    (op->write && pw->len && pw->len <= max_inline ? IBV_SEND_INLINE : 0);
+			wr->imm_data = 0;
+			wr->wr.rdma.remote_addr = op->raddr + pw->off;
+			wr->wr.rdma.rkey = op->rkey;
+			wr->wr_id = id_hi | (first + i);
 		}
 		if (extra)
-			post_notif(b, &wrs[n]);
-		r = rk_post_list(c, wrs, n + extra, &e);
+			notif_wr(b, &wrs[n]);
+		r = rk__post_built(c, n + extra, &e);
 		x->st.doorbells++;
 		if (r != (int)(n + extra)) {
 			/* Some may be on the queue unsignaled: end the lane so they flush. */

@@ -129,16 +129,23 @@ static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, 
 		if (posted + n - q->done > depth || rk_sq_room(conn) < n)
 			return 0;
 		last = s->stopping || (iters && posted + n == iters);
-		for (uint32_t i = 0; i < n; i++) {
-			uint64_t seq = posted + i;
+		if (q->prep && n == batch && !sig) {
+			/* A whole batch, signaled by the library's rule: the prepared chain. */
+			r = rk_post_prepared(q->prep, id_hi | posted, last ? RK_WR_SIGNALED : 0,
+					     err);
+		} else {
+			for (uint32_t i = 0; i < n; i++) {
+				uint64_t seq = posted + i;
 
-			wrs[i].wr_id = id_hi | seq;
-			wrs[i].flags = sig && (seq + 1) % sig == 0 ? RK_WR_SIGNALED : 0;
+				wrs[i].wr_id = id_hi | seq;
+				wrs[i].flags = sig && (seq + 1) % sig == 0 ? RK_WR_SIGNALED : 0;
+			}
+			if (last)
+				wrs[n - 1].flags = RK_WR_SIGNALED;
+			/* One WR: rk_post, which has no chain to build. */
+			r = n == 1 ? (rk_post(conn, wrs, err) ?: 1)
+				   : rk_post_list(conn, wrs, n, err);
 		}
-		if (last)
-			wrs[n - 1].flags = RK_WR_SIGNALED;
-		/* One WR: rk_post, which has no chain to build. */
-		r = n == 1 ? (rk_post(conn, wrs, err) ?: 1) : rk_post_list(conn, wrs, n, err);
 		if (r != (int)n)
 			return r < 0 ? r : -EIO;
 		posted += n;
@@ -218,8 +225,8 @@ static int all_done(const struct bench_ctx *c, const struct bw_state *s, const i
 	return 1;
 }
 
-int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
-		 struct bench_run *out, struct rk_error *err)
+static int bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
+		  struct bench_run *out, struct rk_error *err)
 {
 	const struct bench_params *p = c->p;
 	int tx = c->is_client || p->bidir, tx_done = !tx, r = 0;
@@ -228,10 +235,8 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 	struct bench_watch w;
 	uint64_t t0, cpu0, cpu_end = 0, t_end, t = 0;
 
-	for (uint32_t i = 0; i < p->num_qp; i++) {
+	for (uint32_t i = 0; i < p->num_qp; i++)
 		c->qps[i].posted = c->qps[i].done = c->qps[i].recvd = 0;
-		build_templates(c, &c->qps[i], size);
-	}
 	if (BENCH_SIGNAL_BYTES / size < bench_signal_every(p))
 		s.sig_every = BENCH_SIGNAL_BYTES / size ? BENCH_SIGNAL_BYTES / size : 1;
 	cpu0 = bench_cpu_ns();
@@ -316,4 +321,30 @@ out:
 			out->peak_bps = avg;
 	}
 	return 0;
+}
+
+/*
+ * The run, with each QP's batch prepared (rk_prepare) when it sends: a
+ * post then writes wr_ids and signal bits only, as perftest's loop does.
+ */
+int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
+		 struct bench_run *out, struct rk_error *err)
+{
+	const struct bench_params *p = c->p;
+	struct rk_error e;
+	int r;
+
+	for (uint32_t i = 0; i < p->num_qp; i++) {
+		build_templates(c, &c->qps[i], size);
+		/* Not prepared (a batch deeper than the queue): rk_post_list says why. */
+		if (c->is_client || p->bidir)
+			(void)rk_prepare(c->qps[i].conn, c->qps[i].wrs, p->batch, &e,
+					 &c->qps[i].prep);
+	}
+	r = bw_run(c, size, iters, dur_ns, out, err);
+	for (uint32_t i = 0; i < p->num_qp; i++) {
+		rk_prepared_free(c->qps[i].prep);
+		c->qps[i].prep = NULL;
+	}
+	return r;
 }

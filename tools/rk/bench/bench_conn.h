@@ -42,12 +42,13 @@ struct bench_qp {
 	struct bench_ctx *ctx;
 	struct rk_conn *conn;
 	uint32_t index;
-	uint8_t *rx;	    /* our region for this QP */
-	uint64_t remote_rx; /* the peer's region for this QP */
-	uint64_t posted;    /* send WRs posted this run */
-	uint64_t done;	    /* send WRs known complete this run */
-	uint64_t recvd;	    /* receive completions this run */
-	struct rk_wr *wrs;  /* batch WR templates */
+	uint8_t *rx;		  /* our region for this QP */
+	uint64_t remote_rx;	  /* the peer's region for this QP */
+	uint64_t posted;	  /* send WRs posted this run */
+	uint64_t done;		  /* send WRs known complete this run */
+	uint64_t recvd;		  /* receive completions this run */
+	struct rk_wr *wrs;	  /* batch WR templates */
+	struct rk_prepared *prep; /* the same, prepared (bench_bw.c), during a run */
 };
 
 struct bench_ctx {

@@ -37,6 +37,7 @@ struct lat_state {
 	uint64_t yield_ticks; /* YIELD_AFTER_NS in ticks */
 	uint64_t repost_min;  /* consumed receives that make a batch to post */
 	struct rk_wr wr;
+	struct rk_prepared *prep; /* wr, prepared: a post writes its wr_id only */
 	struct bench_watch w;
 	struct rk_recv rx[REPOST_BATCH]; /* what a repost posts */
 };
@@ -183,7 +184,8 @@ static __attribute__((noinline)) int post_full(struct bench_ctx *c, struct lat_s
 		if (r)
 			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
 	} while (rk_sq_room(conn) == 0);
-	return rk_post(conn, &s->wr, err);
+	r = rk_post_prepared(s->prep, s->count, 0, err);
+	return r == 1 ? 0 : r;
 }
 
 static inline __attribute__((always_inline)) int post(struct bench_ctx *c, struct lat_state *s,
@@ -191,11 +193,12 @@ static inline __attribute__((always_inline)) int post(struct bench_ctx *c, struc
 {
 	int r;
 
-	s->wr.wr_id = s->count;
 	if (c->p->op == BENCH_OP_WRITE)
 		c->base[s->size - 1] = marker(s->count);
-	r = rk_post(c->qps[0].conn, &s->wr, err);
-	return __builtin_expect(r != -ENOBUFS, 1) ? r : post_full(c, s, err);
+	r = rk_post_prepared(s->prep, s->count, 0, err);
+	if (__builtin_expect(r == 1, 1))
+		return 0;
+	return r != -ENOBUFS ? r : post_full(c, s, err);
 }
 
 /* WRITE: spin on the last byte of the buffer, which the peer's WRITE sets. */
@@ -311,7 +314,7 @@ static int wait_read(struct bench_ctx *c, struct lat_state *s, struct rk_error *
 static int run_client_busy(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
 			   struct bench_run *out, struct rk_error *err)
 {
-	struct rk_conn *conn = c->qps[0].conn;
+	struct rk_prepared *prep = s->prep;
 	struct rk_cq *cq = c->cq;
 	struct ibv_cq *vcq = c->vcq;
 	struct ibv_wc *wc = c->wc;
@@ -324,9 +327,8 @@ static int run_client_busy(struct bench_ctx *c, struct lat_state *s, uint64_t it
 		t0 = bench_ticks();
 		if (iters ? count >= iters : t0 >= end)
 			break;
-		s->wr.wr_id = count;
-		r = rk_post(conn, &s->wr, err);
-		if (__builtin_expect(r, 0)) {
+		r = rk_post_prepared(prep, count, 0, err);
+		if (__builtin_expect(r != 1, 0)) {
 			if (r != -ENOBUFS)
 				return r;
 			s->count = count;
@@ -475,6 +477,9 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 	int r;
 
 	build_wr(c, &s);
+	r = rk_prepare(c->qps[0].conn, &s.wr, 1, err, &s.prep);
+	if (r)
+		return r;
 	out->sample_shift = c->p->op == BENCH_OP_READ ? 0 : 1;
 	c->qps[0].recvd = 0;
 	s.yield_ticks = bench_ticks_for(YIELD_AFTER_NS);
@@ -486,6 +491,7 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 		r = run_client(c, &s, iters, t0 + bench_ticks_for(dur_ns), out, err);
 	else
 		r = run_server(c, &s, err);
+	rk_prepared_free(s.prep);
 	if (r)
 		return r;
 	out->tx_msgs = s.count;
