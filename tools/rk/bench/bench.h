@@ -175,11 +175,14 @@ int bench_params_diff(const struct bench_params *s, const struct bench_params *c
 /*
  * Wire form: BENCH_PARAMS_LEN bytes, big-endian, versioned. Version 3
  * added resp_size in what were the 4 reserved bytes; version 4 the three
- * --op xfer fields, 12 bytes more. Magic and version come first and are
- * checked before the length, so a peer of an older version is refused by
- * version whatever its length (and refuses ours as it can).
+ * --op xfer fields, 12 bytes more; version 5 is the same message in rk's
+ * one control frame header (common/frame.h; bench_ctl.h), whose older
+ * form the control channel refuses as a version mismatch before PARAMS
+ * is read. Magic and version come first and are checked before the
+ * length, so a peer of an older version is refused by version whatever
+ * its length (and refuses ours as it can).
  */
-#define BENCH_PARAMS_VERSION 4 /* 2: heartbeats with a count; 3: --op rpc; 4: --op xfer */
+#define BENCH_PARAMS_VERSION 5 /* 2: heartbeats; 3: --op rpc; 4: --op xfer; 5: frame header */
 #define BENCH_PARAMS_LEN     84
 #define BENCH_PARAMS_MIN_LEN 8 /* magic, version, length: enough to be refused by version */
 int bench_params_encode(const struct bench_params *p, uint8_t *buf, size_t len);

@@ -229,6 +229,11 @@ int bench_client_start(struct bench_ctx *c, struct rk_error *err)
 	if (r)
 		return r;
 	r = bench_ctl_recv(&c->ctl, &m, bench_step_ms(c), err);
+	/* An older server drops today's frames unanswered. */
+	if (r == -ECONNRESET)
+		return bench_fail(err, ECONNRESET,
+				  "the server closed the connection without an answer: it is no "
+				  "rk bench, or one of another version");
 	if (r)
 		return r;
 	if (m.type == BM_REFUSE) {
@@ -301,6 +306,9 @@ static int accept_client(struct bench_ctx *c, struct bench_msg *m, struct rk_err
 				c->l->port);
 			bench_ctl_send(&c->ctl, BM_REFUSE, "not the peer of this pair", 25, 1000,
 				       NULL);
+		} else if (r == -EPROTO) {
+			/* An older rk bench: said whatever --quiet, it is the user's mistake. */
+			fprintf(stderr, "rk bench: refused a client: %s\n", rk_error_str(err));
 		} else if (!c->l->quiet || c->l->pair_key) {
 			fprintf(stderr,
 				"rk bench: closed a connection that sent no parameters: %s\n",
