@@ -2,7 +2,7 @@
  * bench_ready.c - rk bench's READY message: the peer's device, kernel and
  * buffer coordinates (address, length, rkey), which the data path uses.
  *
- * The codec is private to bench_conn.c, so this file includes it: the
+ * The codec is private to bench_ready.c, so this file includes it: the
  * target tests the code rk runs, without a second copy or a wider API.
  *
  * Input: READY_LEN bytes (the control channel delivers no other length).
@@ -16,7 +16,7 @@
  *    and port are in range;
  *  - encode_ready of what was accepted decodes to the same.
  */
-#include "../tools/rk/bench/bench_conn.c" // NOLINT(bugprone-suspicious-include)
+#include "../tools/rk/bench/bench_ready.c" // NOLINT(bugprone-suspicious-include)
 
 #include "fuzz.h"
 
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	FUZZ_CHECK(fuzz_printable(c.peer.dev, sizeof(c.peer.dev)));
 	FUZZ_CHECK(fuzz_printable(c.peer.kernel, sizeof(c.peer.kernel)));
-	FUZZ_CHECK(c.peer.buf_len == buffer_len(&p));
+	FUZZ_CHECK(c.peer.buf_len == bench_buffer_len(&p));
 	FUZZ_CHECK(c.peer.buf_addr + c.peer.buf_len >= c.peer.buf_addr);
 	FUZZ_CHECK(c.peer.ib_port <= 255 && c.peer.roce_v2 <= 1);
 	FUZZ_CHECK(c.peer.mtu == 0 || rk_mtu_from_bytes(c.peer.mtu));
@@ -75,7 +75,7 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	uint8_t buf[READY_LEN];
 
 	bench_params_default(&p);
-	s.buf_len = buffer_len(&p);
+	s.buf_len = bench_buffer_len(&p);
 	encode_ready(&s, buf);
 	emit("ready", buf, sizeof(buf));
 	s.mtu = 0;

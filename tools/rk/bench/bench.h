@@ -5,7 +5,10 @@
  *   bench_params.c  what the two sides must agree on: defaults, checks, wire codec
  *   bench_opts.c    the command line (getopt_long) into params + local options
  *   bench_ctl.c     the TCP control channel (framed messages with deadlines)
- *   bench_conn.c    device, buffer, queue pairs (rdma_cm or out of band)
+ *   bench_start.c   the run's start: PARAMS, ACCEPT or REFUSE, strangers turned away
+ *   bench_conn.c    the context: device, buffer, CQ, set up and released
+ *   bench_qp.c      the queue pairs connected (rdma_cm or out of band)
+ *   bench_ready.c   READY both ways: the peer's buffer coordinates, checked
  *   bench_bw.c      the bandwidth engine
  *   bench_lat.c     the latency engine (ping-pong, or READ round trips)
  *   bench_rpc.c     --op rpc: its connections (rk_rpc_server, rk_rpc_clients)
