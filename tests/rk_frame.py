@@ -64,10 +64,13 @@ def knock(host, port, data, close=False, wait=15.0):
     t0 = time.monotonic()
     got = b""
     with socket.create_connection((host, port), timeout=10) as s:
-        if data:
-            s.sendall(data)
-        if close:
-            s.shutdown(socket.SHUT_WR)
+        try:
+            if data:
+                s.sendall(data)
+            if close:
+                s.shutdown(socket.SHUT_WR)
+        except OSError:  # the listener let go already
+            return time.monotonic() - t0, got
         end = t0 + wait
         while True:
             left = end - time.monotonic()
