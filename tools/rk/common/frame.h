@@ -12,7 +12,7 @@
  * soon as its length is in; length and type are bounded from the header,
  * before a byte of payload is read or allocated.
  *
- * rk bench (before its protocol 5) and rk matrix (before its protocol 3)
+ * rk bench (before its PARAMS version 5) and rk matrix (before its protocol 3)
  * had headers of their own; a channel whose older header is recognisable
  * from its first bytes names it in fmt->older, so that an older peer is
  * told a version mismatch rather than garbage.
@@ -43,7 +43,7 @@ struct cli_frame_fmt {
 	uint32_t max;		   /* payload bytes at most (<= CLI_FRAME_MAX) */
 	const char *who;	   /* the command, for messages: "rk doctor" */
 	cli_frame_older_fn *older; /* may be NULL: no older layout to recognise */
-	const char *older_name;	   /* who sends it: "rk bench protocol 4 or older" */
+	const char *older_name;	   /* who sends it: "rk matrix protocol 2 or older" */
 };
 
 /*
@@ -60,7 +60,8 @@ size_t cli_frame_head(const struct cli_frame_fmt *f, unsigned type, uint32_t len
  * while it is not in, then the frame's. More bytes are needed while the
  * result is > @got. Returns -EBADMSG when the bytes are not this format's
  * (the magic, known from the first wrong byte; a type out of range),
- * -EPROTO for the channel's older layout (f->older) and -EMSGSIZE for a
+ * -EPROTO for the channel's older layout (f->older; an older header told
+ * only by the type byte is judged after the length) and -EMSGSIZE for a
  * length over f->max (known once the length is in). @why (may be NULL)
  * says which in printable text, with what came ("not rk doctor: it sent
  * \"GET / HT\"", "a frame of 4294967295 bytes, ...").
