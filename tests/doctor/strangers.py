@@ -4,7 +4,7 @@
 usage: strangers.py HOST PORT OUT SECONDS
        strangers.py hold HOST PORT OUT SECONDS
 
-Kinds, each reconnecting AGAIN_S after the listener lets it go:
+Kinds, each (but cut, sent once) reconnecting AGAIN_S after the listener lets it go:
   idle     IDLE connections that send nothing
   slow     a frame header for 32 bytes, then one byte every 0.4 s
   garbage  an HTTP request
@@ -86,7 +86,9 @@ def main():
         return
     host, port, out, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
     os.makedirs(out, exist_ok=True)
-    kinds = ["idle"] * IDLE + ["slow", "garbage", "wrong", "none", "huge", "cut"]
+    # cut first and once: it lets go of itself, and coming back it would take the slots the
+    # slow one needs to be timed out (rather than dropped as the oldest) and told so
+    kinds = ["cut"] + ["idle"] * IDLE + ["slow", "garbage", "wrong", "none", "huge"]
     conns = {}  # socket -> [kind, opened at, last slow byte at]
     again = []  # [time, kind]: reconnect then
     closed = {k: 0 for k in FIRST}
@@ -126,7 +128,8 @@ def main():
             held[kind] = max(held[kind], now - opened)
             del conns[s]
             s.close()
-            again.append([now + AGAIN_S, kind])
+            if kind not in CLOSE_AFTER:
+                again.append([now + AGAIN_S, kind])
         for a in [a for a in again if a[0] <= now]:
             again.remove(a)
             connect(a[1])
