@@ -2,10 +2,9 @@
  * bench_ready.c - rk bench's READY message: the peer's device, kernel and
  * buffer coordinates (address, length, rkey), which the data path uses.
  *
- * The codec is private to bench_conn.c, so this file includes it: the
- * target tests the code rk runs, without a second copy or a wider API.
+ * The target links rk bench's library: it tests the objects rk runs.
  *
- * Input: READY_LEN bytes (the control channel delivers no other length).
+ * Input: BENCH_READY_LEN bytes (the control channel delivers no other length).
  * The parameters are rk bench's defaults, so the buffer must be
  * (1 + num_qp) * size_max bytes.
  *
@@ -14,9 +13,11 @@
  *    NUL-terminated within their fields;
  *  - an accepted buffer has the expected length and does not wrap, the MTU
  *    and port are in range;
- *  - encode_ready of what was accepted decodes to the same.
+ *  - bench_ready_encode of what was accepted decodes to the same.
  */
-#include "../tools/rk/bench/bench_conn.c" // NOLINT(bugprone-suspicious-include)
+#include <string.h>
+
+#include "bench_conn.h"
 
 #include "fuzz.h"
 
@@ -41,22 +42,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static struct bench_params p;
 	static struct bench_local l;
 	struct rk_error err;
-	uint8_t enc[READY_LEN];
+	uint8_t enc[BENCH_READY_LEN];
 
-	if (size != READY_LEN)
+	if (size != BENCH_READY_LEN)
 		return 0;
 	ctx(&c, &p, &l);
-	if (decode_ready(&c, data, &err))
+	if (bench_ready_decode(&c, data, &err))
 		return 0;
 	FUZZ_CHECK(fuzz_printable(c.peer.dev, sizeof(c.peer.dev)));
 	FUZZ_CHECK(fuzz_printable(c.peer.kernel, sizeof(c.peer.kernel)));
-	FUZZ_CHECK(c.peer.buf_len == buffer_len(&p));
+	FUZZ_CHECK(c.peer.buf_len == bench_buffer_len(&p));
 	FUZZ_CHECK(c.peer.buf_addr + c.peer.buf_len >= c.peer.buf_addr);
 	FUZZ_CHECK(c.peer.ib_port <= 255 && c.peer.roce_v2 <= 1);
 	FUZZ_CHECK(c.peer.mtu == 0 || rk_mtu_from_bytes(c.peer.mtu));
-	encode_ready(&c.peer, enc);
+	bench_ready_encode(&c.peer, enc);
 	ctx(&c2, &p, &l);
-	FUZZ_CHECK(decode_ready(&c2, enc, &err) == 0);
+	FUZZ_CHECK(bench_ready_decode(&c2, enc, &err) == 0);
 	FUZZ_CHECK(same_side(&c.peer, &c2.peer));
 	return 0;
 }
@@ -72,15 +73,15 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 				    .mtu = 1024,
 				    .buf_addr = 0x7f1200000000ull,
 				    .buf_rkey = 0x1a2b};
-	uint8_t buf[READY_LEN];
+	uint8_t buf[BENCH_READY_LEN];
 
 	bench_params_default(&p);
-	s.buf_len = buffer_len(&p);
-	encode_ready(&s, buf);
+	s.buf_len = bench_buffer_len(&p);
+	bench_ready_encode(&s, buf);
 	emit("ready", buf, sizeof(buf));
 	s.mtu = 0;
 	s.gid_index = -1;
 	memset(s.kernel, 'k', sizeof(s.kernel));
-	encode_ready(&s, buf);
+	bench_ready_encode(&s, buf);
 	emit("ready-long-kernel", buf, sizeof(buf));
 }

@@ -6,7 +6,8 @@
  * Asserts, for any bytes:
  *  - mx_wire_recv returns frames of one JSON object each, then one of the
  *    errors it documents (-ECONNRESET at the end of the stream, -EBADMSG,
- *    -EMSGSIZE), never waits (the stream is closed);
+ *    -EPROTO for an older rk matrix's frame, -EMSGSIZE), never waits (the
+ *    stream is closed);
  *  - a frame it returns, sent again with mx_wire_send and read back, is
  *    the same JSON;
  *  - the field readers give what they promise whatever the object holds:
@@ -128,7 +129,7 @@ static void check_rd(const uint8_t *data, size_t size, json_object **frames, siz
 		mx_wire_rd_free(&rd);
 	}
 	FUZZ_CHECK(k == nframes);
-	FUZZ_CHECK(r == -ECONNRESET || r == -EBADMSG || r == -EMSGSIZE);
+	FUZZ_CHECK(r == -ECONNRESET || r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE);
 	FUZZ_CHECK(fuzz_printable(err.msg, sizeof(err.msg)));
 	mx_wire_rd_free(&rd);
 	close(sv[0]);
@@ -184,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		frames[nframes++] = o;
 	}
-	FUZZ_CHECK(r == 1 || r == -ECONNRESET || r == -EBADMSG || r == -EMSGSIZE);
+	FUZZ_CHECK(r == 1 || r == -ECONNRESET || r == -EBADMSG || r == -EPROTO || r == -EMSGSIZE);
 	FUZZ_CHECK(fuzz_printable(err.msg, sizeof(err.msg)));
 	close(sv[0]);
 	if (r != 1)
@@ -207,8 +208,9 @@ static size_t frame(uint8_t *p, const char *json)
 	p[5] = (uint8_t)(n >> 16);
 	p[6] = (uint8_t)(n >> 8);
 	p[7] = (uint8_t)n;
-	memcpy(p + 8, json, n + 1); /* with its NUL, which the frame does not count */
-	return 8 + n;
+	p[8] = MX_FRAME_JSON;
+	memcpy(p + CLI_FRAME_HDR, json, n + 1); /* with its NUL, which the frame does not count */
+	return CLI_FRAME_HDR + n;
 }
 
 void fuzz_seeds(fuzz_emit_fn *emit)
@@ -244,4 +246,8 @@ void fuzz_seeds(fuzz_emit_fn *emit)
 	memset(buf + 4, 0xff, 4); /* a length of 4 GiB */
 	emit("huge-length", buf, 8);
 	emit("partial", buf, 5);
+	/* rk matrix protocol 2: "RKMX", u32 length, the JSON text (no type byte) */
+	n = frame(buf, "{\"t\":\"end\"}");
+	memmove(buf + 8, buf + CLI_FRAME_HDR, n - CLI_FRAME_HDR);
+	emit("older-frame", buf, n - 1);
 }

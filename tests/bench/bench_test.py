@@ -25,6 +25,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import rk_frame  # noqa: E402
+
 RK, CASE, PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ADDR = os.environ.get("RK_ADDR")
 DEV = os.environ.get("RK_DEV")
@@ -310,30 +313,15 @@ def case_long(port, op):
 
 
 def frame(mtype, payload=b""):
-    return b"RKBC" + struct.pack(">HH", mtype, len(payload)) + payload
+    return rk_frame.frame(rk_frame.BENCH, mtype, payload)
 
 
 def read_frame(sock):
     """One control frame (type, payload), or None when the socket closed."""
-    head = b""
-    while len(head) < 8:
-        b = sock.recv(8 - len(head))
-        if not b:
-            return None
-        head += b
-    if head[:4] != b"RKBC":
-        raise ValueError("bad magic %r" % head[:4])
-    mtype, n = struct.unpack(">HH", head[4:])
-    body = b""
-    while len(body) < n:
-        b = sock.recv(n - len(body))
-        if not b:
-            return None
-        body += b
-    return mtype, body
+    return rk_frame.read_frame(sock, rk_frame.BENCH)
 
 
-BM_REFUSE, BM_DONE, BM_RESULT, BM_HEARTBEAT, BM_ERROR = 3, 7, 8, 9, 10
+BM_PARAMS, BM_REFUSE, BM_DONE, BM_RESULT, BM_HEARTBEAT, BM_ERROR = 1, 3, 7, 8, 9, 10
 EVIL = b"\x1b]0;owned\x07\x1b[2J\x1b[31mred\r\n\x9bX\x00end"
 EVIL_SHOWN = "?]0;owned??[2J?[31mred???X?end"
 
@@ -642,10 +630,10 @@ def case_rpc_refuse(port):
     v2 = b"RKBP" + struct.pack(">HH", 2, 72) + struct.pack(
         ">15I", 1, 0, 65536, 65536, 5000, 0, 16, 1, 1, 128, 512, 100, 0, 0, 0) + bytes(4)
     with socket.create_connection((ADDR, port + 1), timeout=10) as s:
-        s.sendall(frame(1, v2 + bytes(16)))  # BM_PARAMS: params + token
+        s.sendall(frame(BM_PARAMS, v2 + bytes(16)))  # params + token
         got = read_frame(s)
     sout, _ = srv.communicate(timeout=30)
-    want = "parameter message version 2, this rk speaks 4"
+    want = "parameter message version 2, this rk speaks 5"
     print("version 2 client: %r" % (got,))
     if not got or got[0] != BM_REFUSE or want not in got[1].decode(errors="replace"):
         fail("version 2 client: got %r" % (got,))
@@ -711,29 +699,60 @@ def case_xfer(port):
 
 
 def case_strangers(port):
-    """Connections that send no parameters (one silent, one garbage) before
-    the client: the server closes each within its hello budget, says so,
-    and still runs the real client's benchmark."""
+    """The control channel's hostile peers before the client, through the shared
+    framing: a truncated frame then EOF, a length over the bound, garbage, the
+    header of rk bench before PARAMS version 5 (a PARAMS of version 4), a silent
+    connection. The server lets each go within its hello budget (5 s, the silent
+    one; the others at once), says why, and still runs the real client's
+    benchmark."""
     srv = start_server(port)
+    kinds = rk_frame.hostile(rk_frame.BENCH, BM_PARAMS)
+    # rk bench 4's PARAMS frame: "RKBC", u16 type, u16 length (its 72 + 16 bytes).
+    kinds["older"] = b"RKBC" + struct.pack(">HH", BM_PARAMS, 88) + b"RKBP\0\4" + bytes(82)
+    order = ["truncated", "oversized", "garbage", "older", "silent"]  # served in this order
+    took = {}
+
+    def knock(kind):
+        took[kind] = rk_frame.knock(ADDR, port, kinds[kind], close=kind == "truncated",
+                                    wait=30)
+
     t0 = time.monotonic()
-    silent = socket.create_connection((ADDR, port), timeout=10)
-    garbage = socket.create_connection((ADDR, port), timeout=10)
-    garbage.sendall(b"GET / HTTP/1.0\r\n\r\n" * 4)
+    threads = []
+    for kind in order:
+        threads.append(threading.Thread(target=knock, args=(kind,), daemon=True))
+        threads[-1].start()
+        time.sleep(0.2)  # accepted in the order they came
     # The client waits for its ACCEPT longer than the server's hello budget (5 s).
     cmd = [RK, "bench", "--watchdog", "15", "-s", "4096", "-n", "64",
            "%s:%d" % (ADDR, port)]
     cli = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          timeout=60)
-    took = time.monotonic() - t0
-    silent.close()
-    garbage.close()
+    took_all = time.monotonic() - t0
+    for t in threads:
+        t.join(35)
     sout, _ = srv.communicate(timeout=30)
-    print("client after a silent and a garbage connection: rc %d in %.1f s" % (cli.returncode, took))
+    print("client after %s: rc %d in %.1f s" % (", ".join(order), cli.returncode, took_all))
+    for kind in order:
+        secs, got = took.get(kind, (None, b""))
+        print("  %s: let go after %s s, answered %r" % (kind, secs and "%.1f" % secs, got))
+        # 5 s for the silent one (and those queued behind it: none); slack for a slow guest.
+        if secs is None or secs > 15:
+            fail("stranger %s: not let go within 15 s (%s)" % (kind, secs))
+        if got:
+            fail("stranger %s got an answer: %r" % (kind, got))
     if cli.returncode != 0 or srv.returncode != 0:
         fail("strangers first: client rc %d, server rc %d\n%s\n%s" %
              (cli.returncode, srv.returncode, cli.stdout, sout))
-    if sout.count("closed a connection that sent no parameters") != 2:
-        fail("the server did not report both strangers:\n%s" % sout)
+    for why in ("the peer closed the connection in the middle of a message",
+                "a frame of 2147483647 bytes, over the 256 allowed",
+                'not rk bench: it sent "GET / HT"',
+                "refused a client: version mismatch: the peer speaks rk bench parameter "
+                "version 4 or older",
+                "no message within "):
+        if why not in sout:
+            fail("the server did not report %r:\n%s" % (why, sout))
+    if sout.count("closed a connection that sent no parameters") != 4:
+        fail("the server did not report the four strangers:\n%s" % sout)
 
 
 def main():

@@ -13,10 +13,13 @@ Every wait is bounded (60 s to connect while rank 0 starts, 10 s for an
 answer); only the given address is contacted.
 """
 import json
+import os
 import socket
-import struct
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import rk_frame  # noqa: E402
 
 # What every rank sends by default (cmd_matrix.c params_json), version aside.
 DEFAULT_PARAMS = {"size": 1048576, "duration": 2, "lat-duration": 1, "bw-frac": 0.9,
@@ -24,29 +27,21 @@ DEFAULT_PARAMS = {"size": 1048576, "duration": 2, "lat-duration": 1, "bw-frac": 
                   "pairs": "all", "port": 20000, "watchdog": 10, "poll": "busy"}
 
 
+MX_FRAME_JSON = 1  # the one frame type (matrix_wire.h)
+
+
 def frame(obj):
     text = json.dumps(obj).encode() if not isinstance(obj, bytes) else obj
-    return b"RKMX" + struct.pack(">I", len(text)) + text
+    return rk_frame.frame(rk_frame.MATRIX, MX_FRAME_JSON, text)
 
 
 def read_frame(s):
     """One frame's object, or None (closed, not a frame)."""
-    buf = b""
-    while len(buf) < 8:
-        got = s.recv(8 - len(buf))
-        if not got:
-            return None
-        buf += got
-    if buf[:4] != b"RKMX":
+    try:
+        f = rk_frame.read_frame(s, rk_frame.MATRIX)
+    except ValueError:
         return None
-    n = struct.unpack(">I", buf[4:])[0]
-    text = b""
-    while len(text) < n:
-        got = s.recv(n - len(text))
-        if not got:
-            return None
-        text += got
-    return json.loads(text)
+    return None if f is None else json.loads(f[1])
 
 
 def connect(host, port, wait=60.0):
@@ -61,7 +56,7 @@ def connect(host, port, wait=60.0):
             time.sleep(0.2)
 
 
-def hello(rank, size, addr="127.0.0.66", params=None, proto=2, **proof):
+def hello(rank, size, addr="127.0.0.66", params=None, proto=3, **proof):
     h = {"t": "hello", "proto": proto, "rank": rank, "size": size, "host": "stranger",
          "addr": addr, "params": dict(DEFAULT_PARAMS, **(params or {}))}
     if not proof:

@@ -13,7 +13,9 @@ measured.
 strangers: a real 3-rank matrix (--token-file) while strangers knock at
 rank 0's rendezvous (a free rank, wrong parameters, rank 1 before the
 real one, a forged address, a forged result, a wrong token, protocol 1, a
-huge frame, 40 silent connections) and at the pairs' bench ports (bytes
+huge frame, the control channel's hostile frames (truncated then closed,
+oversized, garbage, silent), a protocol 2 rank's frame, 40 silent
+connections) and at the pairs' bench ports (bytes
 that are no PARAMS of the pair): every one is refused and logged, the job
 ends with every pair measured, sane figures and exit 0. Without a token
 rk matrix refuses to start, naming --token-file; --no-auth says so loudly.
@@ -35,7 +37,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import matrix_stranger as stranger  # noqa: E402
+import rk_frame  # noqa: E402
 
 RK, CASE = sys.argv[1], sys.argv[2]
 ADDR = os.environ.get("RK_ADDR")
@@ -188,17 +192,19 @@ def case_failures():
 
 
 def knock_bench_ports(base, n, stop, counts):
-    """At every leg's bench port while the matrix runs: bytes that are no frame, and a
-    PARAMS frame (rk bench's control channel: "RKBC", type 1, length) whose token is not
-    the pair's key."""
-    params = b"RKBC" + struct.pack(">HH", 1, 72 + 16) + os.urandom(72 + 16)
+    """At every leg's bench port while the matrix runs: a PARAMS frame (rk bench's control
+    channel, type 1) whose token is not the pair's key, bytes that are no frame, and the
+    control channel's hostile frames (truncated, oversized, garbage)."""
+    hostile = rk_frame.hostile(rk_frame.BENCH, 1)
+    sends = [rk_frame.frame(rk_frame.BENCH, 1, os.urandom(84 + 16)), os.urandom(96),
+             hostile["truncated"], hostile["oversized"], hostile["garbage"]]
     k = 0
     while not stop.is_set():
         for port in range(base, base + 3 * n):
             k += 1
             try:
                 with socket.create_connection((ADDR, port), timeout=1) as s:
-                    s.sendall(params if k % 2 else os.urandom(96))
+                    s.sendall(sends[k % len(sends)])
                     counts[0] += 1
             except OSError:
                 pass
@@ -258,6 +264,15 @@ def case_strangers():
         got = stranger.knock(host, port, b"RKMX\xff\xff\xff\xff")
         if got != "closed":
             fail("stranger (huge frame): %r" % got)
+        # The control channel's hostile frames, and a protocol 2 rank's (no type byte):
+        # each let go at once (the silent one within rank 0's 5 s for a hello), unanswered.
+        kinds = rk_frame.hostile(rk_frame.MATRIX, stranger.MX_FRAME_JSON)
+        kinds["older"] = b"RKMX" + struct.pack(">I", 2) + b"{}"
+        for kind, data in sorted(kinds.items()):
+            secs, got = rk_frame.knock(host, port, data, close=kind == "truncated", wait=20)
+            answers.append((kind, secs, got))
+            if secs is None or secs > 15 or got:
+                fail("stranger (%s): let go after %s s, answered %r" % (kind, secs, got))
         # Silent ones: more than rank 0 keeps, none may stop the real ranks.
         silent = [socket.create_connection((host, port), timeout=5) for _ in range(40)]
         stop, counts = threading.Event(), [0]
@@ -293,7 +308,10 @@ def case_strangers():
         fail("rank 0 logged %d refusals with the peer's address, expected 15 or more"
              % len(refusals))
     for what in ("a wrong token", "a proof of kind none", "protocol 1",
-                 "a frame of 4294967295 bytes", "without a hello"):
+                 "a frame of 4294967295 bytes", "without a hello",
+                 "a frame of 2147483647 bytes", 'not rk matrix: it sent "GET / HT"',
+                 "closed the connection in the middle of a message",
+                 "version mismatch: the peer speaks rk matrix protocol 2 or older"):
         if what not in log:
             fail("rank 0's log does not name %r" % what)
     # Whether a knock falls in a leg's short wait for its client is chance: counted, not asserted
@@ -328,12 +346,12 @@ def impostor(port, stop, seen):
             with s:
                 s.settimeout(5)
                 try:
-                    head = s.recv(8)
-                    if head[:4] == b"RKBC":
-                        seen.append(s.recv(struct.unpack(">HH", head[4:8])[1]))
-                        s.sendall(b"RKBC" + struct.pack(">HH", 2, 16) + bytes(16))
+                    f = rk_frame.read_frame(s, rk_frame.BENCH)
+                    if f:
+                        seen.append(f[1])
+                        s.sendall(rk_frame.frame(rk_frame.BENCH, 2, bytes(16)))  # ACCEPT
                         s.recv(1)
-                except OSError:
+                except (OSError, ValueError):
                     pass
 
 

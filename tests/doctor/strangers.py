@@ -4,13 +4,14 @@
 usage: strangers.py HOST PORT OUT SECONDS
        strangers.py hold HOST PORT OUT SECONDS
 
-Kinds, each reconnecting AGAIN_S after the listener lets it go:
+Kinds, each (but cut, sent once) reconnecting AGAIN_S after the listener lets it go:
   idle     IDLE connections that send nothing
   slow     a frame header for 32 bytes, then one byte every 0.4 s
   garbage  an HTTP request
   wrong    a well-formed rk doctor hello with a wrong token
   none     a well-formed rk doctor hello without a token
   huge     a frame header announcing 1 GiB
+  cut      a hello's header and 10 of its 32 bytes, then our side closed
 Everything a kind receives is appended to OUT/KIND; OUT/report has a line a kind,
 "KIND closed N held_ms MS": how many of its connections the listener closed, and
 the longest it held one.
@@ -27,23 +28,31 @@ import socket
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import rk_frame  # noqa: E402
+
 IDLE = 16  # with the slow one, more than the listener keeps waiting (16)
 AGAIN_S = 0.5  # back this long after the listener let go (the log shows 20 a second)
 
 
+HELLO = 5  # the hello's frame type (doctor_wire.h)
+
+
 def hello(token):
     body = json.dumps({"v": 3, "t": "hello", "token": token}).encode()
-    return b"RKDR" + len(body).to_bytes(4, "big") + b"\x05" + body  # type 5: hello
+    return rk_frame.frame(rk_frame.DOCTOR, HELLO, body)
 
 
 FIRST = {
     "idle": b"",
-    "slow": b"RKDR\0\0\0 \x05",  # a hello of 32 bytes
-    "garbage": b"GET / HTTP/1.0\r\nHost: x\r\n\r\n",
+    "slow": rk_frame.header(rk_frame.DOCTOR, HELLO, 32),
+    "garbage": rk_frame.hostile(rk_frame.DOCTOR, HELLO)["garbage"],
     "wrong": hello(os.urandom(16).hex()),
     "none": hello(""),
-    "huge": b"RKDR\x40\x00\x00\x00",
+    "huge": b"RKDR\x40\x00\x00\x00",  # 1 GiB, judged from its length alone
+    "cut": rk_frame.header(rk_frame.DOCTOR, HELLO, 32) + b"x" * 10,
 }
+CLOSE_AFTER = ("cut",)  # our side closed once sent: a truncated frame, then EOF
 
 
 def hold(host, port, out, seconds):
@@ -77,7 +86,9 @@ def main():
         return
     host, port, out, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
     os.makedirs(out, exist_ok=True)
-    kinds = ["idle"] * IDLE + ["slow", "garbage", "wrong", "none", "huge"]
+    # cut first and once: it lets go of itself, and coming back it would take the slots the
+    # slow one needs to be timed out (rather than dropped as the oldest) and told so
+    kinds = ["cut"] + ["idle"] * IDLE + ["slow", "garbage", "wrong", "none", "huge"]
     conns = {}  # socket -> [kind, opened at, last slow byte at]
     again = []  # [time, kind]: reconnect then
     closed = {k: 0 for k in FIRST}
@@ -91,6 +102,8 @@ def main():
             return
         if FIRST[kind]:
             s.sendall(FIRST[kind])
+        if kind in CLOSE_AFTER:
+            s.shutdown(socket.SHUT_WR)
         s.setblocking(False)
         conns[s] = [kind, time.monotonic(), time.monotonic()]
 
@@ -115,7 +128,8 @@ def main():
             held[kind] = max(held[kind], now - opened)
             del conns[s]
             s.close()
-            again.append([now + AGAIN_S, kind])
+            if kind not in CLOSE_AFTER:
+                again.append([now + AGAIN_S, kind])
         for a in [a for a in again if a[0] <= now]:
             again.remove(a)
             connect(a[1])

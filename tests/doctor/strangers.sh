@@ -1,8 +1,8 @@
 #!/bin/sh
 # rk doctor --listen among strangers (one host, RK_ADDR).
 # With --token-file, while 16 idle connections, a slow one, garbage, a hello with
-# a wrong token, one without and a huge frame keep coming back (more than the 16
-# it keeps waiting):
+# a wrong token, one without, a huge frame and a hello cut short by its sender's
+# close keep coming back (more than the 16 it keeps waiting):
 #   - rk doctor with the token passes every step, in about its usual time
 #   - a wrong token and a missing one are refused, saying so
 #   - no stranger gets any of the host's facts; those that do not speak rk
@@ -118,11 +118,11 @@ wait $str
 str=
 cat "$W/str/report"
 # None of the strangers got a byte of the host's facts; the silent ones got nothing.
-for k in idle slow garbage wrong none huge; do
+for k in idle slow garbage wrong none huge cut; do
 	! grep -qF -e "$host" -e "$kernel" -e '"facts"' -e '"welcome"' "$W/str/$k" ||
 		fail "stranger $k got facts: $(cat "$W/str/$k")"
 done
-for k in idle garbage; do
+for k in idle garbage cut; do
 	[ ! -s "$W/str/$k" ] || fail "stranger $k got an answer: $(cat "$W/str/$k")"
 done
 grep -q '"t":"error","text":"no whole hello within 2000 ms' "$W/str/slow" || fail "slow: not told"
@@ -140,6 +140,7 @@ done <"$W/str/report"
 for why in "refused: not rk doctor: it sent \"GET / HT\"" \
 	"refused: wrong token" "refused: this rk doctor --listen requires a token" \
 	"refused: a first message of 1073741824 bytes" \
+	"refused: closed after 19 bytes, before its hello" \
 	"refused: no whole hello within 2000 ms (0 bytes came)" \
 	"refused: no whole hello within 2000 ms ([0-9]* bytes came)" \
 	"refused: dropped: 16 connections waiting for their hello" \

@@ -23,9 +23,7 @@ import sys
 from pathlib import Path
 
 ONLY_WITH_MPI = {"tools/rk/main_matrix_mpi.c", "tools/rk/matrix/matrix_launch_mpi.c"}
-INCLUDED = {
-    ("fuzz/bench_ready.c", "tools/rk/bench/bench_conn.c"): "READY's codec is private to it",
-}
+INCLUDED = {}
 INCLUDE_C = re.compile(r'^\s*#\s*include\s+"([^"]+\.c)"', re.M)
 CMAKE_COMMENT = re.compile(r"#.*$", re.M)
 

@@ -5,7 +5,10 @@
  *   bench_params.c  what the two sides must agree on: defaults, checks, wire codec
  *   bench_opts.c    the command line (getopt_long) into params + local options
  *   bench_ctl.c     the TCP control channel (framed messages with deadlines)
- *   bench_conn.c    device, buffer, queue pairs (rdma_cm or out of band)
+ *   bench_start.c   the run's start: PARAMS, ACCEPT or REFUSE, strangers turned away
+ *   bench_conn.c    the context: device, buffer, CQ, set up and released
+ *   bench_qp.c      the queue pairs connected (rdma_cm or out of band)
+ *   bench_ready.c   READY both ways: the peer's buffer coordinates, checked
  *   bench_bw.c      the bandwidth engine
  *   bench_lat.c     the latency engine (ping-pong, or READ round trips)
  *   bench_rpc.c     --op rpc: its connections (rk_rpc_server, rk_rpc_clients)
@@ -175,11 +178,14 @@ int bench_params_diff(const struct bench_params *s, const struct bench_params *c
 /*
  * Wire form: BENCH_PARAMS_LEN bytes, big-endian, versioned. Version 3
  * added resp_size in what were the 4 reserved bytes; version 4 the three
- * --op xfer fields, 12 bytes more. Magic and version come first and are
- * checked before the length, so a peer of an older version is refused by
- * version whatever its length (and refuses ours as it can).
+ * --op xfer fields, 12 bytes more; version 5 is the same message in rk's
+ * one control frame header (common/frame.h; bench_ctl.h), whose older
+ * form the control channel refuses as a version mismatch before PARAMS
+ * is read. Magic and version come first and are checked before the
+ * length, so a peer of an older version is refused by version whatever
+ * its length (and refuses ours as it can).
  */
-#define BENCH_PARAMS_VERSION 4 /* 2: heartbeats with a count; 3: --op rpc; 4: --op xfer */
+#define BENCH_PARAMS_VERSION 5 /* 2: heartbeats; 3: --op rpc; 4: --op xfer; 5: frame header */
 #define BENCH_PARAMS_LEN     84
 #define BENCH_PARAMS_MIN_LEN 8 /* magic, version, length: enough to be refused by version */
 int bench_params_encode(const struct bench_params *p, uint8_t *buf, size_t len);

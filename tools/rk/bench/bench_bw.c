@@ -125,7 +125,7 @@ static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, 
 			}
 			n = 1;
 		}
-		/* tx-depth in flight at most; the queue is deeper (bench_conn.c). */
+		/* tx-depth in flight at most; the queue is deeper (bench_sq_depth). */
 		if (posted + n - q->done > depth || rk_sq_room(conn) < n)
 			return 0;
 		last = s->stopping || (iters && posted + n == iters);

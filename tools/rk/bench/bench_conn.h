@@ -11,6 +11,7 @@
 #ifndef RK_BENCH_CONN_H
 #define RK_BENCH_CONN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <rdmakit/rdmakit.h>
@@ -118,5 +119,36 @@ int bench_connect_ms(const struct bench_ctx *c);
 
 /* bench_signal_every - the QPs' selective signaling: cq-mod, at most tx-depth. */
 uint32_t bench_signal_every(const struct bench_params *p);
+
+/*
+ * The set-up's parts, one file each, for each other (cmd_bench.c calls
+ * only the functions above): bench_conn.c the context and its resources,
+ * bench_start.c the control channel's start, bench_qp.c the queue pairs,
+ * bench_ready.c the READY exchange.
+ */
+
+/* bench_sq_depth - each QP's send queue: tx-depth, and room for signaling. */
+uint32_t bench_sq_depth(const struct bench_params *p);
+/* bench_buffer_len - the registered buffer: a send region and one per QP (none for --op xfer). */
+uint64_t bench_buffer_len(const struct bench_params *p);
+/* bench_check_device - what the parameters need from the device: 0, or -1 and "PARAM: why". */
+int bench_check_device(const struct bench_params *p, const struct rk_device_info *di, char *why,
+		       size_t len);
+/* bench_open_device - the device (--dev, --addr @addr, $RK_DEV, or the route to @peer); fills me.
+ */
+int bench_open_device(struct bench_ctx *c, const char *addr, const char *peer,
+		      struct rk_error *err);
+/* bench_server_proved - rk matrix: does @proof hold the second half of the pair's key? */
+int bench_server_proved(const struct bench_ctx *c, const void *proof, size_t len);
+/* bench_qps_connect - the QPs (already created empty) connected: --oob, or rdma_cm either side. */
+int bench_qps_connect(struct bench_ctx *c, struct rk_error *err);
+/* bench_ready_exchange - send our READY, take and check the peer's (into c->peer). */
+int bench_ready_exchange(struct bench_ctx *c, struct rk_error *err);
+/* READY's codec (bench_ready.c), public to the tool for the fuzz target: encode
+ * @s into BENCH_READY_LEN bytes; decode the peer's into c->peer and check it
+ * (names made printable, the agreed buffer length, no wrap, fields in range). */
+#define BENCH_READY_LEN (32 + 64 + 4 * 4 + 8 + 8 + 4)
+void bench_ready_encode(const struct bench_side_info *s, uint8_t *b);
+int bench_ready_decode(struct bench_ctx *c, const uint8_t *b, struct rk_error *err);
 
 #endif

@@ -31,11 +31,23 @@ int bench_fail(struct rk_error *err, int errnum, const char *fmt, ...)
 	return r;
 }
 
+/*
+ * rk bench before PARAMS version 5 framed "RKBC", u16 type (1..11), u16
+ * length (<= 256): read as today's header, a length of 64 KiB or more,
+ * which no frame has. Known once its 8 bytes are in.
+ */
+static int older_header(const uint8_t *buf, size_t got)
+{
+	return got >= 8 && buf[4] == 0 && buf[5] >= 1 && buf[5] <= 11 && rk_get16(buf + 6) <= 256;
+}
+
 const struct cli_frame_fmt bench_frame_fmt = {.magic = {'R', 'K', 'B', 'C'},
-					      .layout = CLI_FRAME_TYPE_LEN,
 					      .type_max = BM_TYPE_MAX - 1,
 					      .max = BENCH_MSG_MAX,
-					      .who = "rk bench"};
+					      .who = "rk bench",
+					      .older = older_header,
+					      .older_name =
+						  "rk bench parameter version 4 or older"};
 
 void bench_ctl_init(struct bench_ctl *c, int fd)
 {

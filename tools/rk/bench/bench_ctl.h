@@ -7,10 +7,12 @@
  * counts, results, heartbeats and the reason for a failure. A closed
  * socket is also the fastest sign that the peer process died.
  *
- * Frame: rk's control frame (common/frame.h) in its CLI_FRAME_TYPE_LEN
- * layout: "RKBC", u16 type, u16 payload length (<= BENCH_MSG_MAX),
- * payload, sent and read by the shared channel (common/chan.h). Integers
- * in payloads are big-endian. Every wait has a deadline.
+ * Frame: rk's control frame (common/frame.h): "RKBC", u32 payload length
+ * (<= BENCH_MSG_MAX), u8 type, payload, sent and read by the shared
+ * channel (common/chan.h). Integers in payloads are big-endian. Every wait
+ * has a deadline. Before PARAMS version 5 the header was "RKBC", u16 type,
+ * u16 length: a peer that still sends it is refused as of another version
+ * (-EPROTO), from its first header.
  */
 #ifndef RK_BENCH_CTL_H
 #define RK_BENCH_CTL_H
@@ -75,7 +77,8 @@ void bench_ctl_beat_reset(struct bench_ctl *c);
  * (beat_count, beat_ns); one without its 8 bytes is a protocol error.
  * A BM_ERROR from the peer is turned into an error ("peer failed: ...").
  * Returns 0, -ETIMEDOUT, -EAGAIN, -ECONNRESET (peer closed), -EBADMSG,
- * -EMSGSIZE (a length over BENCH_MSG_MAX), -EREMOTEIO (the peer's ERROR).
+ * -EPROTO (an older rk bench's header), -EMSGSIZE (a length over
+ * BENCH_MSG_MAX), -EREMOTEIO (the peer's ERROR).
  */
 int bench_ctl_recv(struct bench_ctl *c, struct bench_msg *m, int timeout_ms, struct rk_error *err);
 

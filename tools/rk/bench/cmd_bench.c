@@ -3,7 +3,7 @@
  *
  * The session, on both sides:
  *   handshake   client: PARAMS; server: validate, ACCEPT or REFUSE naming
- *               the parameter (bench_conn.c)
+ *               the parameter (bench_start.c)
  *   connect     buffer, CQ, QPs by rdma_cm or --oob; READY both ways
  *   per size    [warm-up] GO barrier, timed run (bench_bw.c / bench_lat.c /
  *               bench_rpc.c),

@@ -78,7 +78,7 @@ int cli_chan_send(struct cli_chan *c, unsigned type, const void *data, uint32_t 
 		  struct rk_error *err)
 {
 	uint64_t deadline = cli_deadline_in(timeout_ms);
-	uint8_t hdr[CLI_FRAME_HDR_MAX];
+	uint8_t hdr[CLI_FRAME_HDR];
 	size_t n;
 	int r;
 
@@ -94,8 +94,8 @@ int cli_chan_send(struct cli_chan *c, unsigned type, const void *data, uint32_t 
 /* The header is whole: check it, and make room for the payload it announces. */
 static int take_head(struct cli_chan *c, struct rk_error *err)
 {
-	size_t hdr = cli_frame_hdr_len(c->fmt), len;
-	char why[96];
+	size_t hdr = CLI_FRAME_HDR, len;
+	char why[128];
 	int need = cli_frame_need(c->fmt, c->head, hdr, why, sizeof(why));
 
 	if (need < 0)
@@ -115,7 +115,7 @@ static int take_head(struct cli_chan *c, struct rk_error *err)
 int cli_chan_feed(struct cli_chan *c, struct cli_frame *f, struct rk_error *err)
 {
 	const char *who = c->fmt->who;
-	size_t hdr = cli_frame_hdr_len(c->fmt);
+	size_t hdr = CLI_FRAME_HDR;
 
 	if (c->whole) {
 		c->got = 0;
@@ -123,7 +123,7 @@ int cli_chan_feed(struct cli_chan *c, struct cli_frame *f, struct rk_error *err)
 	}
 	for (;;) {
 		int in_head = c->got < hdr;
-		size_t len = in_head ? 0 : cli_frame_len(c->fmt, c->head);
+		size_t len = in_head ? 0 : cli_frame_len(c->head);
 		uint8_t *dst = in_head ? c->head + c->got : c->buf + (c->got - hdr);
 		size_t want = in_head ? hdr - c->got : len - (c->got - hdr);
 		ssize_t n = 0;
@@ -146,7 +146,7 @@ int cli_chan_feed(struct cli_chan *c, struct cli_frame *f, struct rk_error *err)
 			c->last_rx_ns = cli_deadline_now();
 		}
 		if (in_head) {
-			char why[96];
+			char why[128];
 			int need;
 
 			c->got += (size_t)n;
@@ -162,10 +162,10 @@ int cli_chan_feed(struct cli_chan *c, struct cli_frame *f, struct rk_error *err)
 		} else {
 			c->got += (size_t)n;
 		}
-		if (c->got == hdr + (size_t)cli_frame_len(c->fmt, c->head)) {
+		if (c->got == hdr + (size_t)cli_frame_len(c->head)) {
 			c->whole = 1;
-			f->type = cli_frame_type(c->fmt, c->head);
-			f->len = cli_frame_len(c->fmt, c->head);
+			f->type = cli_frame_type(c->head);
+			f->len = cli_frame_len(c->head);
 			f->data = c->buf;
 			return 1;
 		}

@@ -1,7 +1,8 @@
 /*
  * chan.h - one framed control channel over a connected TCP socket, in the
- * frame formats of frame.h: rk doctor's, rk matrix's and rk bench's
- * control connections are each one of these with a format of their own.
+ * frame header of frame.h: rk doctor's, rk matrix's and rk bench's
+ * control connections are each one of these with a format (magic, bounds)
+ * of their own.
  *
  * What arrives is a peer's: the header is checked (magic, type, length
  * against the format's bound) before a byte of payload is read or
@@ -28,7 +29,7 @@
 struct cli_chan {
 	int fd;
 	const struct cli_frame_fmt *fmt;
-	uint8_t head[CLI_FRAME_HDR_MAX];
+	uint8_t head[CLI_FRAME_HDR];
 	size_t got;	     /* bytes of the frame being read, header included */
 	int whole;	     /* the frame is complete (handed out; the next read starts anew) */
 	uint8_t *buf;	     /* its payload, allocated once its header passed */
@@ -61,8 +62,9 @@ int cli_chan_send(struct cli_chan *c, unsigned type, const void *data, uint32_t 
 /*
  * cli_chan_feed - read what the socket holds now, never waiting: 1 with a
  * whole frame in *@f, 0 when more is to come, or -ECONNRESET (closed),
- * -EBADMSG (not this format, a type out of range), -EMSGSIZE (a length over
- * the bound), -ENOMEM, another -errno, with @err set.
+ * -EBADMSG (not this format, a type out of range), -EPROTO (the channel's
+ * older header: a peer of another version), -EMSGSIZE (a length over the
+ * bound), -ENOMEM, another -errno, with @err set.
  */
 int cli_chan_feed(struct cli_chan *c, struct cli_frame *f, struct rk_error *err);
 

@@ -8,57 +8,46 @@
 #include "cli.h"
 #include "common/frame.h"
 
-size_t cli_frame_hdr_len(const struct cli_frame_fmt *f)
-{
-	return f->layout == CLI_FRAME_LEN_TYPE ? 9 : 8;
-}
-
 size_t cli_frame_head(const struct cli_frame_fmt *f, unsigned type, uint32_t len,
-		      uint8_t hdr[CLI_FRAME_HDR_MAX])
+		      uint8_t hdr[CLI_FRAME_HDR])
 {
 	memcpy(hdr, f->magic, 4);
-	if (f->layout == CLI_FRAME_TYPE_LEN) {
-		rk_put16(hdr + 4, (uint16_t)type);
-		rk_put16(hdr + 6, (uint16_t)len);
-		return 8;
-	}
 	rk_put32(hdr + 4, len);
-	if (f->layout == CLI_FRAME_LEN)
-		return 8;
 	hdr[8] = (uint8_t)type;
-	return 9;
+	return CLI_FRAME_HDR;
 }
 
-uint32_t cli_frame_len(const struct cli_frame_fmt *f, const uint8_t *hdr)
+uint32_t cli_frame_len(const uint8_t *hdr)
 {
-	return f->layout == CLI_FRAME_TYPE_LEN ? rk_get16(hdr + 6) : rk_get32(hdr + 4);
+	return rk_get32(hdr + 4);
 }
 
-unsigned cli_frame_type(const struct cli_frame_fmt *f, const uint8_t *hdr)
+unsigned cli_frame_type(const uint8_t *hdr)
 {
-	switch (f->layout) {
-	case CLI_FRAME_TYPE_LEN:
-		return rk_get16(hdr + 4);
-	case CLI_FRAME_LEN:
-		return 1;
-	default:
-		return hdr[8];
-	}
+	return hdr[8];
 }
 
-static int too_long(const struct cli_frame_fmt *f, uint32_t len, char *why, size_t why_len)
+/* f->older says these bytes are the older header: why, -EPROTO. */
+static int older(const struct cli_frame_fmt *f, const uint8_t *buf, size_t got, char *why,
+		 size_t why_len)
 {
+	if (!f->older || !f->older(buf, got))
+		return 0;
 	if (why && why_len)
-		snprintf(why, why_len, "a frame of %u bytes, over the %u allowed", len, f->max);
-	return -EMSGSIZE;
+		snprintf(
+		    why, why_len,
+		    "version mismatch: the peer speaks %s (install the same rk version on both "
+		    "hosts)",
+		    f->older_name);
+	return -EPROTO;
 }
 
 int cli_frame_need(const struct cli_frame_fmt *f, const uint8_t *buf, size_t got, char *why,
 		   size_t why_len)
 {
-	size_t hdr = cli_frame_hdr_len(f);
 	char shown[9];
 	unsigned type;
+	int r;
 
 	if (memcmp(buf, f->magic, got < 4 ? got : 4) != 0) {
 		/* What came, as far as a header's first 8 bytes: enough to recognise it. */
@@ -67,18 +56,31 @@ int cli_frame_need(const struct cli_frame_fmt *f, const uint8_t *buf, size_t got
 			snprintf(why, why_len, "not %s: it sent \"%s\"", f->who, shown);
 		return -EBADMSG;
 	}
-	/* In the u32 layouts the length is judged before the type byte is in. */
-	if (got >= 8 && f->layout != CLI_FRAME_TYPE_LEN && rk_get32(buf + 4) > f->max)
-		return too_long(f, rk_get32(buf + 4), why, why_len);
-	if (got < hdr)
-		return (int)hdr;
-	type = cli_frame_type(f, buf);
+	/*
+	 * An older header told by the bytes before the type: before the
+	 * length, which it may read as one over the bound. One told by the
+	 * type byte: after it, as the length is judged before the type byte
+	 * is in. So the verdict is the same however the bytes arrive.
+	 */
+	r = older(f, buf, got < 8 ? got : 8, why, why_len);
+	if (r)
+		return r;
+	if (got >= 8 && cli_frame_len(buf) > f->max) {
+		if (why && why_len)
+			snprintf(why, why_len, "a frame of %u bytes, over the %u allowed",
+				 cli_frame_len(buf), f->max);
+		return -EMSGSIZE;
+	}
+	if (got < CLI_FRAME_HDR)
+		return CLI_FRAME_HDR;
+	r = older(f, buf, got, why, why_len);
+	if (r)
+		return r;
+	type = cli_frame_type(buf);
 	if (type == 0 || type > f->type_max) {
 		if (why && why_len)
 			snprintf(why, why_len, "a frame of unknown type %u", type);
 		return -EBADMSG;
 	}
-	if (cli_frame_len(f, buf) > f->max)
-		return too_long(f, cli_frame_len(f, buf), why, why_len);
-	return (int)(hdr + cli_frame_len(f, buf));
+	return (int)(CLI_FRAME_HDR + cli_frame_len(buf));
 }

@@ -21,7 +21,7 @@ int doc_hello_need(const uint8_t *buf, size_t got, char *why, size_t why_len)
 {
 	char text[224];
 	int need = cli_frame_need(&doc_hello_fmt, buf, got, text, sizeof(text));
-	uint32_t len = got >= 8 ? cli_frame_len(&doc_hello_fmt, buf) : 1;
+	uint32_t len = got >= 8 ? cli_frame_len(buf) : 1;
 
 	if (need == -EMSGSIZE || len == 0) {
 		/* rk doctor protocol 1 began with its facts, a few KiB */
@@ -64,7 +64,7 @@ int doc_hello_judge(const uint8_t *frame, size_t len, const uint8_t *token, int 
 		say(why, why_len, text);
 		return -EBADMSG;
 	}
-	if (m.type != DOC_MSG_HELLO || cli_frame_type(&doc_hello_fmt, frame) != DOC_MSG_HELLO) {
+	if (m.type != DOC_MSG_HELLO || cli_frame_type(frame) != DOC_MSG_HELLO) {
 		say(why, why_len, "not an rk doctor hello: another message first");
 		return -EBADMSG;
 	}

@@ -38,7 +38,7 @@ int doc_ctl_send(int fd, const struct doc_msg *m, int timeout_ms, struct rk_erro
 		return cli_fail(err, "rk doctor", -n, "cannot encode the message: %s",
 				strerror(-n));
 	cli_chan_init(&ch, fd, &doc_frame_fmt);
-	return cli_chan_send(&ch, cli_frame_type(&doc_frame_fmt, buf), buf + DOC_WIRE_HDR,
+	return cli_chan_send(&ch, cli_frame_type(buf), buf + DOC_WIRE_HDR,
 			     (uint32_t)n - DOC_WIRE_HDR, timeout_ms, err);
 }
 

@@ -14,12 +14,10 @@
 #include "doctor_wire.h"
 
 const struct cli_frame_fmt doc_frame_fmt = {.magic = {'R', 'K', 'D', 'R'},
-					    .layout = CLI_FRAME_LEN_TYPE,
 					    .type_max = DOC_MSG_LAST,
 					    .max = DOC_WIRE_MAX,
 					    .who = "rk doctor"};
 const struct cli_frame_fmt doc_hello_fmt = {.magic = {'R', 'K', 'D', 'R'},
-					    .layout = CLI_FRAME_LEN_TYPE,
 					    .type_max = DOC_MSG_LAST,
 					    .max = DOC_HELLO_MAX,
 					    .who = "rk doctor"};

@@ -29,14 +29,14 @@
 
 #define DOC_WIRE_MAGIC	 "RKDR"
 #define DOC_WIRE_VERSION 3
-#define DOC_WIRE_HDR	 9	     /* magic, length, type: CLI_FRAME_LEN_TYPE */
-#define DOC_WIRE_MAX	 16384	     /* payload bytes */
-#define DOC_HELLO_MAX	 256	     /* payload bytes of the first message, the hello */
-#define DOC_TOKEN_LEN	 16	     /* the token's digest (CP_TOKEN_LEN, as rk copy) */
-#define DOC_WIRE_DEPTH	 4	     /* JSON nesting: message, lines array, line object */
-#define DOC_PEER_LINES	 8	     /* the peer's ! and ✗ lines carried in its facts */
-#define DOC_XFER_LEN	 4096u	     /* every verified transfer */
-#define DOC_APP_ID	 0x726b6472u /* "rkdr": the rdma_cm hello of rk doctor */
+#define DOC_WIRE_HDR	 CLI_FRAME_HDR /* magic, length, type */
+#define DOC_WIRE_MAX	 16384	       /* payload bytes */
+#define DOC_HELLO_MAX	 256	       /* payload bytes of the first message, the hello */
+#define DOC_TOKEN_LEN	 16	       /* the token's digest (CP_TOKEN_LEN, as rk copy) */
+#define DOC_WIRE_DEPTH	 4	       /* JSON nesting: message, lines array, line object */
+#define DOC_PEER_LINES	 8	       /* the peer's ! and ✗ lines carried in its facts */
+#define DOC_XFER_LEN	 4096u	       /* every verified transfer */
+#define DOC_APP_ID	 0x726b6472u   /* "rkdr": the rdma_cm hello of rk doctor */
 #define DOC_STEP_MS_MIN	 100
 #define DOC_STEP_MS_MAX	 60000
 #define DOC_RTT_ROUNDS	 16

@@ -14,7 +14,7 @@
  *   matrix_hello.c   a rank's hello, decoded with every field bounded
  *   matrix_auth.c    its proof: a MUNGE credential, the job's token, or none
  *
- * Protocol 2 (MX_PROTO, matrix_hello.h). Every rank joins rank 0 over TCP
+ * Protocol 3 (MX_PROTO, matrix_hello.h). Every rank joins rank 0 over TCP
  * (rank 0's own worker too, from a second thread of the same process) and
  * says who it is, with which parameters, and proves that it is a rank of
  * this job (matrix_auth.h: MUNGE under Slurm, --token-file, or --no-auth).

@@ -2,7 +2,7 @@
  * matrix_hello.h - what a rank says when it joins rank 0 (protocol
  * MX_PROTO), and the hex text that carries a token, a pair's keys.
  *
- * Hello: {"t": "hello", "proto": 2, "rank": R, "size": N, "host": NAME,
+ * Hello: {"t": "hello", "proto": 3, "rank": R, "size": N, "host": NAME,
  * "addr": RDMA-ADDRESS, "params": {...}, "auth": "munge" | "token" |
  * "none", and "cred": MUNGE-CREDENTIAL (munge) or "token": HEX (token)}.
  * Everything in it is network input: mx_hello_decode bounds every field
@@ -17,8 +17,11 @@
 
 #include <json-c/json.h>
 
-/* Protocol 2: hellos carry a proof (matrix_auth.h), pairs their keys. */
-#define MX_PROTO     2u
+/*
+ * Protocol 2: hellos carry a proof (matrix_auth.h), pairs their keys;
+ * 3: rk's one control frame header, with a type byte (matrix_wire.h).
+ */
+#define MX_PROTO     3u
 #define MX_TOKEN_MIN 16u	 /* bytes of a --token-file secret, at least ... */
 #define MX_TOKEN_MAX 256u	 /* ... and at most */
 #define MX_CRED_MAX  4096u	 /* a MUNGE credential's text (a few hundred bytes in practice) */

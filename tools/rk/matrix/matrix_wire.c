@@ -9,11 +9,21 @@
 #include "matrix.h"
 #include "matrix_wire.h"
 
+/*
+ * rk matrix before protocol 3 framed "RKMX", u32 length, then the JSON
+ * text: where today's header has its type byte, that text's '{'.
+ */
+static int older_header(const uint8_t *buf, size_t got)
+{
+	return got >= CLI_FRAME_HDR && buf[8] == '{';
+}
+
 const struct cli_frame_fmt mx_frame_fmt = {.magic = {'R', 'K', 'M', 'X'},
-					   .layout = CLI_FRAME_LEN,
 					   .type_max = MX_FRAME_JSON,
 					   .max = MX_WIRE_MAX,
-					   .who = "rk matrix"};
+					   .who = "rk matrix",
+					   .older = older_header,
+					   .older_name = "rk matrix protocol 2 or older"};
 
 int mx_wire_send(int fd, json_object *o, int timeout_ms, struct rk_error *err)
 {

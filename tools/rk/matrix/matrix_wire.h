@@ -2,9 +2,11 @@
  * matrix_wire.h - the rendezvous channel of rk matrix: one TCP connection
  * between each rank and rank 0, carrying JSON documents (json-c).
  *
- * Frame: rk's control frame (common/frame.h) in its CLI_FRAME_LEN layout:
- * "RKMX", u32 big-endian length (<= MX_WIRE_MAX), that many bytes of JSON
- * text, one object; sent and read by the shared channel (common/chan.h).
+ * Frame: rk's control frame (common/frame.h): "RKMX", u32 big-endian
+ * length (<= MX_WIRE_MAX), u8 type (MX_FRAME_JSON), that many bytes of
+ * JSON text, one object; sent and read by the shared channel
+ * (common/chan.h). Protocol 2 and older had no type byte: such a peer's
+ * frame is refused as a version mismatch (-EPROTO) from its header.
  * What arrives is network input: the length is
  * bounded before anything is allocated, the text must parse as one JSON
  * object, and the reader checks every field it uses (mx_get_*). Every
@@ -22,7 +24,7 @@
 #include "common/chan.h"
 
 #define MX_WIRE_MAX   (64u << 10)
-#define MX_FRAME_JSON 1 /* the one frame type (not on the wire): a JSON object */
+#define MX_FRAME_JSON 1 /* the one frame type: a JSON object */
 
 extern const struct cli_frame_fmt mx_frame_fmt;
 
@@ -33,7 +35,8 @@ int mx_wire_send(int fd, json_object *o, int timeout_ms, struct rk_error *err);
 /*
  * mx_wire_recv - the next frame within @timeout_ms into *@o (the caller
  * puts it with json_object_put). Returns 0, -ETIMEDOUT, -ECONNRESET (the
- * peer closed), -EBADMSG (not a frame of a JSON object), -EMSGSIZE.
+ * peer closed), -EBADMSG (not a frame of a JSON object), -EPROTO (an older
+ * rk matrix's frame), -EMSGSIZE.
  */
 int mx_wire_recv(int fd, json_object **o, int timeout_ms, struct rk_error *err);
 
@@ -56,8 +59,9 @@ struct mx_wire_rd {
 /*
  * mx_wire_rd_feed - read what @fd has now (never waits). Returns 1 with
  * the whole frame's object in *@o, 0 when more is to come, or a negative
- * errno: -ECONNRESET (closed), -EBADMSG, -EMSGSIZE (a frame over @max
- * bytes, refused from its header before anything is allocated).
+ * errno: -ECONNRESET (closed), -EBADMSG, -EPROTO (an older rk matrix's
+ * frame), -EMSGSIZE (a frame over @max bytes, refused from its header
+ * before anything is allocated).
  */
 int mx_wire_rd_feed(struct mx_wire_rd *rd, int fd, uint32_t max, json_object **o,
 		    struct rk_error *err);

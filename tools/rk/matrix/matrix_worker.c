@@ -140,7 +140,7 @@ int mx_worker_run(const struct mx_opts *o, const struct mx_auth *auth, const str
 	int idle_ms = (int)(o->wait_s * 1000 + 2 * mx_pair_budget_ms(o) + 30000);
 	char addr[64], proof_why[300];
 	json_object *m = NULL;
-	int fd, r;
+	int fd, r, answered = 0;
 
 	fd = join(o, la->rdv_host, rdv_port, err);
 	if (fd < 0)
@@ -161,12 +161,17 @@ int mx_worker_run(const struct mx_opts *o, const struct mx_auth *auth, const str
 
 		r = mx_wire_recv(fd, &m, idle_ms, err);
 		if (r) {
+			/* An older rank 0 drops today's frames unanswered. */
 			if (r == -ECONNRESET)
 				r = mx_fail(err, ECONNRESET,
-					    "rendezvous: rank 0 closed the connection (it failed "
-					    "or died)");
+					    "rendezvous: rank 0 closed the connection (%s)",
+					    answered
+						? "it failed or died"
+						: "unanswered: it failed, or it is an rk matrix of "
+						  "another version");
 			break;
 		}
+		answered = 1;
 		t = mx_type(m);
 		if (!strcmp(t, "refuse")) {
 			char why[300] = "?";
