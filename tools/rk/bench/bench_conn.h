@@ -140,6 +140,11 @@ int bench_open_device(struct bench_ctx *c, const char *addr, const char *peer,
 		      struct rk_error *err);
 /* bench_server_proved - rk matrix: does @proof hold the second half of the pair's key? */
 int bench_server_proved(const struct bench_ctx *c, const void *proof, size_t len);
+/*
+ * bench_rd_atomic - READs a QP may hold in flight: @want, at most the
+ * device's max_qp_rd_atom and max_qp_init_rd_atom and 255, at least 1.
+ */
+uint8_t bench_rd_atomic(const struct rk_device_info *di, uint64_t want);
 /* bench_qps_connect - the QPs (already created empty) connected: --oob, or rdma_cm either side. */
 int bench_qps_connect(struct bench_ctx *c, struct rk_error *err);
 /* bench_ready_exchange - send our READY, take and check the peer's (into c->peer). */

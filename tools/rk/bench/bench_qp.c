@@ -32,6 +32,17 @@ static int prepare_receives(struct rk_conn *conn, void *arg)
 	return 0;
 }
 
+uint8_t bench_rd_atomic(const struct rk_device_info *di, uint64_t want)
+{
+	if (want > di->max_qp_rd_atom)
+		want = di->max_qp_rd_atom;
+	if (want > di->max_qp_init_rd_atom)
+		want = di->max_qp_init_rd_atom;
+	if (want > UINT8_MAX)
+		want = UINT8_MAX;
+	return (uint8_t)(want ? want : 1);
+}
+
 static void conn_opts(struct bench_ctx *c, struct bench_qp *q, struct rk_conn_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -54,18 +65,8 @@ static void conn_opts(struct bench_ctx *c, struct bench_qp *q, struct rk_conn_op
 	 * defaults to the device's limit too). The peer's side is negotiated
 	 * by rdma_cm or clamped when the QP is connected.
 	 */
-	if (c->p->op == BENCH_OP_READ) {
-		const struct rk_device_info *di = rk_device_get_info(c->dev);
-		uint32_t rd = c->p->tx_depth;
-
-		if (rd > di->max_qp_rd_atom)
-			rd = di->max_qp_rd_atom;
-		if (rd > di->max_qp_init_rd_atom)
-			rd = di->max_qp_init_rd_atom;
-		if (rd > UINT8_MAX)
-			rd = UINT8_MAX;
-		o->max_rd_atomic = (uint8_t)(rd ? rd : 1);
-	}
+	if (c->p->op == BENCH_OP_READ)
+		o->max_rd_atomic = bench_rd_atomic(rk_device_get_info(c->dev), c->p->tx_depth);
 	o->prepare = prepare_receives;
 	o->prepare_arg = q;
 	if (c->p->op == BENCH_OP_XFER)

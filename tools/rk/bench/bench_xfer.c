@@ -66,18 +66,9 @@ void bench_xfer_conn_opts(const struct bench_ctx *c, struct rk_conn_opts *o)
 	o->prepare = NULL;
 	o->prepare_arg = NULL;
 	o->max_rd_atomic = 0;
-	if (p->xfer_op == BENCH_XFER_READ) {
-		/* As --op read: every READ the batches hold in flight, up to the device's limit. */
-		uint64_t rd = (uint64_t)p->tx_depth * per_lane(p);
-
-		if (rd > di->max_qp_rd_atom)
-			rd = di->max_qp_rd_atom;
-		if (rd > di->max_qp_init_rd_atom)
-			rd = di->max_qp_init_rd_atom;
-		if (rd > UINT8_MAX)
-			rd = UINT8_MAX;
-		o->max_rd_atomic = (uint8_t)(rd ? rd : 1);
-	}
+	/* As --op read: every READ the batches hold in flight, up to the device's limit. */
+	if (p->xfer_op == BENCH_XFER_READ)
+		o->max_rd_atomic = bench_rd_atomic(di, (uint64_t)p->tx_depth * per_lane(p));
 }
 
 uint32_t bench_xfer_cq_depth(const struct bench_ctx *c)
