@@ -289,9 +289,13 @@ int cli_parse_duration(const char *s, uint64_t *ms)
 	if (!s)
 		return -1;
 	for (; *p >= '0' && *p <= '9'; p++, digits++) {
-		if (whole > (UINT64_MAX - 9) / 10)
+		uint64_t d = (uint64_t)(*p - '0');
+
+		/* Exact: every value up to UINT64_MAX reads, so what cli_fmt_duration writes reads
+		 * back. */
+		if (whole > UINT64_MAX / 10 || whole * 10 > UINT64_MAX - d)
 			return -1;
-		whole = whole * 10 + (uint64_t)(*p - '0');
+		whole = whole * 10 + d;
 	}
 	if (*p == '.') {
 		for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
