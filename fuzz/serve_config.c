@@ -10,8 +10,9 @@
  *    that are non-empty, at most SC_LINE_MAX bytes, free of control bytes
  *    and of blanks at either end, "0" or "1" for a switch, on lines in
  *    increasing order;
- *  - written back as "key = value" lines, the settings parse again into
- *    the very same settings.
+ *  - written back as "key=value" lines, the settings parse again into
+ *    the very same settings. (Not "key = value": a value that filled a
+ *    line of SC_LINE_MAX bytes after "key=" would not fit with blanks.)
  */
 #include <string.h>
 
@@ -54,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (unsigned j = 0; j < i; j++)
 			FUZZ_CHECK(f.items[j].key != f.items[i].key &&
 				   f.items[j].line < f.items[i].line);
-		len += (size_t)snprintf(again + len, sizeof(again) - len, "%s = %s\n",
+		len += (size_t)snprintf(again + len, sizeof(again) - len, "%s=%s\n",
 					f.items[i].key->name, f.items[i].value);
 		FUZZ_CHECK(len < sizeof(again));
 	}
