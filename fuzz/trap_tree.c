@@ -35,9 +35,11 @@ void trap_setup(void)
 		return;
 	snprintf(base, sizeof(base), "%s/rk-fuzz-traps.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	FUZZ_CHECK(mkdtemp(base) != NULL);
-	snprintf(trap_run, sizeof(trap_run), "%s/run", base);
-	snprintf(trap_dir, sizeof(trap_dir), "%s/dir", trap_run);
-	snprintf(trap_out, sizeof(trap_out), "%s/out", trap_run);
+	FUZZ_CHECK((size_t)snprintf(trap_run, sizeof(trap_run), "%s/run", base) < sizeof(trap_run));
+	FUZZ_CHECK((size_t)snprintf(trap_dir, sizeof(trap_dir), "%s/dir", trap_run) <
+		   sizeof(trap_dir));
+	FUZZ_CHECK((size_t)snprintf(trap_out, sizeof(trap_out), "%s/out", trap_run) <
+		   sizeof(trap_out));
 	atexit(cleanup);
 }
 
@@ -64,7 +66,7 @@ static void put_file(const char *path, const char *text, mode_t mode)
 
 static void at(char *buf, const char *d, const char *name)
 {
-	snprintf(buf, PATH_MAX, "%s/%s", d, name);
+	FUZZ_CHECK((size_t)snprintf(buf, PATH_MAX, "%s/%s", d, name) < PATH_MAX);
 }
 
 static void symlink_in(const char *target, const char *name)
