@@ -47,7 +47,7 @@ static void keep(struct kept *k, const char *name)
 {
 	char p[PATH_MAX];
 
-	snprintf(p, sizeof(p), "%s/%s", trap_dir, name);
+	FUZZ_CHECK((size_t)snprintf(p, sizeof(p), "%s/%s", trap_dir, name) < sizeof(p));
 	k->name = name;
 	FUZZ_CHECK(lstat(p, &k->st) == 0);
 	trap_read_small(p, k->text, sizeof(k->text));
@@ -58,7 +58,7 @@ static void still_kept(const struct kept *k)
 	char p[PATH_MAX], text[16];
 	struct stat st;
 
-	snprintf(p, sizeof(p), "%s/%s", trap_dir, k->name);
+	FUZZ_CHECK((size_t)snprintf(p, sizeof(p), "%s/%s", trap_dir, k->name) < sizeof(p));
 	FUZZ_CHECK(lstat(p, &st) == 0 && st.st_ino == k->st.st_ino);
 	FUZZ_CHECK(st.st_size == k->st.st_size && st.st_mode == k->st.st_mode);
 	trap_read_small(p, text, sizeof(text));

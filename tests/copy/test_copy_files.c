@@ -45,7 +45,7 @@ struct sess {
 
 static void path_in(char *out, const char *base, const char *rel)
 {
-	snprintf(out, PATH_MAX, "%s/%s", base, rel);
+	assert_true((size_t)snprintf(out, PATH_MAX, "%s/%s", base, rel) < PATH_MAX);
 }
 
 static void sess_open(struct sess *s, uint16_t flags)

@@ -30,7 +30,7 @@ static void make(const char *rel, int is_dir)
 	char p[PATH_MAX];
 	FILE *f;
 
-	snprintf(p, sizeof(p), "%s/%s", top, rel);
+	assert_true((size_t)snprintf(p, sizeof(p), "%s/%s", top, rel) < sizeof(p));
 	if (is_dir) {
 		assert_int_equal(mkdir(p, 0755), 0);
 		return;

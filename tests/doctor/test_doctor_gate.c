@@ -118,7 +118,7 @@ static void hello_bad_tokens(void **state)
 
 static void need_reads_no_further(void **state)
 {
-	uint8_t buf[DOC_WIRE_HDR + DOC_WIRE_MAX];
+	uint8_t buf[DOC_WIRE_HDR + DOC_WIRE_MAX] = {0};
 	char why[256];
 	size_t n;
 
