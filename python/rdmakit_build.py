@@ -495,7 +495,7 @@ struct rkpy_call {
 	uint32_t len;
 	int32_t code;
 	void *py;
-	char *resp; /* the answer's buffer, when the struct owns one */
+	char *resp; /* rkpy_fast's .acall: its .answer (set once) */
 	struct rk_error err;
 };
 

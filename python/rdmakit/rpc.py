@@ -564,7 +564,8 @@ class RpcClient(Closable):
         self._closed = False
         # call()'s and acall()'s common case: the client and its lock (a
         # mutex) in one struct, the lock taken in C inside the one foreign
-        # call; the answer in the calling thread's buffer (rkpy_answer).
+        # call; the answer in the struct's buffer when the calling thread
+        # owns it, else in that thread's rkpy_answer (rdmakit_build.py).
         self._fast = fast = ffi.new("struct rkpy_fast *")
         lib.rkpy_fast_init(fast)
         # The answer of call()'s and acall()'s common case (rkpy_fcall,
