@@ -392,12 +392,16 @@ int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint32_t re
 	      struct rk_error *err);
 #define RKPY_FAST_BAD_METHOD ...
 #define RKPY_FAST_CLOSED ...
+#define RKPY_FAST_ELSEWHERE ...
 #define RKPY_ANSWER_MAX ...
 #define RKPY_INFLIGHT ...
 #define RKPY_FAILED ...
+#define RKPY_NOT_HERE ...
 struct rkpy_fast {
 	struct rk_rpc_client *cl;
 	int spin_us;
+	struct rkpy_call acall;
+	char answer[4084];
 	...;
 };
 struct rkpy_out {
@@ -418,8 +422,8 @@ int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t req_le
 	       char *resp, uint32_t cap, int timeout_ms, struct rkpy_call *c, int spin_us,
 	       struct rk_error *err);
 int rkpy_acall_wait(struct rkpy_fast *f, struct rkpy_call *c, void *py);
-int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
-		struct rkpy_call *c);
+int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len);
+void rkpy_fast_attach(struct rkpy_fast *f);
 int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method, const char *req,
 		   uint32_t req_len, char *resp, uint32_t cap, int timeout_ms, uint32_t *len,
 		   int32_t *code, struct rk_error *err);
@@ -481,25 +485,53 @@ static int rkpy_call(struct rk_rpc_client *cl, int method, const char *req, uint
 }
 
 /*
- * call()'s common case in one foreign call of four arguments, the
- * client's lock taken inside it: @f holds the client and its mutex (the
- * lock of every use of the client, RpcClient._lock, so that no Python
- * lock is taken per call), the answer lands in the calling thread's
- * rkpy_answer and the outcome in its rkpy_out (per thread: read after the
- * mutex is released, while another thread may call). Returns the answer's
- * length (>= 0) or a negative errno (RKPY_FAST_BAD_METHOD: a method out
- * of range; RKPY_FAST_CLOSED: the client is closed). Each argument cffi
- * converts costs instructions, and under emulation they add up to
- * microseconds a call.
+ * An asynchronous call's outcome. While Python spins for it (py NULL) it
+ * is only recorded; once Python waits for it on the event loop (py set,
+ * under the client's lock, so no completion runs in between) it is also
+ * handed to rkpy_done.
+ */
+struct rkpy_call {
+	int done, status;
+	uint32_t len;
+	int32_t code;
+	void *py;
+	char *resp; /* rkpy_fast's .acall: its .answer (set once) */
+	struct rk_error err;
+};
+
+/*
+ * call()'s and acall()'s common case in one foreign call of four
+ * arguments, the client's lock taken inside it: @f holds the client and
+ * its mutex (the lock of every use of the client, RpcClient._lock, so
+ * that no Python lock is taken per call). Each argument cffi converts
+ * costs instructions, and under emulation they add up to microseconds a
+ * call.
+ *
+ * The answer lands in @f->answer, which Python slices into the answer's
+ * bytes after the foreign call, the mutex released: so only one thread,
+ * the owner (the first to make a call), answers there, and it reads the
+ * answer before its next call. Any other thread's answer lands in its own
+ * rkpy_answer (RKPY_FAST_ELSEWHERE; a thread-local Python reaches at a
+ * cost), and so does the owner's while an acall() in flight holds
+ * @f->answer (@f->busy). The outcome of a failed call() is in the calling
+ * thread's rkpy_out (an error's answer copied to its rkpy_answer).
  */
 #define RKPY_FAST_BAD_METHOD (-1000000)
 #define RKPY_FAST_CLOSED     (-1000001)
+#define RKPY_FAST_ELSEWHERE  (-1000004)
 #define RKPY_ANSWER_MAX	     4084 /* rpc.py's DEFAULT_MAX_SIZE */
 
 struct rkpy_fast {
 	struct rk_rpc_client *cl; /* NULL once closed (under mu) */
 	int spin_us;		  /* acall's look for the answer (mode "adaptive") */
 	pthread_mutex_t mu;
+	pthread_t owner;	  /* the thread that answers into .answer (owned) */
+	int owned;
+	pthread_t loop_thread; /* the thread of the event loop acall() is tied to (looped) */
+	int looped;
+	int busy;		 /* .acall is in flight, answering into .answer */
+	struct rkpy_call acall;	 /* acall()'s common case, one at a time */
+	char answer[RKPY_ANSWER_MAX];
 };
 
 struct rkpy_out {
@@ -514,6 +546,7 @@ static __thread struct rkpy_out rkpy_out;
 static void rkpy_fast_init(struct rkpy_fast *f)
 {
 	pthread_mutex_init(&f->mu, NULL);
+	f->acall.resp = f->answer;
 }
 
 static void rkpy_fast_lock(struct rkpy_fast *f)
@@ -531,21 +564,40 @@ static struct rkpy_out *rkpy_fast_out(void)
 	return &rkpy_out;
 }
 
+/* Whether the calling thread answers into @f->answer (the lock held); the first to ask owns it. */
+static int rkpy_fast_here(struct rkpy_fast *f, pthread_t self)
+{
+	if (!f->owned) {
+		f->owner = self;
+		f->owned = 1;
+	}
+	return pthread_equal(f->owner, self) && !f->busy;
+}
+
 static int rkpy_fcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len)
 {
-	struct rk_rpc_call_args a = {
-	    .req = req, .req_len = req_len, .resp = rkpy_answer, .resp_cap = RKPY_ANSWER_MAX};
+	struct rk_rpc_call_args a = {.req = req, .req_len = req_len, .resp_cap = RKPY_ANSWER_MAX};
 	struct rkpy_out *o = &rkpy_out;
-	int r;
+	int r, here = 0;
 
 	if (method < 0 || method > 0xffff)
 		return RKPY_FAST_BAD_METHOD;
 	a.method = (uint16_t)method;
 	o->len = 0;
 	pthread_mutex_lock(&f->mu);
-	r = f->cl ? rk_rpc_call(f->cl, &a, &o->len, &o->code, &o->err) : RKPY_FAST_CLOSED;
+	if (f->cl) {
+		here = rkpy_fast_here(f, pthread_self());
+		a.resp = here ? f->answer : rkpy_answer;
+		r = rk_rpc_call(f->cl, &a, &o->len, &o->code, &o->err);
+		if (r && here && o->len <= RKPY_ANSWER_MAX)
+			memcpy(rkpy_answer, f->answer, o->len); /* an error's answer, where Python reads it */
+	} else {
+		r = RKPY_FAST_CLOSED;
+	}
 	pthread_mutex_unlock(&f->mu);
-	return r ? r : (int)o->len;
+	if (r)
+		return r;
+	return here ? (int)o->len : RKPY_FAST_ELSEWHERE;
 }
 
 /*
@@ -611,21 +663,6 @@ static int rkpy_pool_call(struct rk_rpc_pool *pool, const char *peer, int method
 	*len = 0;
 	return rk_rpc_pool_call(pool, peer, &a, len, code, err);
 }
-
-/*
- * An asynchronous call's outcome. While Python spins for it (py NULL) it
- * is only recorded; once Python waits for it on the event loop (py set,
- * under the client's lock, so no completion runs in between) it is also
- * handed to rkpy_done.
- */
-struct rkpy_call {
-	int done, status;
-	uint32_t len;
-	int32_t code;
-	void *py;
-	char *resp; /* rkpy_afcall's answer buffer (RKPY_ANSWER_MAX bytes), set once */
-	struct rk_error err;
-};
 
 static void rkpy_call_done(void *arg, int status, uint32_t len, int32_t code,
 			   const struct rk_error *err)
@@ -708,27 +745,74 @@ static int rkpy_acall(struct rkpy_fast *f, int method, const char *req, uint32_t
 	return r;
 }
 
+/* The completion of @f->acall: recorded (and handed to Python if it waits), .answer free again. */
+static void rkpy_fast_done(void *arg, int status, uint32_t len, int32_t code,
+			   const struct rk_error *err)
+{
+	struct rkpy_fast *f = arg;
+
+	rkpy_call_done(&f->acall, status, len, code, err);
+	f->busy = 0;
+}
+
 /*
- * acall()'s common case in five arguments: the default deadline, an answer
- * of up to RKPY_ANSWER_MAX bytes into @c->resp, f->spin_us, the error into
- * @c->err. Returns the answer's length (>= 0) when the call completed
- * well within the spin, RKPY_INFLIGHT when it is still in flight,
- * RKPY_FAILED when it completed with an error (the outcome in *@c), or
- * as rkpy_acall for a call not started. The answer's length as the
- * result spares Python reading the struct's fields.
+ * acall()'s common case in four arguments, as call()'s: the default
+ * deadline, the answer into @f->answer, the outcome in @f->acall, a look
+ * for the answer of up to f->spin_us. Only in the thread of the event
+ * loop the client is tied to (rkpy_fast_attach), when it owns @f->answer
+ * and no such call is in flight; otherwise RKPY_NOT_HERE, nothing sent
+ * (Python takes the general path, rkpy_acall). Returns the answer's
+ * length (>= 0) when the call completed well within the spin,
+ * RKPY_INFLIGHT when it is still in flight (@f->answer is then the
+ * call's until it completes), RKPY_FAILED when it completed with an
+ * error (the outcome in @f->acall), or as rkpy_acall for a call not
+ * started. The answer's length as the result spares Python reading the
+ * struct's fields.
  */
 #define RKPY_INFLIGHT (-1000002)
 #define RKPY_FAILED   (-1000003)
+#define RKPY_NOT_HERE (-1000005)
 
-static int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len,
-		       struct rkpy_call *c)
+static int rkpy_afcall(struct rkpy_fast *f, int method, const char *req, uint32_t req_len)
 {
-	int r = rkpy_acall(f, method, req, req_len, c->resp, RKPY_ANSWER_MAX, 0, c, f->spin_us,
-			   &c->err);
+	struct rk_rpc_call_args a = {
+	    .req = req, .req_len = req_len, .resp = f->answer, .resp_cap = RKPY_ANSWER_MAX};
+	struct rkpy_call *c = &f->acall;
+	pthread_t self = pthread_self();
+	int r;
 
-	if (r == 1)
-		return c->status ? RKPY_FAILED : (int)c->len;
-	return r == 0 ? RKPY_INFLIGHT : r;
+	if (method < 0 || method > 0xffff)
+		return RKPY_FAST_BAD_METHOD;
+	a.method = (uint16_t)method;
+	pthread_mutex_lock(&f->mu);
+	if (!f->cl) {
+		r = RKPY_FAST_CLOSED;
+	} else if (!f->looped || !pthread_equal(f->loop_thread, self) || !rkpy_fast_here(f, self)) {
+		r = RKPY_NOT_HERE;
+	} else {
+		c->done = 0;
+		c->py = NULL;
+		r = rk_rpc_call_async(f->cl, &a, rkpy_fast_done, f, &c->err);
+		if (r == 0) {
+			rkpy_spin(f, c, f->spin_us);
+			if (!c->done) {
+				f->busy = 1;
+				r = RKPY_INFLIGHT;
+			} else {
+				r = c->status ? RKPY_FAILED : (int)c->len;
+			}
+		}
+	}
+	pthread_mutex_unlock(&f->mu);
+	return r;
+}
+
+/* Tie acall()'s common case to the calling thread's event loop (the lock held). */
+static void rkpy_fast_attach(struct rkpy_fast *f)
+{
+	f->loop_thread = pthread_self();
+	f->looped = 1;
+	rkpy_fast_here(f, f->loop_thread);
 }
 
 /*

@@ -50,20 +50,28 @@ _CLOSED = lib.RKPY_FAST_CLOSED
 _BAD_METHOD = lib.RKPY_FAST_BAD_METHOD
 _INFLIGHT = lib.RKPY_INFLIGHT
 _FAILED = lib.RKPY_FAILED
+_ELSEWHERE = lib.RKPY_FAST_ELSEWHERE
+_NOT_HERE = lib.RKPY_NOT_HERE
 _get_ident = threading.get_ident
 _fcall_many = lib.rkpy_fcall_many
 _MANY = lib.RKPY_MANY_MAX
-# call()'s answer: the calling thread's rkpy_answer as a cffi buffer, made
-# once per thread; slicing it is the cheapest way from C memory to bytes
-# (fetching lib.rkpy_answer makes a new cdata at every access, and
-# ffi.unpack parses keyword arguments).
+# The answer of a call() from a thread that does not own the client's
+# answer buffer (rdmakit_build.py, rkpy_fcall): that thread's rkpy_answer
+# as a cffi buffer, made once per thread. Slicing a cffi buffer is the
+# cheapest way from C memory to bytes (fetching lib.rkpy_answer makes a
+# new cdata at every access, and ffi.unpack parses keyword arguments); the
+# owner's buffer is an attribute of its client, which costs less to reach
+# than a threading.local.
 _tls = threading.local()
 
 
-def _answer():
-    """This thread's answer buffer (made on its first call())."""
-    b = _tls.answer = ffi.buffer(lib.rkpy_answer)
-    return b
+def _thread_answer():
+    """This thread's answer buffer (made on its first use)."""
+    try:
+        return _tls.answer
+    except AttributeError:
+        b = _tls.answer = ffi.buffer(lib.rkpy_answer)
+        return b
 
 
 def _many_buffers():
@@ -556,9 +564,16 @@ class RpcClient(Closable):
         self._closed = False
         # call()'s and acall()'s common case: the client and its lock (a
         # mutex) in one struct, the lock taken in C inside the one foreign
-        # call; the answer in the calling thread's buffer (rkpy_answer).
+        # call; the answer in the struct's buffer when the calling thread
+        # owns it, else in that thread's rkpy_answer (rdmakit_build.py).
         self._fast = fast = ffi.new("struct rkpy_fast *")
         lib.rkpy_fast_init(fast)
+        # The answer of call()'s and acall()'s common case (rkpy_fcall,
+        # rkpy_afcall) as a cffi buffer, sliced into the answer's bytes;
+        # acall()'s outcome struct.
+        self._answer = ffi.buffer(fast.answer)
+        self._fans = fast.answer
+        self._fc = ffi.addressof(fast, "acall")
         # One lock: held by every use of the handle (a blocking call too) and
         # by close(), so the handle never goes under a call.
         self._lock = _CLock(fast)
@@ -572,7 +587,6 @@ class RpcClient(Closable):
         self._err = ffi.new("struct rk_error *")
         self._len = ffi.new("uint32_t *")
         self._code = ffi.new("int32_t *")
-        self._free = []  # acall's outcome structs and answer buffers, for reuse
         if _leased is not None:  # a client of an RpcPool (RpcPool.lease)
             self._pool, self._cl, self._mode = _leased
             fast.cl = self._cl
@@ -680,10 +694,7 @@ class RpcClient(Closable):
                 self._prepare(method, data, timeout, out, max_size)
                 raise
             if r >= 0:
-                try:
-                    return _tls.answer[:r]
-                except AttributeError:  # this thread's first call
-                    return _answer()[:r]
+                return self._answer[:r]
             return self._fast_failed(r, method)
         method, req, n, resp, cap, ms = self._prepare(method, data, timeout, out, max_size)
         with self._lock:
@@ -755,7 +766,11 @@ class RpcClient(Closable):
 
     @staticmethod
     def _fast_failed(r, method):
-        """Raise for the fast path's status @r (its outcome in this thread's rkpy_out)."""
+        """The answer of a call() that answered into this thread's own buffer
+        (@r RKPY_FAST_ELSEWHERE), or raise for the fast path's status @r (its
+        outcome in this thread's rkpy_out)."""
+        if r == _ELSEWHERE:
+            return _thread_answer()[:lib.rkpy_fast_out().len]
         if r == _CLOSED:
             raise closed("RpcClient")
         if r == lib.RKPY_FAST_BAD_METHOD:
@@ -790,63 +805,78 @@ class RpcClient(Closable):
         still runs to its end in the library (its buffers are kept until
         then).
         """
+        if (timeout is None and out is None and max_size is None and type(data) is bytes
+                and type(method) is int):
+            # The common small call: one foreign call of four arguments, as
+            # call()'s, which answers into the client's buffer when the
+            # answer comes within the spin. It runs only in the thread of
+            # the event loop the client is tied to (checked in C, which
+            # costs nothing there: asking asyncio costs a Python call, and
+            # asyncio.get_running_loop() a getpid() system call); whether
+            # that loop still runs matters only to a call that has to wait
+            # on it, and is asked then (_afast_wait).
+            try:
+                r = _afcall(self._fast, method, data, len(data))
+            except OverflowError:  # a method or a length beyond C's ints
+                self._prepare(method, data, timeout, out, max_size)
+                raise
+            if r >= 0:
+                return self._answer[:r]
+            return await self._afast_rest(r, method, data)
+        return await self._acall_any(method, data, timeout, out, max_size, self._running_loop())
+
+    def _running_loop(self):
+        """The running loop, the client tied to it (ClosedError, RuntimeError,
+        ValueError as acall raises them)."""
         loop = self._loop
         if loop is None or self._loop_ident != _get_ident() or not loop.is_running():
             # asyncio.get_running_loop() costs a getpid() system call (Python
             # 3.11): asked only when this thread's loop is not the client's.
             loop = self._attach(asyncio.get_running_loop())
-        if (timeout is None and out is None and max_size is None and type(data) is bytes
-                and type(method) is int):
-            # The common small call: one foreign call of five arguments with
-            # an outcome struct and answer buffer used before; the answer's
-            # length is its result when it came within the spin.
-            free = self._free
-            e = free.pop() if free else self._slot()
-            try:
-                r = _afcall(self._fast, method, data, len(data), e[0])
-            except OverflowError:  # a method or a length beyond C's ints
-                free.append(e)
-                self._prepare(method, data, timeout, out, max_size)
-                raise
-            if r >= 0:
-                answer = e[2][:r]
-                free.append(e)
-                return answer
-            return await self._afast_rest(r, e, method, data, loop)
-        return await self._acall_any(method, data, timeout, out, max_size, loop)
+        return loop
 
-    @staticmethod
-    def _slot():
-        """acall()'s common case: an outcome struct, its answer buffer and
-        that buffer as a cffi buffer (sliced into the answer's bytes)."""
-        c = ffi.new("struct rkpy_call *")
-        resp = ffi.new("char[]", DEFAULT_MAX_SIZE)
-        c.resp = resp
-        return c, resp, ffi.buffer(resp)
-
-    async def _afast_rest(self, r, e, method, data, loop):
+    async def _afast_rest(self, r, method, data):
         """acall()'s common case past its first try (@r): in flight, failed,
-        or the window full."""
-        c = e[0]
+        not for this thread (the general path then), or the window full."""
         while True:
             if r >= 0:
-                answer = e[2][:r]
-                self._free.append(e)
-                return answer
-            if r == _INFLIGHT:  # e is the call's until it completes: not reused
-                return await self._await_call(loop, c, e[1], None, data, 0)
+                return self._answer[:r]
+            if r == _INFLIGHT:  # the client's answer buffer is the call's until it completes
+                return await self._afast_wait(data)
             if r == _FAILED:
-                return self._outcome(c, e[1], None)
+                return self._outcome(self._fc, self._fans, None)
+            if r == _NOT_HERE:
+                return await self._acall_any(method, data, None, None, None,
+                                             self._running_loop())
             if r == _CLOSED:
                 raise closed("RpcClient")
             if r == _BAD_METHOD:
                 _method(method)
             if r != _EAGAIN:
-                raise_error(r, ffi.addressof(c, "err"))
+                raise_error(r, ffi.addressof(self._fc, "err"))
+            loop = self._running_loop()
             with self._lock:
                 self._poll_locked()  # the window is full: completions make room
             await self._wait_room(loop)
-            r = _afcall(self._fast, method, data, len(data), c)
+            r = _afcall(self._fast, method, data, len(data))
+
+    def _afast_wait(self, data):
+        """The future of acall()'s common case in flight, on the running loop.
+        The call was made in the loop's thread; if that loop no longer runs
+        (another one does), the client is tied to the running one, or, when
+        it cannot be (RuntimeError: the old loop is not closed; no loop), the
+        call is left to complete on its own before the error is raised."""
+        loop = self._loop
+        if not loop.is_running():
+            try:
+                loop = self._attach(asyncio.get_running_loop())
+            except BaseException:
+                try:  # the call's end then wakes nobody
+                    self._await_call(self._loop, self._fc, self._fans, None, data, 0)
+                except RuntimeError:  # that loop is closed
+                    pass
+                raise
+        return self._await_call(loop, self._fc, self._fans, None, data, 0)
 
     async def _acall_any(self, method, data, timeout, out, max_size, loop):
         """acall() with a deadline, ``out``, ``max_size`` or a request that is
@@ -914,6 +944,7 @@ class RpcClient(Closable):
                                  "'adaptive' (this one is %r)" % self._mode)
             # Arms the completion queue: the fd fires for what comes next.
             lib.rk_rpc_client_progress(self._cl, 0, self._err)
+            lib.rkpy_fast_attach(self._fast)  # acall()'s common case, in this thread
         self._loop = loop
         self._loop_ident = threading.get_ident()
         self._fd = fd

@@ -3,7 +3,8 @@
 One server in this process (its progress loop on its thread) on port 7700
 and clients: echo at 0 B, 1 B, 4 KiB, 1 MiB and 64 MiB with every byte
 checked, into bytes and into the caller's buffers (numpy arrays too);
-1,000 asyncio calls in flight, each matched to its caller; a handler that
+1,000 asyncio calls in flight, each matched to its caller; one client from
+several threads and from sync and asyncio code at once; a handler that
 raises (logged, answered with an error, the server goes on); a handler's
 own error code; a deferred answer from another thread; deadlines, sync and
 asyncio; bad arguments and closed objects; the pool from several threads;
@@ -161,6 +162,40 @@ def test_asyncio_adaptive_answers_within_the_spin(dev, server):
             assert c.inflight == 0
     asyncio.run(main())
     asyncio.run(main())  # a second loop, a new client
+
+
+def test_one_client_from_threads(dev, server):
+    # The answer buffer of call()'s and acall()'s common case belongs to one
+    # thread (the first to call); the others' answers land in their own
+    # buffers, and so do the owner's while an acall() in flight holds it.
+    with rdmakit.RpcClient(dev, ADDR, PORT, mode="adaptive", spin_us=2000) as c:
+        assert c.call(M_ECHO, b"owner") == b"owner"
+        bad = []
+
+        def work(k):
+            for i in range(200):
+                want = b"t%d-%d" % (k, i) * (1 + i % 9)
+                got = c.call(M_ECHO, want)
+                if got != want:
+                    bad.append((want, got))
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+        for t in ts:
+            t.start()
+        work(9)
+        for t in ts:
+            t.join()
+        assert bad == []
+
+        async def main():
+            assert await c.acall(M_ECHO, b"tie") == b"tie"  # tied to this loop
+            held = asyncio.ensure_future(c.acall(M_DEFER, b"abc"))
+            await asyncio.sleep(0)  # in flight past the spin, in the client's buffer
+            assert c.call(M_ECHO, b"sync meanwhile") == b"sync meanwhile"
+            assert await c.acall(M_ECHO, b"async meanwhile") == b"async meanwhile"
+            assert await held == b"cba"
+            assert await c.acall(M_ECHO, b"after") == b"after"
+            assert c.call(M_ECHO, b"after too") == b"after too"
+        asyncio.run(main())
 
 
 def test_call_many(client):
