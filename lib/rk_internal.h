@@ -27,7 +27,7 @@
  *              (receive and send buffer sets), ring*.c (credit ring),
  *              xfer.c xfer_batch.c (one-sided transfers, xfer.h): on top
  *              of connections and CQs; nothing below calls into them.
- *   6 rpc      rpc_wire.c (headers, no verbs), rpc_client.c, rpc_server*.c
+ *   6 rpc      rpc_wire.c (headers, no verbs), rpc_client*.c, rpc_server*.c
  *              (calls on the messaging layer), rpc_pool_book.c and
  *              rpc_pool.c (connections by peer, leased to threads).
  *

@@ -1,0 +1,267 @@
+/*
+ * rpc_client_call.c - the RPC client's call path: the arguments' checks,
+ * the request's header and body in the slot's buffer, its SEND, and the
+ * synchronous call's wait.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "rpc_client_int.h"
+
+static int mr_holds(const struct rk_mr *mr, const void *p, uint32_t len)
+{
+	uintptr_t a = (uintptr_t)rk_mr_addr(mr), b = (uintptr_t)p;
+
+	return b >= a && len <= rk_mr_len(mr) && b - a <= rk_mr_len(mr) - len;
+}
+
+static int check_args(const struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+		      struct rk_error *err)
+{
+	if ((a->req_len && !a->req) || (a->resp_cap && !a->resp))
+		return rk__err_set(err, EINVAL, "rk_rpc_call", "a length without a buffer");
+	if (a->req_len > cl->acc.max_msg || a->resp_cap > cl->acc.max_msg)
+		return rk__err_set(
+		    err, EMSGSIZE, "rk_rpc_call",
+		    "%u-byte request, %u-byte answer buffer; the server's max_msg is %u",
+		    a->req_len, a->resp_cap, cl->acc.max_msg);
+	if (a->req_mr && (!mr_holds(a->req_mr, a->req, a->req_len) ||
+			  !(rk_mr_ibv(a->req_mr)->pd == rk_pd_ibv(cl->pd))))
+		return rk__err_set(err, EINVAL, "rk_rpc_call",
+				   "req_mr does not hold the request or is not in the client's PD");
+	if (a->resp_mr && (!mr_holds(a->resp_mr, a->resp, a->resp_cap) ||
+			   !(rk_mr_ibv(a->resp_mr)->pd == rk_pd_ibv(cl->pd))))
+		return rk__err_set(
+		    err, EINVAL, "rk_rpc_call",
+		    "resp_mr does not hold the answer buffer or is not in the client's PD");
+	return 0;
+}
+
+/* Fill the header's body fields: inline, or rendezvous from req_mr or a stage. */
+static int place_body(struct rk_rpc_client *cl, struct call *c, const struct rk_rpc_call_args *a,
+		      struct rk_rpc_req_hdr *h, uint8_t *buf, struct rk_error *err)
+{
+	if (a->req_len <= cl->acc.req_inline) {
+		if (a->req_len)
+			memcpy(buf + RK_RPC_REQ_HDR, a->req, a->req_len);
+		return 0;
+	}
+	h->flags |= RK_RPC_F_RDV;
+	if (a->req_mr) {
+		h->req_addr = (uintptr_t)a->req;
+		h->req_rkey = rk_mr_rkey(a->req_mr);
+		return 0;
+	}
+	/* A copy the server reads: the caller may reuse its buffer at once. */
+	int r = rk_mr_alloc_pd(cl->pd, a->req_len, RK_ACCESS_REMOTE_READ, err, &c->req_stage);
+
+	if (r)
+		return r;
+	memcpy(rk_mr_addr(c->req_stage), a->req, a->req_len);
+	h->req_addr = (uintptr_t)rk_mr_addr(c->req_stage);
+	h->req_rkey = rk_mr_rkey(c->req_stage);
+	return 0;
+}
+
+/* Where the answer's data goes: the slot, the caller's resp_mr or a stage. */
+static int place_answer(struct rk_rpc_client *cl, struct call *c, const struct rk_rpc_call_args *a,
+			struct rk_rpc_req_hdr *h, struct rk_error *err)
+{
+	if (a->resp_cap <= cl->resp_room) /* the server answers in the slot: no address */
+		return 0;
+	h->flags |= RK_RPC_F_DIRECT;
+	c->direct = 1;
+	if (a->resp_mr) {
+		h->resp_addr = (uintptr_t)a->resp;
+		h->resp_rkey = rk_mr_rkey(a->resp_mr);
+		return 0;
+	}
+	int r = rk_mr_alloc_pd(cl->pd, a->resp_cap, RK_ACCESS_REMOTE_WRITE, err, &c->resp_stage);
+
+	if (r)
+		return r;
+	h->resp_addr = (uintptr_t)rk_mr_addr(c->resp_stage);
+	h->resp_rkey = rk_mr_rkey(c->resp_stage);
+	return 0;
+}
+
+static int64_t call_deadline(const struct rk_rpc_call_args *a)
+{
+	return a->timeout_ms < 0 ? -1 : coarse_ms() + (a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+}
+
+/*
+ * A call whose body goes by rendezvous or whose answer may not fit the
+ * slot: the header's far fields (addresses and keys), and the memory the
+ * library stages for it. The fields stay in the buffer (c->far) until the
+ * slot's next common call zeroes them. Returns the header's flags or a
+ * negative errno.
+ */
+static __attribute__((noinline)) int place_far(struct rk_rpc_client *cl, struct call *c,
+					       const struct rk_rpc_call_args *a, uint8_t *buf,
+					       struct rk_error *err)
+{
+	struct rk_rpc_req_hdr h = {0};
+	int r = place_body(cl, c, a, &h, buf, err);
+
+	if (!r)
+		r = place_answer(cl, c, a, &h, err);
+	if (r) {
+		rk_mr_dereg(c->req_stage);
+		c->req_stage = NULL;
+		return r;
+	}
+	rk__rpc_req_encode_far(&h, buf);
+	c->far = 1;
+	return h.flags;
+}
+
+/* Start a call that ends by @deadline (ms, -1 none): the clock is read once per call. */
+static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t deadline,
+		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
+{
+	uint8_t *buf;
+	struct call *c;
+	uint16_t i;
+	int r, flags = 0;
+
+	if (cl->dead) {
+		if (err)
+			*err = cl->why;
+		return -ENOTCONN;
+	}
+	r = check_args(cl, a, err);
+	if (r)
+		return r;
+	if (!cl->nfree)
+		return -EAGAIN;
+	i = cl->free_slots[cl->nfree - 1];
+	c = &cl->calls[i];
+	buf = cl->req_base + (size_t)i * cl->req_buf;
+	c->direct = 0;
+	/*
+	 * The common call, its body inline and its answer in the slot, writes
+	 * its body and five fields: the slot's own are there since the
+	 * connect, the far ones zero unless the slot's last call was not one.
+	 */
+	if (a->req_len <= cl->acc.req_inline && a->resp_cap <= cl->resp_room) {
+		if (a->req_len)
+			memcpy(buf + RK_RPC_REQ_HDR, a->req, a->req_len);
+		if (__builtin_expect(c->far, 0)) {
+			static const struct rk_rpc_req_hdr zero = {0};
+
+			rk__rpc_req_encode_far(&zero, buf);
+			c->far = 0;
+		}
+	} else {
+		flags = place_far(cl, c, a, buf, err);
+		if (flags < 0)
+			return flags;
+	}
+	c->gen++;
+
+	/* Local, never addressed elsewhere: its fields stay in registers. */
+	const struct rk_rpc_req_hdr h = {.flags = (uint8_t)flags,
+					 .method = a->method,
+					 .gen = c->gen,
+					 .req_len = a->req_len,
+					 .resp_cap = a->resp_cap};
+
+	rk__rpc_req_encode_call(&h, buf);
+
+	struct rk_wr wr = {.op = RK_OP_SEND,
+			   .flags = RK_WR_SIGNALED,
+			   .wr_id = TAG_REQ << 48 | i,
+			   .addr = buf,
+			   .len = RK_RPC_REQ_HDR + ((flags & RK_RPC_F_RDV) ? 0 : a->req_len),
+			   .lkey = rk_mr_lkey(cl->reqs)};
+	/*
+	 * Inline, the request is copied into the work request: the buffer is
+	 * free at once and no completion is needed (selective signaling asks
+	 * for one now and then to retire the queue; its wr_id names no slot).
+	 */
+	int inl = wr.len <= cl->max_inline;
+
+	if (inl) {
+		wr.flags = 0;
+		wr.wr_id = TAG_REQ_INLINE << 48;
+	}
+	r = rk_post(cl->conn, &wr, err);
+	if (r == -ENOBUFS) /* the queue waits for a completion to be polled: progress first */
+		r = -EAGAIN;
+	if (r) { /* nothing went out: the slot stays free */
+		rk_mr_dereg(c->req_stage);
+		rk_mr_dereg(c->resp_stage);
+		c->req_stage = c->resp_stage = NULL;
+		return r;
+	}
+	cl->nfree--;
+	c->state = C_BUSY;
+	c->send_done = (uint8_t)inl;
+	c->ans_done = 0;
+	c->resp = a->resp;
+	c->resp_cap = a->resp_cap;
+	c->done = done;
+	c->arg = arg;
+	c->deadline = deadline;
+	if (c->deadline >= 0 && (cl->soonest < 0 || c->deadline < cl->soonest))
+		cl->soonest = c->deadline;
+	cl->inflight++;
+	return 0;
+}
+
+int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
+{
+	return call_start(cl, a, call_deadline(a), done, arg, err);
+}
+
+static void sync_done(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *err)
+{
+	struct sync_result *s = arg;
+
+	s->finished = 1;
+	s->status = status;
+	s->len = len;
+	s->code = code;
+	/* An error object is hundreds of bytes: copied only when there is one. */
+	if (status && s->err && s->err != err)
+		*s->err = *err;
+}
+
+int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint32_t *resp_len,
+		int32_t *app_code, struct rk_error *err)
+{
+	struct sync_result s = {.err = err}; /* a few words, not an error object, to clear */
+	int r;
+
+	if (cl->in_progress)
+		return rk__err_set(err, EBUSY, "rk_rpc_call", "called from a completion callback");
+	int64_t deadline = call_deadline(a);
+
+	r = call_start(cl, a, deadline, sync_done, &s, err);
+	while (r == -EAGAIN) { /* the window is full: make room, within the call's deadline */
+		if (deadline >= 0 && coarse_left(deadline) == 0)
+			return rk__err_set(
+			    err, ETIMEDOUT, "rk_rpc_call",
+			    "no free call slot within the deadline (%u calls in flight, "
+			    "%u slots held by calls that timed out)",
+			    cl->inflight, cl->window - cl->nfree - cl->inflight);
+		r = rk__rpc_cl_progress(cl, deadline < 0 ? -1 : coarse_left(deadline), err);
+		if (r >= 0)
+			r = call_start(cl, a, deadline, sync_done, &s, err);
+	}
+	if (r)
+		return r;
+	while (!s.finished) {
+		r = rk__rpc_cl_progress(cl, -1, err);
+		if (r < 0 && !s.finished) { /* the wait itself failed: the call cannot end */
+			rk__rpc_cl_fail_all(cl, r, err);
+		}
+	}
+	if (resp_len)
+		*resp_len = s.len;
+	if (app_code)
+		*app_code = s.code;
+	return s.status;
+}
