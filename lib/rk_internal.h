@@ -223,6 +223,15 @@ void rk__conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct 
 int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
 
 /*
+ * post.c: post one verbs WR that the caller keeps built (opcode, SGEs,
+ * IBV_SEND_INLINE within max_inline, IBV_SEND_SIGNALED where it wants a
+ * completion; next NULL), its completion carrying @wr_id. Only its
+ * wr_id and the signaled bit are written; slots and signaling as
+ * rk_post's. 0, -ENOBUFS, -ENOTCONN or the provider's error.
+ */
+int rk__post_wr1(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
+
+/*
  * post.c: for a layer that builds verbs WRs itself (the one-sided layer),
  * without a struct rk_wr in between. It fills the connection's scratch
  * WRs 0..@n-1 (rk__post_scratch(); @n at most the free send slots, which

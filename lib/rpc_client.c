@@ -64,6 +64,8 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 		co.conn.max_inline = DEF_INLINE;
 	if (!co.conn.signal_every)
 		co.conn.signal_every = SIGNAL_EVERY;
+	if (co.conn.max_send_sge < 2) /* an inline request: the header, then the caller's body */
+		co.conn.max_send_sge = 2;
 	co.conn.wait_mode = opts->mode; /* the wait set sleeps on the CQ's channel */
 	/*
 	 * Room for every slot's receive and SEND, and for the unsignaled
@@ -104,6 +106,8 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	cl->req_buf = RK_RPC_REQ_HDR + cl->acc.req_inline;
 	cl->resp_room = cl->acc.slot_size - RK_RPC_ANS_HDR;
 	cl->max_inline = rk_conn_max_inline(cl->conn);
+	cl->small_req = cl->acc.req_inline < cl->acc.max_msg ? cl->acc.req_inline : cl->acc.max_msg;
+	cl->small_resp = cl->resp_room < cl->acc.max_msg ? cl->resp_room : cl->acc.max_msg;
 	r = alloc_slots(cl, err);
 	if (!r)
 		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->acc.slot_size,
@@ -111,8 +115,12 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	if (!r)
 		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->req_buf, RK_ACCESS_LOCAL, err,
 				   &cl->reqs);
-	if (!r)
+	if (!r) {
 		cl->req_base = rk_mr_addr(cl->reqs);
+		cl->req_wr.opcode = IBV_WR_SEND;
+		cl->req_wr.sg_list = cl->req_sge;
+		cl->req_sge[0].lkey = rk_mr_lkey(cl->reqs);
+	}
 	for (uint32_t i = 0; !r && i < cl->window; i++) {
 		/*
 		 * The fields of each slot's request that never change, once,

@@ -13,10 +13,16 @@
 /* Post @n 0-byte receives for answers, in chains; 0 or a negative errno. */
 int rk__rpc_cl_post_answer_recvs(struct rk_conn *conn, uint32_t n, struct rk_error *err)
 {
-	struct rk_recv rx[RECV_BATCH];
+#define ANS_RECV                                                                                   \
+	{                                                                                          \
+		.wr_id = WRID_ANS                                                                  \
+	}
+	static const struct rk_recv rx[RECV_BATCH] = {
+	    ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV,
+	    ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV};
+#undef ANS_RECV
+	_Static_assert(RECV_BATCH == 16, "rx has RECV_BATCH entries");
 
-	for (unsigned i = 0; i < RECV_BATCH; i++)
-		rx[i] = (struct rk_recv){.wr_id = WRID_ANS};
 	while (n) {
 		unsigned k = n < RECV_BATCH ? n : RECV_BATCH;
 		int r = rk_post_recv_list(conn, rx, k, err);
@@ -55,6 +61,19 @@ static void finish(struct rk_rpc_client *cl, uint16_t i, int status, uint32_t le
 	c->state = C_ZOMBIE;
 	cl->inflight--;
 	cl->completed++;
+	if (__builtin_expect(c->deadline == DEADLINE_PENDING, 0))
+		cl->npending--;
+	if (!c->done) { /* rk_rpc_call's own: its result, and the error only when there is one */
+		struct sync_result *s = c->arg;
+
+		s->finished = 1;
+		s->status = status;
+		s->len = len;
+		s->code = code;
+		if (status && s->err && why && s->err != why)
+			*s->err = *why;
+		return;
+	}
 	c->done(c->arg, status, len, code, why ? why : &no_error);
 }
 
@@ -228,6 +247,25 @@ static __attribute__((noinline)) void on_wc_waited(struct rk_rpc_client *cl,
 }
 
 /*
+ * The first clock reading after synchronous calls started without one:
+ * their deadlines count from it (rpc_client_int.h, DEADLINE_PENDING).
+ */
+static __attribute__((noinline)) void settle_deadlines(struct rk_rpc_client *cl, int64_t now)
+{
+	for (uint32_t i = 0; i < cl->window && cl->npending; i++) {
+		struct call *c = &cl->calls[i];
+
+		if (c->state != C_BUSY || c->deadline != DEADLINE_PENDING)
+			continue;
+		c->deadline = now + c->timeout_ms;
+		cl->npending--;
+		if (cl->soonest < 0 || c->deadline < cl->soonest)
+			cl->soonest = c->deadline;
+	}
+	cl->npending = 0;
+}
+
+/*
  * Calls past their deadline fail now (their slots stay until the answer),
  * and the earliest deadline left is found. One pass over the window, only
  * when the earliest deadline has come: not on every wait.
@@ -262,33 +300,45 @@ static void expire(struct rk_rpc_client *cl, int64_t now)
 	}
 }
 
-static int handle_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_wait_event *ev,
-		       struct ibv_wc *wc, struct rk_error *err);
+/*
+ * The wait set's round, when the CQ had nothing: wait up to @timeout_ms
+ * and handle what came.
+ */
+static __attribute__((noinline)) int wait_round(struct rk_rpc_client *cl, int timeout_ms,
+						struct rk_error *err)
+{
+	struct rk_wait_event ev[MAX_EVENTS];
+	int n = rk_wait(cl->ws, ev, MAX_EVENTS, timeout_ms, NULL); /* NULL: no text for a timeout */
+
+	if (n == -ETIMEDOUT)
+		return 0;
+	if (n < 0)
+		return rk__err_set(err, -n, "rk_rpc_client_progress", "waiting for completions");
+	for (int k = 0; k < n; k++) {
+		if (ev[k].src == RK_SRC_CQ) {
+			for (int j = 0; j < ev[k].nwc; j++)
+				on_wc_waited(cl, &ev[k].wc[j]);
+		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED) {
+			struct rk_error e;
+
+			rk_conn_first_error(cl->conn, &e);
+			rk__rpc_cl_fail_all(cl, -ECONNRESET, &e);
+		}
+	}
+	return n;
+}
 
 /*
  * Wait up to @timeout_ms (-1: until the earliest call's deadline) and
  * handle what came: the number of events or a negative errno. The CQ is
  * polled first (no system call): a completion already there needs no
- * wait set. One clock reading per call.
+ * wait set, and the answer's completion is handled in this loop. A clock
+ * reading only when the CQ had nothing, and every CLOCK_EVERY rounds
+ * that found completions.
  */
-int rk__rpc_cl_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
 {
-	struct rk_wait_event ev[MAX_EVENTS];
 	struct ibv_wc wc[POLL_BATCH];
-	int n;
-
-	if (cl->in_progress) /* from a callback: the completions being handled would be lost */
-		return rk__err_set(err, EBUSY, "rk_rpc_client_progress",
-				   "called from a completion callback");
-	cl->in_progress = 1;
-	n = handle_once(cl, timeout_ms, ev, wc, err);
-	cl->in_progress = 0;
-	return n;
-}
-
-static int handle_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_wait_event *ev,
-		       struct ibv_wc *wc, struct rk_error *err)
-{
 	struct rk_cq *cq = rk_conn_cq(cl->conn);
 	int busy = rk_cq_mode(cq) == RK_WAIT_BUSY;
 	uint64_t done = cl->completed;
@@ -316,6 +366,8 @@ static int handle_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_wait_
 		return n;
 	cl->polls_unclocked = 0;
 	now = coarse_ms();
+	if (cl->npending)
+		settle_deadlines(cl, now);
 	if (cl->soonest >= 0 && now >= cl->soonest) {
 		expire(cl, now);
 		if (cl->completed != done)
@@ -325,22 +377,19 @@ static int handle_once(struct rk_rpc_client *cl, int timeout_ms, struct rk_wait_
 		return n;
 	if (cl->soonest >= 0 && (timeout_ms < 0 || cl->soonest - now < timeout_ms))
 		timeout_ms = (int)(cl->soonest - now);
-	n = rk_wait(cl->ws, ev, MAX_EVENTS, timeout_ms, NULL); /* NULL: no text for a timeout */
-	if (n == -ETIMEDOUT)
-		return 0;
-	if (n < 0)
-		return rk__err_set(err, -n, "rk_rpc_client_progress", "waiting for completions");
-	for (int k = 0; k < n; k++) {
-		if (ev[k].src == RK_SRC_CQ) {
-			for (int j = 0; j < ev[k].nwc; j++)
-				on_wc_waited(cl, &ev[k].wc[j]);
-		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED) {
-			struct rk_error e;
+	return wait_round(cl, timeout_ms, err);
+}
 
-			rk_conn_first_error(cl->conn, &e);
-			rk__rpc_cl_fail_all(cl, -ECONNRESET, &e);
-		}
-	}
+int rk__rpc_cl_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+{
+	int n;
+
+	if (cl->in_progress) /* from a callback: the completions being handled would be lost */
+		return rk__err_set(err, EBUSY, "rk_rpc_client_progress",
+				   "called from a completion callback");
+	cl->in_progress = 1;
+	n = rk__rpc_cl_handle(cl, timeout_ms, err);
+	cl->in_progress = 0;
 	return n;
 }
 

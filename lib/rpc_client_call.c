@@ -37,15 +37,15 @@ static int check_args(const struct rk_rpc_client *cl, const struct rk_rpc_call_a
 	return 0;
 }
 
-/* Fill the header's body fields: inline, or rendezvous from req_mr or a stage. */
+/*
+ * Fill the header's body fields: rendezvous from req_mr or a stage. A body
+ * within req_inline goes with the request (call_start places it).
+ */
 static int place_body(struct rk_rpc_client *cl, struct call *c, const struct rk_rpc_call_args *a,
-		      struct rk_rpc_req_hdr *h, uint8_t *buf, struct rk_error *err)
+		      struct rk_rpc_req_hdr *h, struct rk_error *err)
 {
-	if (a->req_len <= cl->acc.req_inline) {
-		if (a->req_len)
-			memcpy(buf + RK_RPC_REQ_HDR, a->req, a->req_len);
+	if (a->req_len <= cl->acc.req_inline)
 		return 0;
-	}
 	h->flags |= RK_RPC_F_RDV;
 	if (a->req_mr) {
 		h->req_addr = (uintptr_t)a->req;
@@ -102,7 +102,7 @@ static __attribute__((noinline)) int place_far(struct rk_rpc_client *cl, struct 
 					       struct rk_error *err)
 {
 	struct rk_rpc_req_hdr h = {0};
-	int r = place_body(cl, c, a, &h, buf, err);
+	int r = place_body(cl, c, a, &h, err);
 
 	if (!r)
 		r = place_answer(cl, c, a, &h, err);
@@ -116,37 +116,51 @@ static __attribute__((noinline)) int place_far(struct rk_rpc_client *cl, struct 
 	return h.flags;
 }
 
-/* Start a call that ends by @deadline (ms, -1 none): the clock is read once per call. */
-static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t deadline,
-		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
+/*
+ * Start a call that ends by @deadline (ms, -1 none, or DEADLINE_PENDING:
+ * rk_rpc_call's, from the first clock reading; its timeout then in
+ * @timeout_ms). @done NULL: a synchronous call, @arg its sync_result.
+ *
+ * The common call (its body inline, its answer in the slot, within
+ * max_msg: decided against limits computed at connect) writes five header
+ * fields; the slot's own are there since the connect, the far ones zero
+ * unless the slot's last call was not a common one. Its SEND is the
+ * client's WR, built at connect: inline, the header and the caller's body
+ * are its two SGEs, and the provider copies both into the work request
+ * (the body is copied once, not into the slot's buffer first).
+ */
+static inline __attribute__((always_inline)) int
+call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t deadline,
+	   int timeout_ms, rk_rpc_done_fn done, void *arg, struct rk_error *err)
 {
+	struct ibv_send_wr *wr = &cl->req_wr;
+	struct ibv_sge *sge = cl->req_sge;
+	const uint32_t req_len = a->req_len;
+	uint64_t wr_id;
+	uint32_t len;
 	uint8_t *buf;
 	struct call *c;
 	uint16_t i;
-	int r, flags = 0;
+	int r, flags = 0, small;
 
 	if (cl->dead) {
 		if (err)
 			*err = cl->why;
 		return -ENOTCONN;
 	}
-	r = check_args(cl, a, err);
-	if (r)
-		return r;
+	small = req_len <= cl->small_req && a->resp_cap <= cl->small_resp;
+	if (__builtin_expect(!small || (req_len && !a->req) || (a->resp_cap && !a->resp), 0)) {
+		r = check_args(cl, a, err);
+		if (r)
+			return r;
+	}
 	if (!cl->nfree)
 		return -EAGAIN;
 	i = cl->free_slots[cl->nfree - 1];
 	c = &cl->calls[i];
 	buf = cl->req_base + (size_t)i * cl->req_buf;
 	c->direct = 0;
-	/*
-	 * The common call, its body inline and its answer in the slot, writes
-	 * its body and five fields: the slot's own are there since the
-	 * connect, the far ones zero unless the slot's last call was not one.
-	 */
-	if (a->req_len <= cl->acc.req_inline && a->resp_cap <= cl->resp_room) {
-		if (a->req_len)
-			memcpy(buf + RK_RPC_REQ_HDR, a->req, a->req_len);
+	if (__builtin_expect(small, 1)) {
 		if (__builtin_expect(c->far, 0)) {
 			static const struct rk_rpc_req_hdr zero = {0};
 
@@ -164,29 +178,34 @@ static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 	const struct rk_rpc_req_hdr h = {.flags = (uint8_t)flags,
 					 .method = a->method,
 					 .gen = c->gen,
-					 .req_len = a->req_len,
+					 .req_len = req_len,
 					 .resp_cap = a->resp_cap};
 
 	rk__rpc_req_encode_call(&h, buf);
-
-	struct rk_wr wr = {.op = RK_OP_SEND,
-			   .flags = RK_WR_SIGNALED,
-			   .wr_id = TAG_REQ << 48 | i,
-			   .addr = buf,
-			   .len = RK_RPC_REQ_HDR + ((flags & RK_RPC_F_RDV) ? 0 : a->req_len),
-			   .lkey = rk_mr_lkey(cl->reqs)};
+	sge[0].addr = (uintptr_t)buf;
+	len = RK_RPC_REQ_HDR + ((flags & RK_RPC_F_RDV) ? 0 : req_len);
 	/*
-	 * Inline, the request is copied into the work request: the buffer is
-	 * free at once and no completion is needed (selective signaling asks
-	 * for one now and then to retire the queue; its wr_id names no slot).
+	 * Inline, the request is copied into the work request: the buffers
+	 * are free at once and no completion is needed (selective signaling
+	 * asks for one now and then to retire the queue; its wr_id names no
+	 * slot). Otherwise the body joins the header in the slot's buffer.
 	 */
-	int inl = wr.len <= cl->max_inline;
-
-	if (inl) {
-		wr.flags = 0;
-		wr.wr_id = TAG_REQ_INLINE << 48;
+	if (len <= cl->max_inline) {
+		sge[0].length = RK_RPC_REQ_HDR;
+		sge[1].addr = (uintptr_t)a->req;
+		sge[1].length = req_len;
+		wr->num_sge = len > RK_RPC_REQ_HDR ? 2 : 1;
+		wr->send_flags = IBV_SEND_INLINE;
+		wr_id = TAG_REQ_INLINE << 48;
+	} else {
+		if (len > RK_RPC_REQ_HDR)
+			memcpy(buf + RK_RPC_REQ_HDR, a->req, req_len);
+		sge[0].length = len;
+		wr->num_sge = 1;
+		wr->send_flags = IBV_SEND_SIGNALED;
+		wr_id = TAG_REQ << 48 | i;
 	}
-	r = rk_post(cl->conn, &wr, err);
+	r = rk__post_wr1(cl->conn, wr, wr_id, err);
 	if (r == -ENOBUFS) /* the queue waits for a completion to be polled: progress first */
 		r = -EAGAIN;
 	if (r) { /* nothing went out: the slot stays free */
@@ -197,15 +216,19 @@ static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 	}
 	cl->nfree--;
 	c->state = C_BUSY;
-	c->send_done = (uint8_t)inl;
+	c->send_done = (uint8_t)(len <= cl->max_inline);
 	c->ans_done = 0;
 	c->resp = a->resp;
 	c->resp_cap = a->resp_cap;
 	c->done = done;
 	c->arg = arg;
 	c->deadline = deadline;
-	if (c->deadline >= 0 && (cl->soonest < 0 || c->deadline < cl->soonest))
-		cl->soonest = c->deadline;
+	if (deadline == DEADLINE_PENDING) {
+		c->timeout_ms = timeout_ms;
+		cl->npending++;
+	} else if (deadline >= 0 && (cl->soonest < 0 || deadline < cl->soonest)) {
+		cl->soonest = deadline;
+	}
 	cl->inflight++;
 	return 0;
 }
@@ -213,52 +236,53 @@ static int call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
 		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
 {
-	return call_start(cl, a, call_deadline(a), done, arg, err);
+	/* Progress may come much later: the deadline counts from now. */
+	return call_start(cl, a, call_deadline(a), 0, done, arg, err);
 }
 
-static void sync_done(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *err)
-{
-	struct sync_result *s = arg;
-
-	s->finished = 1;
-	s->status = status;
-	s->len = len;
-	s->code = code;
-	/* An error object is hundreds of bytes: copied only when there is one. */
-	if (status && s->err && s->err != err)
-		*s->err = *err;
-}
-
+/*
+ * The synchronous call. Its deadline counts from the first clock reading
+ * of its wait (DEADLINE_PENDING): a call answered within the wait's first
+ * spin reads no clock. Its result is written by the answer path straight
+ * into @s (no callback), and it handles completions with in_progress held
+ * for its whole wait (a callback of another call that finishes meanwhile
+ * cannot reenter).
+ */
 int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint32_t *resp_len,
 		int32_t *app_code, struct rk_error *err)
 {
 	struct sync_result s = {.err = err}; /* a few words, not an error object, to clear */
+	int64_t deadline = -1;
 	int r;
 
 	if (cl->in_progress)
 		return rk__err_set(err, EBUSY, "rk_rpc_call", "called from a completion callback");
-	int64_t deadline = call_deadline(a);
-
-	r = call_start(cl, a, deadline, sync_done, &s, err);
-	while (r == -EAGAIN) { /* the window is full: make room, within the call's deadline */
-		if (deadline >= 0 && coarse_left(deadline) == 0)
-			return rk__err_set(
-			    err, ETIMEDOUT, "rk_rpc_call",
-			    "no free call slot within the deadline (%u calls in flight, "
-			    "%u slots held by calls that timed out)",
-			    cl->inflight, cl->window - cl->nfree - cl->inflight);
-		r = rk__rpc_cl_progress(cl, deadline < 0 ? -1 : coarse_left(deadline), err);
-		if (r >= 0)
-			r = call_start(cl, a, deadline, sync_done, &s, err);
+	r = call_start(cl, a, a->timeout_ms < 0 ? -1 : DEADLINE_PENDING,
+		       a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT, NULL, &s, err);
+	if (__builtin_expect(r == -EAGAIN, 0)) {
+		/* The window is full: make room, within the call's deadline, read now. */
+		deadline = call_deadline(a);
+		while (r == -EAGAIN) {
+			if (deadline >= 0 && coarse_left(deadline) == 0)
+				return rk__err_set(
+				    err, ETIMEDOUT, "rk_rpc_call",
+				    "no free call slot within the deadline (%u calls in flight, "
+				    "%u slots held by calls that timed out)",
+				    cl->inflight, cl->window - cl->nfree - cl->inflight);
+			r = rk__rpc_cl_progress(cl, deadline < 0 ? -1 : coarse_left(deadline), err);
+			if (r >= 0)
+				r = call_start(cl, a, deadline, 0, NULL, &s, err);
+		}
 	}
 	if (r)
 		return r;
+	cl->in_progress = 1;
 	while (!s.finished) {
-		r = rk__rpc_cl_progress(cl, -1, err);
-		if (r < 0 && !s.finished) { /* the wait itself failed: the call cannot end */
+		r = rk__rpc_cl_handle(cl, -1, err);
+		if (r < 0 && !s.finished) /* the wait itself failed: the call cannot end */
 			rk__rpc_cl_fail_all(cl, r, err);
-		}
 	}
+	cl->in_progress = 0;
 	if (resp_len)
 		*resp_len = s.len;
 	if (app_code)

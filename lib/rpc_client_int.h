@@ -37,6 +37,13 @@
  * the ones waiting to go again never leave a call's answer without one.
  */
 #define RECV_BATCH 16
+/*
+ * A synchronous call's deadline before the clock was read: the first look
+ * at the clock, when its answer did not come within the first spin (busy:
+ * SPIN_POLLS polls, microseconds), makes it that reading plus the call's
+ * timeout. A call answered at once reads no clock.
+ */
+#define DEADLINE_PENDING (-2)
 
 enum call_state { C_FREE = 0, C_BUSY, C_ZOMBIE };
 
@@ -56,8 +63,9 @@ struct call {
 	uint32_t resp_cap;
 	void *resp;
 	struct rk_mr *req_stage, *resp_stage; /* library-registered, or NULL */
-	int64_t deadline;		      /* ms, -1 = none */
-	rk_rpc_done_fn done;
+	int64_t deadline;		      /* ms, -1 = none, or DEADLINE_PENDING */
+	int timeout_ms;			      /* a pending deadline's timeout */
+	rk_rpc_done_fn done;		      /* NULL: a synchronous call, arg its sync_result */
 	void *arg;
 };
 
@@ -72,6 +80,17 @@ struct rk_rpc_client {
 	uint32_t resp_room;  /* answer bytes a slot holds after its header */
 	uint32_t max_inline; /* the connection's: a request up to this goes inline */
 	uint8_t *req_base;   /* the request buffers (reqs) */
+	/*
+	 * A call up to these (its body inline, its answer in the slot, both
+	 * within max_msg) takes the common path: checked at connect.
+	 */
+	uint32_t small_req, small_resp;
+	/*
+	 * The request's SEND, built at connect: per call only its SGEs (the
+	 * slot's header; inline, the caller's body as a second SGE) and flags.
+	 */
+	struct ibv_send_wr req_wr;
+	struct ibv_sge req_sge[2];
 	struct call *calls;
 	uint16_t *free_slots;
 	uint32_t nfree, inflight;
@@ -79,8 +98,9 @@ struct rk_rpc_client {
 	uint64_t completed;   /* calls finished, ever (progress returns the difference) */
 	int in_progress;      /* completions are being handled: no reentry */
 	unsigned polls_unclocked;
-	int64_t soonest; /* the earliest deadline of a call in flight (ms), -1 none */
-	int dead;	 /* negative errno once the connection is gone */
+	int64_t soonest;   /* the earliest deadline of a call in flight (ms), -1 none */
+	uint32_t npending; /* calls in flight whose deadline is DEADLINE_PENDING */
+	int dead;	   /* negative errno once the connection is gone */
 	struct rk_error why;
 };
 
@@ -108,6 +128,13 @@ static inline int coarse_left(int64_t deadline_ms)
 /* rpc_client_answer.c */
 int rk__rpc_cl_post_answer_recvs(struct rk_conn *conn, uint32_t n, struct rk_error *err);
 void rk__rpc_cl_fail_all(struct rk_rpc_client *cl, int e, const struct rk_error *why);
+/* Progress from outside: refused (-EBUSY) from a completion callback. */
 int rk__rpc_cl_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err);
+/*
+ * One round of progress for a caller that set cl->in_progress itself
+ * (rk_rpc_call, for its whole wait): the number of events, or a negative
+ * errno of the wait.
+ */
+int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err);
 
 #endif
