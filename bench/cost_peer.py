@@ -12,6 +12,11 @@ UCX is told which device, transport and GID to use (UCX_ENV); GID index 0
 is the link-local address, the one whose wire-up works between the
 guests. ucx_perftest prints nothing when it listens, so its client starts
 after a pause and is retried, as perftest's is.
+
+A client's figure is its measured loop's inclusive cost (the spec's
+"loop", costlib.run_figures): the work around the loop (UCX's start-up
+and wire-up, its asynchronous thread) is not per operation, and it varied
+between runs by more than the loop's work between the two n.
 """
 import os
 import subprocess
@@ -67,7 +72,8 @@ def run_ucx(ctx, spec, n, tag, timeout):
         finally:
             stop(srv, timeout)
         if cli.returncode == 0:
-            return {"client": ctx.figures(out, exclude_clock_callers=False)}
+            return {"client": ctx.figures(out, exclude_clock_callers=False,
+                                          loop=spec.get("loop"))}
         last = cli.stdout[-400:]
         for f in (out, out + ".log"):
             if os.path.exists(f):
@@ -93,4 +99,4 @@ def run_rk_peer(ctx, spec, n, tag, timeout):
     if cli.returncode != 0:
         raise RuntimeError("rk bench %s (server on the peer) failed: %s"
                            % (" ".join(spec["args"]), cli.stdout[-400:]))
-    return {"client": ctx.figures(out)}
+    return {"client": ctx.figures(out, loop=spec.get("loop"))}

@@ -267,7 +267,17 @@ def _parse(lines):
 
 # --- figures of one run ----------------------------------------------------
 
-def run_figures(prof, provider, poll_fns, exclude_clock_callers=True):
+def loop_functions(prof, loop):
+    """The functions a run's measured loop is: loop {"name": N} (the
+    function N, any object) or {"caller_of": F} (every function that calls
+    F: a stripped program's loop, found by the library call it makes)."""
+    if "name" in loop:
+        return sorted(f for f in prof.functions() if f[1] == loop["name"])
+    return sorted({caller for (caller, callee) in prof.edges
+                   if callee[1] == loop["caller_of"] and caller[1] != loop["caller_of"]})
+
+
+def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None):
     """The figures of one run that the fit needs.
 
     provider   basename of the verbs provider library (librxe-rdmav34.so)
@@ -277,6 +287,12 @@ def run_figures(prof, provider, poll_fns, exclude_clock_callers=True):
                clock with gettimeofday (ucx_perftest): only its sort is
                taken out then, and its few calibration reads stay in the
                constant term, which the slope drops.
+    loop       None, or the run's measured loop (loop_functions()): then
+               ir is that loop's inclusive cost alone, and what the process
+               does around it (start-up, wire-up, tear-down, other threads:
+               UCX's asynchronous thread) is left out; ir_total keeps the
+               whole. For the two-host cells, whose start-up varied by a
+               million instructions between runs of the same n.
     Returns dict: ir (instructions without the excluded work), sys (system
     calls without the excluded ones and without clock reads), clock (the
     clock reads outside the excluded work), doorbells, polls (W),
@@ -296,7 +312,14 @@ def run_figures(prof, provider, poll_fns, exclude_clock_callers=True):
         if caller != callee and not (callee[0] == provider and callee[1] in poll_fns):
             name = "%s [%s]" % (callee[1], callee[0])
             calls[name] = calls.get(name, 0) + c[0]
-    return {"ir": prof.total("Ir") - exc_ir, "sys": prof.total("sysCount") - exc_sys - clock,
+    ir = prof.total("Ir") - exc_ir
+    ir_total = ir
+    if loop:
+        fns = loop_functions(prof, loop)
+        if not fns:
+            raise ValueError("no loop function %r in the profile" % (loop,))
+        ir = sum(prof.inclusive(f) for f in fns)
+    return {"ir": ir, "ir_total": ir_total, "sys": prof.total("sysCount") - exc_sys - clock,
             "clock": clock, "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls}
 
 

@@ -573,3 +573,37 @@ int rk__post_built(struct rk_conn *c, unsigned n, struct rk_error *err)
 	c->unsignaled_run = run;
 	return (int)n;
 }
+
+/*
+ * One verbs WR the caller keeps built, writing only what changes between
+ * posts (the RPC client's request: a header and a body in two SGEs,
+ * inline): rk_post_prepared's few lines for a WR that is not a
+ * struct rk_prepared. @wr_id goes to the WR's slot and the sequence number
+ * takes its place; the signaling rule is rk_post's, on top of the WR's own
+ * IBV_SEND_SIGNALED. The connection's count is moved only after the
+ * provider took the WR.
+ */
+int rk__post_wr1(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err)
+{
+	struct ibv_send_wr *bad = NULL;
+	const uint64_t head = c->slots.sq_head;
+	const unsigned outstanding = (unsigned)(head - c->slots.sq_tail) + 1;
+	uint32_t run = c->unsignaled_run + 1;
+	int r;
+
+	if (__builtin_expect(c->state != RK_CONN_CONNECTED || outstanding > c->sq_depth, 0))
+		return post_refused(c, 1, err);
+	if ((wr->send_flags & IBV_SEND_SIGNALED) || run >= c->signal_every ||
+	    outstanding + c->signal_every > c->sq_depth) {
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		run = 0;
+	}
+	wr->wr_id = head;
+	c->slots.sq_ids[head & c->slots.sq_mask] = wr_id;
+	r = ibv_post_send(c->qp, wr, &bad);
+	if (__builtin_expect(r, 0))
+		return chain_failed(c, wr, 1, r, bad, err);
+	c->slots.sq_head = head + 1;
+	c->unsignaled_run = run;
+	return 0;
+}

@@ -27,7 +27,7 @@
  *              (receive and send buffer sets), ring*.c (credit ring),
  *              xfer.c xfer_batch.c (one-sided transfers, xfer.h): on top
  *              of connections and CQs; nothing below calls into them.
- *   6 rpc      rpc_wire.c (headers, no verbs), rpc_client.c, rpc_server*.c
+ *   6 rpc      rpc_wire.c (headers, no verbs), rpc_client*.c, rpc_server*.c
  *              (calls on the messaging layer), rpc_pool_book.c and
  *              rpc_pool.c (connections by peer, leased to threads).
  *
@@ -221,6 +221,15 @@ void rk__conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct 
  * @wr_id; slots counted as rk_post's. 0, -ENOBUFS, -ENOTCONN or the error.
  */
 int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
+
+/*
+ * post.c: post one verbs WR that the caller keeps built (opcode, SGEs,
+ * IBV_SEND_INLINE within max_inline, IBV_SEND_SIGNALED where it wants a
+ * completion; next NULL), its completion carrying @wr_id. Only its
+ * wr_id and the signaled bit are written; slots and signaling as
+ * rk_post's. 0, -ENOBUFS, -ENOTCONN or the provider's error.
+ */
+int rk__post_wr1(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
 
 /*
  * post.c: for a layer that builds verbs WRs itself (the one-sided layer),

@@ -1,0 +1,412 @@
+/*
+ * rpc_client_answer.c - the RPC client's answer path: completions (the
+ * answers' receives, the requests' SENDs), the answer's checks and copy,
+ * the calls' deadlines, failing every call at once when the connection
+ * dies, and the progress loop.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "rpc_client_int.h"
+
+/* Post @n 0-byte receives for answers, in chains; 0 or a negative errno. */
+int rk__rpc_cl_post_answer_recvs(struct rk_conn *conn, uint32_t n, struct rk_error *err)
+{
+#define ANS_RECV                                                                                   \
+	{                                                                                          \
+		.wr_id = WRID_ANS                                                                  \
+	}
+	static const struct rk_recv rx[RECV_BATCH] = {
+	    ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV,
+	    ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV, ANS_RECV};
+#undef ANS_RECV
+	_Static_assert(RECV_BATCH == 16, "rx has RECV_BATCH entries");
+
+	while (n) {
+		unsigned k = n < RECV_BATCH ? n : RECV_BATCH;
+		int r = rk_post_recv_list(conn, rx, k, err);
+
+		if (r != (int)k)
+			return r < 0 ? r : -EIO;
+		n -= k;
+	}
+	return 0;
+}
+
+/* Give slot @i back once both its SEND and its answer (or the end) are done. */
+static inline void slot_release(struct rk_rpc_client *cl, uint16_t i)
+{
+	struct call *c = &cl->calls[i];
+
+	if (c->req_stage || c->resp_stage) { /* a rendezvous or a large answer only */
+		rk_mr_dereg(c->req_stage);
+		rk_mr_dereg(c->resp_stage);
+		c->req_stage = c->resp_stage = NULL;
+	}
+	c->state = C_FREE;
+	cl->free_slots[cl->nfree++] = i;
+}
+
+/* Complete call @i for its caller (once); the slot may stay a zombie. */
+static void finish(struct rk_rpc_client *cl, uint16_t i, int status, uint32_t len, int32_t code,
+		   const struct rk_error *why)
+{
+	/* What a successful call's callback gets: no error (nothing to clear per call). */
+	static const struct rk_error no_error = {.wc_status = -1, .wc_status_str = ""};
+	struct call *c = &cl->calls[i];
+
+	if (c->state != C_BUSY)
+		return;
+	c->state = C_ZOMBIE;
+	cl->inflight--;
+	cl->completed++;
+	if (__builtin_expect(c->deadline == DEADLINE_PENDING, 0))
+		cl->npending--;
+	if (!c->done) { /* rk_rpc_call's own: its result, and the error only when there is one */
+		struct sync_result *s = c->arg;
+
+		s->finished = 1;
+		s->status = status;
+		s->len = len;
+		s->code = code;
+		if (status && s->err && why && s->err != why)
+			*s->err = *why;
+		return;
+	}
+	c->done(c->arg, status, len, code, why ? why : &no_error);
+}
+
+static inline void maybe_release(struct rk_rpc_client *cl, uint16_t i)
+{
+	struct call *c = &cl->calls[i];
+
+	if (c->state == C_ZOMBIE && c->send_done && c->ans_done)
+		slot_release(cl, i);
+}
+
+/* The connection is gone: every call fails now, with the reason. */
+void rk__rpc_cl_fail_all(struct rk_rpc_client *cl, int e, const struct rk_error *why)
+{
+	if (cl->dead)
+		return;
+	cl->dead = e < 0 ? e : -ECONNRESET;
+	if (why && why->err) { /* the cause's status, vendor error and hint stay */
+		cl->why = *why;
+		rk__err_msgf(&cl->why, "rk_rpc_call: peer gone: %s", why->msg);
+		cl->why.err = ECONNRESET;
+	} else {
+		rk__err_set(&cl->why, ECONNRESET, "rk_rpc_call", "peer gone: connection %s",
+			    rk_conn_state_str(rk_conn_state(cl->conn)));
+		rk__err_set_qp(&cl->why, rk_conn_qp_num(cl->conn));
+	}
+	rk_conn_disconnect(cl->conn, 0, NULL);
+	for (uint32_t i = 0; i < cl->window; i++)
+		finish(cl, (uint16_t)i, -ECONNRESET, 0, 0, &cl->why);
+}
+
+static void protocol_error(struct rk_rpc_client *cl, const char *what, uint32_t imm)
+{
+	struct rk_error e;
+
+	rk__err_set(&e, EPROTO, "rk_rpc_call", "the server broke the protocol: %s (imm 0x%08x)",
+		    what, imm);
+	rk_warn("%s", e.msg);
+	rk__rpc_cl_fail_all(cl, -EPROTO, &e);
+}
+
+/*
+ * An answer arrived in a slot: @wc is its receive's successful completion.
+ * The immediate names the call (slot and generation); the slot's header,
+ * written by the server at any time, is copied before it is believed.
+ */
+static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client *cl,
+							    const struct ibv_wc *wc)
+{
+	uint32_t imm = ntohl(wc->imm_data);
+	uint16_t i = (uint16_t)(imm >> 16), gen = (uint16_t)imm;
+	uint8_t hdr[RK_RPC_ANS_HDR];
+	struct rk_rpc_ans_hdr h;
+	const char *why = NULL;
+	const uint8_t *slot;
+	struct call *c;
+	int status;
+
+	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
+	    i >= cl->window || cl->calls[i].state == C_FREE || cl->calls[i].gen != gen ||
+	    cl->calls[i].ans_done) {
+		protocol_error(cl, "an answer for no call in flight", imm);
+		return;
+	}
+	c = &cl->calls[i];
+	c->ans_done = 1;
+	/* The slot is the server's to write at any time: copy, then check. */
+	slot = (const uint8_t *)rk_mr_addr(cl->slots) + (size_t)i * cl->acc.slot_size;
+	memcpy(hdr, slot, sizeof(hdr));
+	if (rk__rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, c->direct, &h, &why)) {
+		protocol_error(cl, why, imm);
+		return;
+	}
+	if (c->state == C_BUSY) {
+		status = rk__rpc_status_errno(h.status);
+		if (h.len && h.in_slot) /* checked: h.len fits the call and what came */
+			memcpy(c->resp, slot + RK_RPC_ANS_HDR, h.len);
+		else if (h.len && c->resp_stage)
+			memcpy(c->resp, rk_mr_addr(c->resp_stage), h.len);
+		if (status == -EREMOTEIO) {
+			struct rk_error e;
+
+			rk__err_set(&e, EREMOTEIO, "rk_rpc_call", "the handler answered code %d",
+				    h.code);
+			finish(cl, i, status, h.len, h.code, &e);
+		} else if (status) {
+			struct rk_error e;
+
+			rk__err_set(&e, -status, "rk_rpc_call", "the server answered: %s",
+				    h.status == RK_RPC_NO_METHOD ? "no such method"
+				    : h.status == RK_RPC_TOO_BIG ? "too big for the call or max_msg"
+								 : "no room for the body now");
+			finish(cl, i, status, 0, h.code, &e);
+		} else {
+			finish(cl, i, 0, h.len, h.code, NULL);
+		}
+	}
+	maybe_release(cl, i);
+}
+
+/* A failed completion: the connection is gone, and every call with it. */
+static __attribute__((noinline, cold)) void wc_failed(struct rk_rpc_client *cl,
+						      const struct ibv_wc *wc)
+{
+	struct rk_error e;
+
+	rk_error_from_wc(&e, wc);
+	rk__rpc_cl_fail_all(cl, -EIO, &e);
+}
+
+/* The answers' receives used, RECV_BATCH of them, posted again. */
+static __attribute__((noinline)) void repost_answer_recvs(struct rk_rpc_client *cl)
+{
+	struct rk_error e;
+	int r = rk__rpc_cl_post_answer_recvs(cl->conn, RECV_BATCH, &e);
+
+	if (r)
+		rk__rpc_cl_fail_all(cl, r, &e);
+	cl->rx_consumed = 0;
+}
+
+/* A completion of a request's SEND (its slot's, or an inline one's that retires the queue). */
+static __attribute__((noinline)) void on_send_wc(struct rk_rpc_client *cl, const struct ibv_wc *wc)
+{
+	uint64_t tag = wc->wr_id >> 48;
+
+	if (tag == TAG_REQ_INLINE) { /* only retires the queue, or failed */
+		if (wc->status != IBV_WC_SUCCESS)
+			wc_failed(cl, wc);
+		return;
+	}
+	if (tag == TAG_REQ) {
+		uint16_t i = (uint16_t)wc->wr_id;
+
+		if (i >= cl->window)
+			return;
+		cl->calls[i].send_done = 1;
+		if (wc->status != IBV_WC_SUCCESS)
+			wc_failed(cl, wc);
+		maybe_release(cl, i);
+	}
+}
+
+/*
+ * One completion, an answer's first (the one every call has), in the
+ * loop that polled it. The receives used are posted again RECV_BATCH at
+ * a time, while the connection lives (a dead one only flushes them).
+ */
+static inline __attribute__((always_inline)) void on_wc(struct rk_rpc_client *cl,
+							const struct ibv_wc *wc)
+{
+	if (__builtin_expect(wc->wr_id != WRID_ANS, 0)) {
+		on_send_wc(cl, wc);
+		return;
+	}
+	if (__builtin_expect(wc->status != IBV_WC_SUCCESS, 0)) {
+		wc_failed(cl, wc);
+		return;
+	}
+	if (!cl->dead)
+		on_answer(cl, wc);
+	if (++cl->rx_consumed == RECV_BATCH && !cl->dead)
+		repost_answer_recvs(cl);
+}
+
+/* on_wc for the completions the wait set returned (not the hot loop's). */
+static __attribute__((noinline)) void on_wc_waited(struct rk_rpc_client *cl,
+						   const struct ibv_wc *wc)
+{
+	on_wc(cl, wc);
+}
+
+/*
+ * The first clock reading after synchronous calls started without one:
+ * their deadlines count from it (rpc_client_int.h, DEADLINE_PENDING).
+ */
+static __attribute__((noinline)) void settle_deadlines(struct rk_rpc_client *cl, int64_t now)
+{
+	for (uint32_t i = 0; i < cl->window && cl->npending; i++) {
+		struct call *c = &cl->calls[i];
+
+		if (c->state != C_BUSY || c->deadline != DEADLINE_PENDING)
+			continue;
+		c->deadline = now + c->timeout_ms;
+		cl->npending--;
+		if (cl->soonest < 0 || c->deadline < cl->soonest)
+			cl->soonest = c->deadline;
+	}
+	cl->npending = 0;
+}
+
+/*
+ * Calls past their deadline fail now (their slots stay until the answer),
+ * and the earliest deadline left is found. One pass over the window, only
+ * when the earliest deadline has come: not on every wait.
+ */
+static void expire(struct rk_rpc_client *cl, int64_t now)
+{
+	cl->soonest = -1;
+	for (uint32_t i = 0; i < cl->window && cl->inflight; i++) {
+		struct call *c = &cl->calls[i];
+		struct rk_error e;
+
+		if (c->state != C_BUSY || c->deadline < 0)
+			continue;
+		if (c->deadline > now) {
+			if (cl->soonest < 0 || c->deadline < cl->soonest)
+				cl->soonest = c->deadline;
+			continue;
+		}
+		rk__err_set(&e, ETIMEDOUT, "rk_rpc_call",
+			    "no answer within the deadline (call slot %u)", i);
+		finish(cl, (uint16_t)i, -ETIMEDOUT, 0, 0, &e);
+	}
+	if (!cl->nfree && !cl->inflight && !cl->dead) {
+		struct rk_error e;
+
+		/* Every slot waits for an answer that does not come: the client is useless. */
+		rk__err_set(&e, ETIMEDOUT, "rk_rpc_call",
+			    "all %u call slots are held by calls that timed out: the server "
+			    "does not answer",
+			    cl->window);
+		rk__rpc_cl_fail_all(cl, -ETIMEDOUT, &e);
+	}
+}
+
+/*
+ * The wait set's round, when the CQ had nothing: wait up to @timeout_ms
+ * and handle what came.
+ */
+static __attribute__((noinline)) int wait_round(struct rk_rpc_client *cl, int timeout_ms,
+						struct rk_error *err)
+{
+	struct rk_wait_event ev[MAX_EVENTS];
+	int n = rk_wait(cl->ws, ev, MAX_EVENTS, timeout_ms, NULL); /* NULL: no text for a timeout */
+
+	if (n == -ETIMEDOUT)
+		return 0;
+	if (n < 0)
+		return rk__err_set(err, -n, "rk_rpc_client_progress", "waiting for completions");
+	for (int k = 0; k < n; k++) {
+		if (ev[k].src == RK_SRC_CQ) {
+			for (int j = 0; j < ev[k].nwc; j++)
+				on_wc_waited(cl, &ev[k].wc[j]);
+		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED) {
+			struct rk_error e;
+
+			rk_conn_first_error(cl->conn, &e);
+			rk__rpc_cl_fail_all(cl, -ECONNRESET, &e);
+		}
+	}
+	return n;
+}
+
+/*
+ * Wait up to @timeout_ms (-1: until the earliest call's deadline) and
+ * handle what came: the number of events or a negative errno. The CQ is
+ * polled first (no system call): a completion already there needs no
+ * wait set, and the answer's completion is handled in this loop. A clock
+ * reading only when the CQ had nothing, and every CLOCK_EVERY rounds
+ * that found completions.
+ */
+int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+{
+	struct ibv_wc wc[POLL_BATCH];
+	struct rk_cq *cq = rk_conn_cq(cl->conn);
+	int busy = rk_cq_mode(cq) == RK_WAIT_BUSY;
+	uint64_t done = cl->completed;
+	int64_t now;
+	int n;
+
+	/*
+	 * Completions already there first: no clock, no system call. The
+	 * deadlines are looked at when there are none, and every CLOCK_EVERY
+	 * times there were (a call stuck among calls that flow still ends).
+	 */
+	n = rk_cq_poll(cq, wc, POLL_BATCH, NULL);
+	/*
+	 * Busy, an answer on its way is spun for on the CQ alone before the
+	 * wait set's round (clock, event array, fds): a few hundred
+	 * instructions a call less. A disconnect is seen there, SPIN_POLLS
+	 * empty polls (microseconds) later.
+	 */
+	if (!n && timeout_ms && busy)
+		for (unsigned k = 0; k < SPIN_POLLS && !n; k++)
+			n = rk_cq_poll(cq, wc, POLL_BATCH, NULL);
+	for (int j = 0; j < n; j++)
+		on_wc(cl, &wc[j]);
+	if (n > 0 && ++cl->polls_unclocked < CLOCK_EVERY)
+		return n;
+	cl->polls_unclocked = 0;
+	now = coarse_ms();
+	if (cl->npending)
+		settle_deadlines(cl, now);
+	if (cl->soonest >= 0 && now >= cl->soonest) {
+		expire(cl, now);
+		if (cl->completed != done)
+			return 1; /* calls ended: their callers must see it before any wait */
+	}
+	if (n > 0)
+		return n;
+	if (cl->soonest >= 0 && (timeout_ms < 0 || cl->soonest - now < timeout_ms))
+		timeout_ms = (int)(cl->soonest - now);
+	return wait_round(cl, timeout_ms, err);
+}
+
+int rk__rpc_cl_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+{
+	int n;
+
+	if (cl->in_progress) /* from a callback: the completions being handled would be lost */
+		return rk__err_set(err, EBUSY, "rk_rpc_client_progress",
+				   "called from a completion callback");
+	cl->in_progress = 1;
+	n = rk__rpc_cl_handle(cl, timeout_ms, err);
+	cl->in_progress = 0;
+	return n;
+}
+
+int rk_rpc_client_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+{
+	uint64_t before = cl->completed;
+	int r;
+
+	if (cl->dead && !cl->inflight) {
+		if (err)
+			*err = cl->why;
+		return -ENOTCONN;
+	}
+	r = rk__rpc_cl_progress(cl, timeout_ms, err);
+	if (r == -EBUSY)
+		return r;
+	if (r < 0)
+		rk__rpc_cl_fail_all(cl, r, err);
+	return (int)(cl->completed - before);
+}

@@ -1,0 +1,291 @@
+/*
+ * rpc_client_call.c - the RPC client's call path: the arguments' checks,
+ * the request's header and body in the slot's buffer, its SEND, and the
+ * synchronous call's wait.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "rpc_client_int.h"
+
+static int mr_holds(const struct rk_mr *mr, const void *p, uint32_t len)
+{
+	uintptr_t a = (uintptr_t)rk_mr_addr(mr), b = (uintptr_t)p;
+
+	return b >= a && len <= rk_mr_len(mr) && b - a <= rk_mr_len(mr) - len;
+}
+
+static int check_args(const struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+		      struct rk_error *err)
+{
+	if ((a->req_len && !a->req) || (a->resp_cap && !a->resp))
+		return rk__err_set(err, EINVAL, "rk_rpc_call", "a length without a buffer");
+	if (a->req_len > cl->acc.max_msg || a->resp_cap > cl->acc.max_msg)
+		return rk__err_set(
+		    err, EMSGSIZE, "rk_rpc_call",
+		    "%u-byte request, %u-byte answer buffer; the server's max_msg is %u",
+		    a->req_len, a->resp_cap, cl->acc.max_msg);
+	if (a->req_mr && (!mr_holds(a->req_mr, a->req, a->req_len) ||
+			  !(rk_mr_ibv(a->req_mr)->pd == rk_pd_ibv(cl->pd))))
+		return rk__err_set(err, EINVAL, "rk_rpc_call",
+				   "req_mr does not hold the request or is not in the client's PD");
+	if (a->resp_mr && (!mr_holds(a->resp_mr, a->resp, a->resp_cap) ||
+			   !(rk_mr_ibv(a->resp_mr)->pd == rk_pd_ibv(cl->pd))))
+		return rk__err_set(
+		    err, EINVAL, "rk_rpc_call",
+		    "resp_mr does not hold the answer buffer or is not in the client's PD");
+	return 0;
+}
+
+/*
+ * Fill the header's body fields: rendezvous from req_mr or a stage. A body
+ * within req_inline goes with the request (call_start places it).
+ */
+static int place_body(struct rk_rpc_client *cl, struct call *c, const struct rk_rpc_call_args *a,
+		      struct rk_rpc_req_hdr *h, struct rk_error *err)
+{
+	if (a->req_len <= cl->acc.req_inline)
+		return 0;
+	h->flags |= RK_RPC_F_RDV;
+	if (a->req_mr) {
+		h->req_addr = (uintptr_t)a->req;
+		h->req_rkey = rk_mr_rkey(a->req_mr);
+		return 0;
+	}
+	/* A copy the server reads: the caller may reuse its buffer at once. */
+	int r = rk_mr_alloc_pd(cl->pd, a->req_len, RK_ACCESS_REMOTE_READ, err, &c->req_stage);
+
+	if (r)
+		return r;
+	memcpy(rk_mr_addr(c->req_stage), a->req, a->req_len);
+	h->req_addr = (uintptr_t)rk_mr_addr(c->req_stage);
+	h->req_rkey = rk_mr_rkey(c->req_stage);
+	return 0;
+}
+
+/* Where the answer's data goes: the slot, the caller's resp_mr or a stage. */
+static int place_answer(struct rk_rpc_client *cl, struct call *c, const struct rk_rpc_call_args *a,
+			struct rk_rpc_req_hdr *h, struct rk_error *err)
+{
+	if (a->resp_cap <= cl->resp_room) /* the server answers in the slot: no address */
+		return 0;
+	h->flags |= RK_RPC_F_DIRECT;
+	c->direct = 1;
+	if (a->resp_mr) {
+		h->resp_addr = (uintptr_t)a->resp;
+		h->resp_rkey = rk_mr_rkey(a->resp_mr);
+		return 0;
+	}
+	int r = rk_mr_alloc_pd(cl->pd, a->resp_cap, RK_ACCESS_REMOTE_WRITE, err, &c->resp_stage);
+
+	if (r)
+		return r;
+	h->resp_addr = (uintptr_t)rk_mr_addr(c->resp_stage);
+	h->resp_rkey = rk_mr_rkey(c->resp_stage);
+	return 0;
+}
+
+static int64_t call_deadline(const struct rk_rpc_call_args *a)
+{
+	return a->timeout_ms < 0 ? -1 : coarse_ms() + (a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+}
+
+/*
+ * A call whose body goes by rendezvous or whose answer may not fit the
+ * slot: the header's far fields (addresses and keys), and the memory the
+ * library stages for it. The fields stay in the buffer (c->far) until the
+ * slot's next common call zeroes them. Returns the header's flags or a
+ * negative errno.
+ */
+static __attribute__((noinline)) int place_far(struct rk_rpc_client *cl, struct call *c,
+					       const struct rk_rpc_call_args *a, uint8_t *buf,
+					       struct rk_error *err)
+{
+	struct rk_rpc_req_hdr h = {0};
+	int r = place_body(cl, c, a, &h, err);
+
+	if (!r)
+		r = place_answer(cl, c, a, &h, err);
+	if (r) {
+		rk_mr_dereg(c->req_stage);
+		c->req_stage = NULL;
+		return r;
+	}
+	rk__rpc_req_encode_far(&h, buf);
+	c->far = 1;
+	return h.flags;
+}
+
+/*
+ * Start a call that ends by @deadline (ms, -1 none, or DEADLINE_PENDING:
+ * rk_rpc_call's, from the first clock reading; its timeout then in
+ * @timeout_ms). @done NULL: a synchronous call, @arg its sync_result.
+ *
+ * The common call (its body inline, its answer in the slot, within
+ * max_msg: decided against limits computed at connect) writes five header
+ * fields; the slot's own are there since the connect, the far ones zero
+ * unless the slot's last call was not a common one. Its SEND is the
+ * client's WR, built at connect: inline, the header and the caller's body
+ * are its two SGEs, and the provider copies both into the work request
+ * (the body is copied once, not into the slot's buffer first).
+ */
+static inline __attribute__((always_inline)) int
+call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t deadline,
+	   int timeout_ms, rk_rpc_done_fn done, void *arg, struct rk_error *err)
+{
+	struct ibv_send_wr *wr = &cl->req_wr;
+	struct ibv_sge *sge = cl->req_sge;
+	const uint32_t req_len = a->req_len;
+	uint64_t wr_id;
+	uint32_t len;
+	uint8_t *buf;
+	struct call *c;
+	uint16_t i;
+	int r, flags = 0, small;
+
+	if (cl->dead) {
+		if (err)
+			*err = cl->why;
+		return -ENOTCONN;
+	}
+	small = req_len <= cl->small_req && a->resp_cap <= cl->small_resp;
+	if (__builtin_expect(!small || (req_len && !a->req) || (a->resp_cap && !a->resp), 0)) {
+		r = check_args(cl, a, err);
+		if (r)
+			return r;
+	}
+	if (!cl->nfree)
+		return -EAGAIN;
+	i = cl->free_slots[cl->nfree - 1];
+	c = &cl->calls[i];
+	buf = cl->req_base + (size_t)i * cl->req_buf;
+	c->direct = 0;
+	if (__builtin_expect(small, 1)) {
+		if (__builtin_expect(c->far, 0)) {
+			static const struct rk_rpc_req_hdr zero = {0};
+
+			rk__rpc_req_encode_far(&zero, buf);
+			c->far = 0;
+		}
+	} else {
+		flags = place_far(cl, c, a, buf, err);
+		if (flags < 0)
+			return flags;
+	}
+	c->gen++;
+
+	/* Local, never addressed elsewhere: its fields stay in registers. */
+	const struct rk_rpc_req_hdr h = {.flags = (uint8_t)flags,
+					 .method = a->method,
+					 .gen = c->gen,
+					 .req_len = req_len,
+					 .resp_cap = a->resp_cap};
+
+	rk__rpc_req_encode_call(&h, buf);
+	sge[0].addr = (uintptr_t)buf;
+	len = RK_RPC_REQ_HDR + ((flags & RK_RPC_F_RDV) ? 0 : req_len);
+	/*
+	 * Inline, the request is copied into the work request: the buffers
+	 * are free at once and no completion is needed (selective signaling
+	 * asks for one now and then to retire the queue; its wr_id names no
+	 * slot). Otherwise the body joins the header in the slot's buffer.
+	 */
+	if (len <= cl->max_inline) {
+		sge[0].length = RK_RPC_REQ_HDR;
+		sge[1].addr = (uintptr_t)a->req;
+		sge[1].length = req_len;
+		wr->num_sge = len > RK_RPC_REQ_HDR ? 2 : 1;
+		wr->send_flags = IBV_SEND_INLINE;
+		wr_id = TAG_REQ_INLINE << 48;
+	} else {
+		if (len > RK_RPC_REQ_HDR)
+			memcpy(buf + RK_RPC_REQ_HDR, a->req, req_len);
+		sge[0].length = len;
+		wr->num_sge = 1;
+		wr->send_flags = IBV_SEND_SIGNALED;
+		wr_id = TAG_REQ << 48 | i;
+	}
+	r = rk__post_wr1(cl->conn, wr, wr_id, err);
+	if (r == -ENOBUFS) /* the queue waits for a completion to be polled: progress first */
+		r = -EAGAIN;
+	if (r) { /* nothing went out: the slot stays free */
+		rk_mr_dereg(c->req_stage);
+		rk_mr_dereg(c->resp_stage);
+		c->req_stage = c->resp_stage = NULL;
+		return r;
+	}
+	cl->nfree--;
+	c->state = C_BUSY;
+	c->send_done = (uint8_t)(len <= cl->max_inline);
+	c->ans_done = 0;
+	c->resp = a->resp;
+	c->resp_cap = a->resp_cap;
+	c->done = done;
+	c->arg = arg;
+	c->deadline = deadline;
+	if (deadline == DEADLINE_PENDING) {
+		c->timeout_ms = timeout_ms;
+		cl->npending++;
+	} else if (deadline >= 0 && (cl->soonest < 0 || deadline < cl->soonest)) {
+		cl->soonest = deadline;
+	}
+	cl->inflight++;
+	return 0;
+}
+
+int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
+{
+	/* Progress may come much later: the deadline counts from now. */
+	return call_start(cl, a, call_deadline(a), 0, done, arg, err);
+}
+
+/*
+ * The synchronous call. Its deadline counts from the first clock reading
+ * of its wait (DEADLINE_PENDING): a call answered within the wait's first
+ * spin reads no clock. Its result is written by the answer path straight
+ * into @s (no callback), and it handles completions with in_progress held
+ * for its whole wait (a callback of another call that finishes meanwhile
+ * cannot reenter).
+ */
+int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint32_t *resp_len,
+		int32_t *app_code, struct rk_error *err)
+{
+	struct sync_result s = {.err = err}; /* a few words, not an error object, to clear */
+	int64_t deadline = -1;
+	int r;
+
+	if (cl->in_progress)
+		return rk__err_set(err, EBUSY, "rk_rpc_call", "called from a completion callback");
+	r = call_start(cl, a, a->timeout_ms < 0 ? -1 : DEADLINE_PENDING,
+		       a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT, NULL, &s, err);
+	if (__builtin_expect(r == -EAGAIN, 0)) {
+		/* The window is full: make room, within the call's deadline, read now. */
+		deadline = call_deadline(a);
+		while (r == -EAGAIN) {
+			if (deadline >= 0 && coarse_left(deadline) == 0)
+				return rk__err_set(
+				    err, ETIMEDOUT, "rk_rpc_call",
+				    "no free call slot within the deadline (%u calls in flight, "
+				    "%u slots held by calls that timed out)",
+				    cl->inflight, cl->window - cl->nfree - cl->inflight);
+			r = rk__rpc_cl_progress(cl, deadline < 0 ? -1 : coarse_left(deadline), err);
+			if (r >= 0)
+				r = call_start(cl, a, deadline, 0, NULL, &s, err);
+		}
+	}
+	if (r)
+		return r;
+	cl->in_progress = 1;
+	while (!s.finished) {
+		r = rk__rpc_cl_handle(cl, -1, err);
+		if (r < 0 && !s.finished) /* the wait itself failed: the call cannot end */
+			rk__rpc_cl_fail_all(cl, r, err);
+	}
+	cl->in_progress = 0;
+	if (resp_len)
+		*resp_len = s.len;
+	if (app_code)
+		*app_code = s.code;
+	return s.status;
+}

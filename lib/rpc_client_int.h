@@ -1,0 +1,140 @@
+/*
+ * rpc_client_int.h - what the three files of the RPC client share: the
+ * client and its call slots (rpc_client.c: connect, slots, teardown), the
+ * call path (rpc_client_call.c: a request posted) and the answer path
+ * (rpc_client_answer.c: completions, deadlines, the connection's end).
+ *
+ * Each of the window's call slots owns a request buffer (local memory) and
+ * a response slot (remote-writable, in the client's PD). A slot is busy from
+ * the call until both its SEND completed and its answer (or the connection's
+ * end) came: a timed-out call keeps its slot as a zombie until then, so a
+ * late answer never lands in a slot or staging buffer that is in use again.
+ */
+#ifndef RK_RPC_CLIENT_INT_H
+#define RK_RPC_CLIENT_INT_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "rk_internal.h"
+#include "rpc_wire.h"
+
+#define TAG_REQ	       0x5251ull	 /* wr_id top 16 bits: a request SEND; low bits the slot */
+#define TAG_REQ_INLINE 0x5249ull	 /* an inline request SEND: no slot waits for it */
+#define SIGNAL_EVERY   16		 /* inline requests: a completion every this many */
+#define WRID_ANS       (0x5241ull << 48) /* every receive (of an answer) */
+#define DEF_WINDOW     64
+#define DEF_TIMEOUT    5000
+#define DEF_INLINE     128 /* bytes a SEND carries inline: a header and 76 bytes */
+#define MAX_EVENTS     8
+#define POLL_BATCH     16
+#define CLOCK_EVERY    64 /* progress calls with completions between looks at the clock */
+#define SPIN_POLLS     64 /* busy: empty CQ polls before the wait set's round */
+/*
+ * Answers come as WRITE WITH IMMEDIATE into 0-byte receives, which carry
+ * no buffer: they are posted again in chains of RECV_BATCH (one
+ * ibv_post_recv), and RECV_BATCH more than the window are posted, so that
+ * the ones waiting to go again never leave a call's answer without one.
+ */
+#define RECV_BATCH 16
+/*
+ * A synchronous call's deadline before the clock was read: the first look
+ * at the clock, when its answer did not come within the first spin (busy:
+ * SPIN_POLLS polls, microseconds), makes it that reading plus the call's
+ * timeout. A call answered at once reads no clock.
+ */
+#define DEADLINE_PENDING (-2)
+
+enum call_state { C_FREE = 0, C_BUSY, C_ZOMBIE };
+
+/* A synchronous call's outcome; the error goes straight to the caller's object. */
+struct sync_result {
+	int finished, status;
+	uint32_t len;
+	int32_t code;
+	struct rk_error *err; /* the caller's, or NULL */
+};
+
+struct call {
+	enum call_state state;
+	uint16_t gen;
+	uint8_t send_done, ans_done, direct;
+	uint8_t far; /* the request buffer holds a rendezvous or direct call's addresses */
+	uint32_t resp_cap;
+	void *resp;
+	struct rk_mr *req_stage, *resp_stage; /* library-registered, or NULL */
+	int64_t deadline;		      /* ms, -1 = none, or DEADLINE_PENDING */
+	int timeout_ms;			      /* a pending deadline's timeout */
+	rk_rpc_done_fn done;		      /* NULL: a synchronous call, arg its sync_result */
+	void *arg;
+};
+
+struct rk_rpc_client {
+	struct rk_device *dev;
+	struct rk_pd *pd, *own_pd;
+	struct rk_conn *conn;
+	struct rk_wait *ws;
+	struct rk_mr *slots, *reqs;
+	struct rk_rpc_accept acc;
+	uint32_t window, req_buf;
+	uint32_t resp_room;  /* answer bytes a slot holds after its header */
+	uint32_t max_inline; /* the connection's: a request up to this goes inline */
+	uint8_t *req_base;   /* the request buffers (reqs) */
+	/*
+	 * A call up to these (its body inline, its answer in the slot, both
+	 * within max_msg) takes the common path: checked at connect.
+	 */
+	uint32_t small_req, small_resp;
+	/*
+	 * The request's SEND, built at connect: per call only its SGEs (the
+	 * slot's header; inline, the caller's body as a second SGE) and flags.
+	 */
+	struct ibv_send_wr req_wr;
+	struct ibv_sge req_sge[2];
+	struct call *calls;
+	uint16_t *free_slots;
+	uint32_t nfree, inflight;
+	uint32_t rx_consumed; /* answer receives used, not yet posted again (< RECV_BATCH) */
+	uint64_t completed;   /* calls finished, ever (progress returns the difference) */
+	int in_progress;      /* completions are being handled: no reentry */
+	unsigned polls_unclocked;
+	int64_t soonest;   /* the earliest deadline of a call in flight (ms), -1 none */
+	uint32_t npending; /* calls in flight whose deadline is DEADLINE_PENDING */
+	int dead;	   /* negative errno once the connection is gone */
+	struct rk_error why;
+};
+
+/*
+ * Call deadlines are kept on the coarse monotonic clock: read from memory
+ * the kernel updates every tick (1-4 ms), where a precise reading costs a
+ * system call on some clock sources (HPET: about 2 us under emulation) and
+ * every call would pay one or two. A deadline is then met to within a tick.
+ */
+static inline int64_t coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int coarse_left(int64_t deadline_ms)
+{
+	int64_t left = deadline_ms - coarse_ms();
+
+	return left > 0 ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0;
+}
+
+/* rpc_client_answer.c */
+int rk__rpc_cl_post_answer_recvs(struct rk_conn *conn, uint32_t n, struct rk_error *err);
+void rk__rpc_cl_fail_all(struct rk_rpc_client *cl, int e, const struct rk_error *why);
+/* Progress from outside: refused (-EBUSY) from a completion callback. */
+int rk__rpc_cl_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err);
+/*
+ * One round of progress for a caller that set cl->in_progress itself
+ * (rk_rpc_call, for its whole wait): the number of events, or a negative
+ * errno of the wait.
+ */
+int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err);
+
+#endif
