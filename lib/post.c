@@ -573,3 +573,35 @@ int rk__post_built(struct rk_conn *c, unsigned n, struct rk_error *err)
 	c->unsignaled_run = run;
 	return (int)n;
 }
+
+/*
+ * One WR the caller keeps built (rk_internal.h): rk_post_prepared's chain
+ * of one, with the caller's verbs WR and flags. The counts move after the
+ * provider took it, as rk_post's.
+ */
+int rk__post_kept(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, unsigned send_flags,
+		  struct rk_error *err)
+{
+	struct ibv_send_wr *bad = NULL;
+	const uint64_t head = c->slots.sq_head;
+	const unsigned outstanding = (unsigned)(head - c->slots.sq_tail) + 1;
+	uint32_t run = c->unsignaled_run + 1;
+	int r;
+
+	if (__builtin_expect(c->state != RK_CONN_CONNECTED || outstanding > c->sq_depth, 0))
+		return post_refused(c, 1, err);
+	if ((send_flags & IBV_SEND_SIGNALED) || run >= c->signal_every ||
+	    outstanding + c->signal_every > c->sq_depth) {
+		send_flags |= IBV_SEND_SIGNALED;
+		run = 0;
+	}
+	wr->send_flags = send_flags;
+	wr->wr_id = head;
+	c->slots.sq_ids[head & c->slots.sq_mask] = wr_id;
+	r = ibv_post_send(c->qp, wr, &bad);
+	if (__builtin_expect(r, 0))
+		return chain_failed(c, wr, 1, r, bad, err);
+	c->slots.sq_head = head + 1;
+	c->unsignaled_run = run;
+	return 0;
+}
