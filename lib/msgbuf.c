@@ -199,12 +199,25 @@ int rk_recv_set_take(struct rk_recv_set *rs, const struct ibv_wc *wc, struct rk_
 	return 1;
 }
 
+/* rk__recv_set_take_send() for anything but the common case, said as rk_recv_set_take says it. */
+static __attribute__((noinline)) int take_other(struct rk_recv_set *rs, const struct ibv_wc *wc,
+						const void **data, uint32_t *index,
+						struct rk_error *err)
+{
+	struct rk_msg m = {0};
+	int r = rk_recv_set_take(rs, wc, &m, err);
+
+	if (r > 0) {
+		*data = m.opcode == IBV_WC_RECV ? m.data : NULL;
+		*index = m.index;
+	}
+	return r;
+}
+
 int rk__recv_set_take_send(struct rk_recv_set *rs, const struct ibv_wc *wc, const void **data,
 			   uint32_t *index, struct rk_error *err)
 {
 	uint64_t i = wc->wr_id & IDX_MASK;
-	struct rk_msg m;
-	int r;
 
 	/* A successful SEND into a buffer of ours that was posted: the common case. */
 	if (__builtin_expect((wc->wr_id & ~IDX_MASK) == rs->base && i < rs->count &&
@@ -217,12 +230,7 @@ int rk__recv_set_take_send(struct rk_recv_set *rs, const struct ibv_wc *wc, cons
 		*index = (uint32_t)i;
 		return 1;
 	}
-	r = rk_recv_set_take(rs, wc, &m, err); /* anything else, said as it says it */
-	if (r > 0) {
-		*data = m.opcode == IBV_WC_RECV ? m.data : NULL;
-		*index = m.index;
-	}
-	return r;
+	return take_other(rs, wc, data, index, err);
 }
 
 int rk_recv_set_release(struct rk_recv_set *rs, uint32_t index, struct rk_error *err)
