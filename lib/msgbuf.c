@@ -38,6 +38,8 @@ struct rk_send_set {
 	uint8_t *state;
 	uint32_t *free_stack, nfree;
 	uint32_t *fifo, fifo_head, fifo_len; /* in flight, oldest first */
+	struct ibv_send_wr *wrs; /* per buffer, kept built (rk__send_set_post_write_imm) */
+	struct ibv_sge *sges;
 };
 
 /* The buffer index @wr_id names in a set at @base with @count buffers, or -1. */
@@ -197,6 +199,40 @@ int rk_recv_set_take(struct rk_recv_set *rs, const struct ibv_wc *wc, struct rk_
 	return 1;
 }
 
+/* rk__recv_set_take_send() for anything but the common case, said as rk_recv_set_take says it. */
+static __attribute__((noinline)) int take_other(struct rk_recv_set *rs, const struct ibv_wc *wc,
+						const void **data, uint32_t *index,
+						struct rk_error *err)
+{
+	struct rk_msg m = {0};
+	int r = rk_recv_set_take(rs, wc, &m, err);
+
+	if (r > 0) {
+		*data = m.opcode == IBV_WC_RECV ? m.data : NULL;
+		*index = m.index;
+	}
+	return r;
+}
+
+int rk__recv_set_take_send(struct rk_recv_set *rs, const struct ibv_wc *wc, const void **data,
+			   uint32_t *index, struct rk_error *err)
+{
+	uint64_t i = wc->wr_id & IDX_MASK;
+
+	/* A successful SEND into a buffer of ours that was posted: the common case. */
+	if (__builtin_expect((wc->wr_id & ~IDX_MASK) == rs->base && i < rs->count &&
+				 rs->state[i] == B_POSTED && wc->status == IBV_WC_SUCCESS &&
+				 wc->opcode == IBV_WC_RECV && wc->byte_len <= rs->size && rs->bufs,
+			     1)) {
+		rs->posted--;
+		rs->state[i] = B_CALLER;
+		*data = rs->bufs[i].addr;
+		*index = (uint32_t)i;
+		return 1;
+	}
+	return take_other(rs, wc, data, index, err);
+}
+
 int rk_recv_set_release(struct rk_recv_set *rs, uint32_t index, struct rk_error *err)
 {
 	if (index >= rs->count || rs->state[index] != B_CALLER)
@@ -322,6 +358,7 @@ void rk_send_set_destroy(struct rk_send_set *ss)
 	free(ss->state);
 	free(ss->free_stack);
 	free(ss->fifo);
+	free(ss->wrs);
 	free(ss);
 }
 
@@ -349,6 +386,16 @@ int rk_send_set_put(struct rk_send_set *ss, uint32_t index)
 	return 0;
 }
 
+/* The bookkeeping of rk_send_set_post: posted as signaled or not, in flight in order. */
+static inline void in_flight(struct rk_send_set *ss, uint32_t index, int signaled)
+{
+	uint32_t tail = ss->fifo_head + ss->fifo_len++; /* both < count: no division */
+
+	ss->since_signal = signaled ? 0 : ss->since_signal + 1;
+	ss->state[index] = B_FLIGHT;
+	ss->fifo[tail < ss->count ? tail : tail - ss->count] = index;
+}
+
 int rk_send_set_post(struct rk_send_set *ss, uint32_t index, const struct rk_wr *wr,
 		     struct rk_error *err)
 {
@@ -370,11 +417,57 @@ int rk_send_set_post(struct rk_send_set *ss, uint32_t index, const struct rk_wr 
 	r = rk_post(ss->conn, &w, err);
 	if (r)
 		return r;
-	ss->since_signal = (w.flags & RK_WR_SIGNALED) ? 0 : ss->since_signal + 1;
-	ss->state[index] = B_FLIGHT;
-	uint32_t tail = ss->fifo_head + ss->fifo_len++; /* both < count: no division */
+	in_flight(ss, index, (w.flags & RK_WR_SIGNALED) != 0);
+	return 0;
+}
 
-	ss->fifo[tail < ss->count ? tail : tail - ss->count] = index;
+/* The verbs WRs kept per buffer, built once: a WRITE WITH IMMEDIATE from the buffer. */
+static __attribute__((noinline)) int build_wrs(struct rk_send_set *ss, struct rk_error *err)
+{
+	ss->wrs = calloc(ss->count, sizeof(*ss->wrs) + sizeof(*ss->sges));
+	if (!ss->wrs)
+		return rk__err_set(err, ENOMEM, "rk_send_set_post", "%u kept WRs", ss->count);
+	ss->sges = (struct ibv_sge *)(ss->wrs + ss->count);
+	for (uint32_t i = 0; i < ss->count; i++) {
+		ss->sges[i] =
+		    (struct ibv_sge){.addr = (uintptr_t)ss->bufs[i].addr, .lkey = ss->bufs[i].lkey};
+		ss->wrs[i].sg_list = &ss->sges[i];
+		ss->wrs[i].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	}
+	return 0;
+}
+
+int rk__send_set_post_write_imm(struct rk_send_set *ss, uint32_t index, uint32_t len,
+				uint64_t remote_addr, uint32_t rkey, uint32_t imm,
+				struct rk_error *err)
+{
+	struct ibv_send_wr *wr;
+	unsigned flags = 0;
+	int r;
+
+	if (__builtin_expect(index >= ss->count || ss->state[index] != B_CALLER || len > ss->size,
+			     0)) { /* said as rk_send_set_post says it */
+		struct rk_wr w = {.op = RK_OP_WRITE_IMM, .len = len};
+
+		return rk_send_set_post(ss, index, &w, err);
+	}
+	if (__builtin_expect(!ss->wrs, 0) && build_wrs(ss, err))
+		return -ENOMEM;
+	wr = &ss->wrs[index];
+	ss->sges[index].length = len;
+	wr->num_sge = len ? 1 : 0;
+	wr->imm_data = htonl(imm);
+	wr->wr.rdma.remote_addr = remote_addr;
+	wr->wr.rdma.rkey = rkey;
+	if (len && len <= ss->conn->max_inline)
+		flags = IBV_SEND_INLINE;
+	/* The last free buffer's WR is signaled: room always comes back. */
+	if (ss->signal_every <= 1 || ss->since_signal + 1 >= ss->signal_every || ss->nfree == 0)
+		flags |= IBV_SEND_SIGNALED;
+	r = rk__post_kept(ss->conn, wr, ss->base | index, flags, err);
+	if (r)
+		return r;
+	in_flight(ss, index, (flags & IBV_SEND_SIGNALED) != 0);
 	return 0;
 }
 

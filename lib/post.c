@@ -575,15 +575,12 @@ int rk__post_built(struct rk_conn *c, unsigned n, struct rk_error *err)
 }
 
 /*
- * One verbs WR the caller keeps built, writing only what changes between
- * posts (the RPC client's request: a header and a body in two SGEs,
- * inline): rk_post_prepared's few lines for a WR that is not a
- * struct rk_prepared. @wr_id goes to the WR's slot and the sequence number
- * takes its place; the signaling rule is rk_post's, on top of the WR's own
- * IBV_SEND_SIGNALED. The connection's count is moved only after the
- * provider took the WR.
+ * One WR the caller keeps built (rk_internal.h): rk_post_prepared's chain
+ * of one, with the caller's verbs WR and flags. The counts move after the
+ * provider took it, as rk_post's.
  */
-int rk__post_wr1(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err)
+int rk__post_kept(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, unsigned send_flags,
+		  struct rk_error *err)
 {
 	struct ibv_send_wr *bad = NULL;
 	const uint64_t head = c->slots.sq_head;
@@ -593,11 +590,12 @@ int rk__post_wr1(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, stru
 
 	if (__builtin_expect(c->state != RK_CONN_CONNECTED || outstanding > c->sq_depth, 0))
 		return post_refused(c, 1, err);
-	if ((wr->send_flags & IBV_SEND_SIGNALED) || run >= c->signal_every ||
+	if ((send_flags & IBV_SEND_SIGNALED) || run >= c->signal_every ||
 	    outstanding + c->signal_every > c->sq_depth) {
-		wr->send_flags |= IBV_SEND_SIGNALED;
+		send_flags |= IBV_SEND_SIGNALED;
 		run = 0;
 	}
+	wr->send_flags = send_flags;
 	wr->wr_id = head;
 	c->slots.sq_ids[head & c->slots.sq_mask] = wr_id;
 	r = ibv_post_send(c->qp, wr, &bad);

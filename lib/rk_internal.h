@@ -223,15 +223,6 @@ void rk__conn_fail(struct rk_conn *conn, enum rk_conn_state state, const struct 
 int rk__post_verbs(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
 
 /*
- * post.c: post one verbs WR that the caller keeps built (opcode, SGEs,
- * IBV_SEND_INLINE within max_inline, IBV_SEND_SIGNALED where it wants a
- * completion; next NULL), its completion carrying @wr_id. Only its
- * wr_id and the signaled bit are written; slots and signaling as
- * rk_post's. 0, -ENOBUFS, -ENOTCONN or the provider's error.
- */
-int rk__post_wr1(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, struct rk_error *err);
-
-/*
  * post.c: for a layer that builds verbs WRs itself (the one-sided layer),
  * without a struct rk_wr in between. It fills the connection's scratch
  * WRs 0..@n-1 (rk__post_scratch(); @n at most the free send slots, which
@@ -250,6 +241,19 @@ static inline struct ibv_send_wr *rk__post_scratch(struct rk_conn *c, struct ibv
 int rk__post_built(struct rk_conn *c, unsigned n, struct rk_error *err);
 
 /*
+ * post.c: post one verbs WR the caller keeps built across posts (a send
+ * set's answer, the RPC client's request: the caller writes only what changes, as a prepared WR of
+ * rk_prepare, but with its length, remote address, rkey and immediate
+ * its own to change). @wr->next must be NULL; @send_flags are verbs flags
+ * (IBV_SEND_INLINE within max_inline, IBV_SEND_SIGNALED to ask for a
+ * completion), to which the connection's signaling rule adds; @wr_id comes
+ * back in the completion as rk_post's. wr->wr_id and wr->send_flags are
+ * written here. Returns 0, -ENOBUFS, -ENOTCONN or the provider's error.
+ */
+int rk__post_kept(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, unsigned send_flags,
+		  struct rk_error *err);
+
+/*
  * msgbuf.c: rk_recv_set_release(), except that buffer @index is posted
  * again only once @batch (at most 32) wait, all in one ibv_post_recv. The
  * owner keeps @batch - 1 receives more than its peer can fill. 0, -EINVAL
@@ -258,6 +262,28 @@ int rk__post_built(struct rk_conn *c, unsigned n, struct rk_error *err);
  */
 int rk__recv_set_release_batch(struct rk_recv_set *rs, uint32_t index, uint32_t batch,
 			       struct rk_error *err);
+
+/*
+ * msgbuf.c: rk_recv_set_take() for an owner that wants a SEND's bytes and
+ * nothing else of the message: 1 with *@data the buffer (@wc->byte_len
+ * bytes of it are the peer's) and *@index the buffer to release, or
+ * *@data NULL for a message that came by WRITE WITH IMMEDIATE (the
+ * buffer is handed out all the same); 0 and negative as rk_recv_set_take.
+ */
+int rk__recv_set_take_send(struct rk_recv_set *rs, const struct ibv_wc *wc, const void **data,
+			   uint32_t *index, struct rk_error *err);
+
+/*
+ * msgbuf.c: rk_send_set_post() of a WRITE WITH IMMEDIATE of @len bytes of
+ * buffer @index to @remote_addr / @rkey, from a verbs WR the set keeps per
+ * buffer (built at the first such post): only the length, the remote
+ * address, the key and the immediate are written per post, no struct
+ * rk_wr is translated. Inline within the connection's max_inline. Returns
+ * as rk_send_set_post().
+ */
+int rk__send_set_post_write_imm(struct rk_send_set *ss, uint32_t index, uint32_t len,
+				uint64_t remote_addr, uint32_t rkey, uint32_t imm,
+				struct rk_error *err);
 
 /* cq.c: @m reports its completions through @cq until detached. */
 int rk__cq_attach(struct rk_cq *cq, struct rk_cq_member *m);

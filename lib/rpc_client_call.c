@@ -136,6 +136,7 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 	struct ibv_send_wr *wr = &cl->req_wr;
 	struct ibv_sge *sge = cl->req_sge;
 	const uint32_t req_len = a->req_len;
+	unsigned send_flags;
 	uint64_t wr_id;
 	uint32_t len;
 	uint8_t *buf;
@@ -195,17 +196,17 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 		sge[1].addr = (uintptr_t)a->req;
 		sge[1].length = req_len;
 		wr->num_sge = len > RK_RPC_REQ_HDR ? 2 : 1;
-		wr->send_flags = IBV_SEND_INLINE;
+		send_flags = IBV_SEND_INLINE;
 		wr_id = TAG_REQ_INLINE << 48;
 	} else {
 		if (len > RK_RPC_REQ_HDR)
 			memcpy(buf + RK_RPC_REQ_HDR, a->req, req_len);
 		sge[0].length = len;
 		wr->num_sge = 1;
-		wr->send_flags = IBV_SEND_SIGNALED;
+		send_flags = IBV_SEND_SIGNALED;
 		wr_id = TAG_REQ << 48 | i;
 	}
-	r = rk__post_wr1(cl->conn, wr, wr_id, err);
+	r = rk__post_kept(cl->conn, wr, wr_id, send_flags, err);
 	if (r == -ENOBUFS) /* the queue waits for a completion to be polled: progress first */
 		r = -EAGAIN;
 	if (r) { /* nothing went out: the slot stays free */

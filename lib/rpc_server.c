@@ -24,8 +24,6 @@
 
 #include "rpc_server_int.h"
 
-__thread struct rk_rpc_server *rk__rpcs_progress_of;
-
 static const struct handler *find_handler(const struct rk_rpc_server *srv, uint16_t m)
 {
 	for (unsigned i = 0; i < srv->nhandlers; i++)
@@ -54,7 +52,7 @@ int rk__rpcs_read_body(struct rk_rpc_server *srv, struct rk_rpc_req *q)
 	uint32_t len = q->h.req_len;
 	struct rk_error err;
 
-	if (rk_sq_room(c->conn) < chunks(len))
+	if (rk__rpcs_sq_room(c->conn) < chunks(len))
 		return 0;
 	q->reads_left = chunks(len);
 	for (uint32_t off = 0; off < len; off += CHUNK) {
@@ -76,7 +74,12 @@ int rk__rpcs_read_body(struct rk_rpc_server *srv, struct rk_rpc_req *q)
 	return 1;
 }
 
-static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct rk_msg *m)
+/*
+ * A request in receive buffer @index: @data, @len bytes (NULL: it came by
+ * WRITE WITH IMMEDIATE, no request whatever its bytes say).
+ */
+static void on_request(struct rk_rpc_server *srv, struct sconn *c, const uint8_t *data,
+		       uint32_t len, uint32_t index)
 {
 	struct rk_rpc_req_hdr busy;
 	struct rk_rpc_req *q = NULL;
@@ -85,8 +88,7 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 	int r = -EPROTO;
 
 	c->requests++; /* not idle (rk__rpcs_idle_sweep) */
-	/* What came by WRITE WITH IMMEDIATE is no request, whatever its bytes say. */
-	if (m->opcode == IBV_WC_RECV) {
+	if (data) {
 		/*
 		 * Decoded straight into the request of the slot it names, when
 		 * that slot is in the window and free (the receive buffer is the
@@ -94,33 +96,32 @@ static void on_request(struct rk_rpc_server *srv, struct sconn *c, const struct 
 		 * else aside, for the reason. The limits are the connection's
 		 * (its window is what it was granted).
 		 */
-		uint16_t slot =
-		    m->len >= RK_RPC_REQ_HDR ? rk_get16((const uint8_t *)m->data + 4) : UINT16_MAX;
+		uint16_t slot = len >= RK_RPC_REQ_HDR ? rk_get16(data + 4) : UINT16_MAX;
 
 		if (slot < c->window && c->reqs[slot].state == R_FREE)
 			q = &c->reqs[slot];
-		r = rk__rpc_req_decode(m->data, m->len, &c->lim, q ? &q->h : &busy, &why);
+		r = rk__rpc_req_decode(data, len, &c->lim, q ? &q->h : &busy, &why);
 	}
 	if (r) {
-		rk_recv_set_release(c->rs, m->index, NULL);
+		rk_recv_set_release(c->rs, index, NULL);
 		rk__rpcs_conn_drop(srv, c, "%s",
 				   why ? why : "a write with immediate where a SEND belongs");
 		return;
 	}
 	if (!q) { /* the decoder checked the slot against the window: it is busy */
-		rk_recv_set_release(c->rs, m->index, NULL);
+		rk_recv_set_release(c->rs, index, NULL);
 		rk__rpcs_conn_drop(srv, c, "a request for slot %u, which is still busy", busy.slot);
 		return;
 	}
 	if (!(q->h.flags & RK_RPC_F_RDV)) {
 		q->has_buf = 1;
-		q->buf_index = m->index;
-		q->data = (const uint8_t *)m->data + RK_RPC_REQ_HDR;
+		q->buf_index = index;
+		q->data = data + RK_RPC_REQ_HDR;
 		dispatch(srv, q);
 		return;
 	}
 	/* Rendezvous: the header is copied, the receive may go back at once. */
-	if (rk_recv_set_release(c->rs, m->index, &err)) {
+	if (rk_recv_set_release(c->rs, index, &err)) {
 		rk__rpcs_conn_drop(srv, c, "reposting a receive failed: %s", err.msg);
 		return;
 	}
@@ -165,7 +166,6 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 {
 	uint64_t tag = wc->wr_id >> 48;
 	struct rk_error err;
-	struct rk_msg m;
 	int r;
 
 	if (c->dead)
@@ -175,7 +175,7 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 	 * ESTABLISHED (the peer's ready-to-use message is late), and nothing
 	 * may be posted on a connection that is not CONNECTED yet.
 	 */
-	if (rk_conn_state(c->conn) == RK_CONN_CONNECTING &&
+	if (c->conn->state == RK_CONN_CONNECTING &&
 	    rk__cm_comm_established(c->conn, ESTABLISH_MS, &err) != RK_CONN_CONNECTED) {
 		rk__rpcs_conn_drop(srv, c,
 				   "data before the connection was established, and it "
@@ -184,13 +184,16 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 		return;
 	}
 	if (tag == TAG_RECV) {
-		r = rk_recv_set_take(c->rs, wc, &m, &err);
+		const void *data;
+		uint32_t index;
+
+		r = rk__recv_set_take_send(c->rs, wc, &data, &index, &err);
 		if (r < 0) {
 			rk__rpcs_conn_drop(srv, c, "%s", err.msg);
 			return;
 		}
 		if (r > 0)
-			on_request(srv, c, &m);
+			on_request(srv, c, data, wc->byte_len, index);
 		return;
 	}
 	if (wc->status != IBV_WC_SUCCESS) {
@@ -229,11 +232,13 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 {
 	struct rk_wait_event ev[MAX_EVENTS];
 	int n, woken = 0;
+	pthread_t self;
 
 	if (srv->in_progress) /* from a handler: the completions being handled would be lost */
 		return rk__err_set(err, EBUSY, "rk_rpc_server_progress", "called from a handler");
-	srv->in_progress = 1;
-	rk__rpcs_progress_of = srv;
+	self = pthread_self();
+	__atomic_store(&srv->progress_thread, &self, __ATOMIC_RELAXED);
+	__atomic_store_n(&srv->in_progress, 1, __ATOMIC_RELEASE);
 	if (srv->retry)
 		timeout_ms = 0; /* work waits for room: look again soon */
 	else if (timeout_ms && srv->st.conns && srv->o.idle_ms != RK_RPC_IDLE_NEVER &&
@@ -270,7 +275,9 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 			rk__rpcs_conn_drop(srv, c, "connection %s", rk_conn_state_str(ev[k].state));
 		}
 	}
-	rk__rpcs_run_queues(srv);
+	/* Answers from other threads, or work that waited for room: mostly none. */
+	if (__atomic_load_n(&srv->deferred_n, __ATOMIC_ACQUIRE) || srv->retry)
+		rk__rpcs_run_queues(srv);
 	/* The clock only now and then while there is work (issue: cost per call). */
 	if (srv->o.idle_ms != RK_RPC_IDLE_NEVER &&
 	    (n <= 0 || ++srv->idle_calls >= IDLE_CHECK_EVERY)) {
@@ -280,9 +287,9 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 		if (now >= srv->idle_next_ms && rk__rpcs_idle_sweep(srv, now) && n <= 0)
 			n = 1; /* closing idle connections is work done */
 	}
-	rk__rpcs_sweep_dead(srv);
-	rk__rpcs_progress_of = NULL;
-	srv->in_progress = 0;
+	if (srv->dead)
+		rk__rpcs_sweep_dead(srv);
+	__atomic_store_n(&srv->in_progress, 0, __ATOMIC_RELEASE);
 	if (n == -ETIMEDOUT || n == 0)
 		return woken ? -EINTR : -ETIMEDOUT;
 	if (n < 0)

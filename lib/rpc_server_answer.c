@@ -143,7 +143,7 @@ static inline __attribute__((always_inline)) int answer_now(struct rk_rpc_server
 	}
 	/* What fits the slot goes in it, even for a direct call: one write, not two. */
 	a.in_slot = len <= srv->lim.slot_size - RK_RPC_ANS_HDR;
-	if (rk_sq_room(c->conn) < 1 + (a.in_slot ? 0 : chunks(len)) ||
+	if (rk__rpcs_sq_room(c->conn) < 1 + (a.in_slot ? 0 : chunks(len)) ||
 	    rk_send_set_free_count(c->ss) == 0)
 		return 0;
 	if (!a.in_slot) {
@@ -178,12 +178,10 @@ static inline __attribute__((always_inline)) int answer_now(struct rk_rpc_server
 		c->stages_tail = &st->next;
 		st = NULL;
 	}
-	struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
-			   .len = RK_RPC_ANS_HDR + (a.in_slot ? len : 0),
-			   .remote_addr = q->h.slot_addr,
-			   .rkey = q->h.slot_rkey,
-			   .imm = rk__rpc_imm(q->slot, q->h.gen)};
-	r = rk_send_set_post(c->ss, b.index, &wr, &err);
+	/* The buffer's own WR, kept built: its length, the caller's slot and the immediate. */
+	r = rk__send_set_post_write_imm(c->ss, b.index, RK_RPC_ANS_HDR + (a.in_slot ? len : 0),
+					q->h.slot_addr, q->h.slot_rkey,
+					rk__rpc_imm(q->slot, q->h.gen), &err);
 	if (r) {
 		rk_send_set_put(c->ss, b.index);
 		goto fail;
@@ -191,7 +189,7 @@ static inline __attribute__((always_inline)) int answer_now(struct rk_rpc_server
 	srv->st.calls++;
 	if (a.status != RK_RPC_OK)
 		srv->st.errors_sent++;
-	rk__rpcs_req_release(srv, q);
+	rk__rpcs_req_done(srv, q);
 	return 1;
 fail:
 	if (st) {
@@ -301,7 +299,7 @@ void *rk_rpc_reply_buf(struct rk_rpc_req *req, uint32_t len)
 	}
 	if (req->out && req->out->bytes >= len)
 		return stage_addr(req->out);
-	if (rk__rpcs_progress_of != srv) { /* the pool is the progress thread's alone */
+	if (!rk__rpcs_on_progress(srv)) { /* the pool is the progress thread's alone */
 		errno = EPERM;
 		return NULL;
 	}
@@ -332,7 +330,7 @@ int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_
 		r = -EINVAL;
 	}
 	/* A handler answering at once, or one deferred on this thread: posted now. */
-	if (rk__rpcs_progress_of == srv) {
+	if (rk__rpcs_on_progress(srv)) {
 		answer_held(srv, req, code, data, len, NULL);
 		return r;
 	}

@@ -137,9 +137,10 @@ struct rk_rpc_server {
 	unsigned nhandlers;
 	struct rk_pd *pd;
 	struct sconn **conns;
-	struct sconn *dead;	/* dropped: out of conns[] and freed after progress */
-	struct rk_rpc_req *oom; /* replies that found no memory (under lock) */
-	int in_progress;
+	struct sconn *dead;		     /* dropped: out of conns[] and freed after progress */
+	struct rk_rpc_req *oom;		     /* replies that found no memory (under lock) */
+	int in_progress;		     /* atomic: a progress runs, on progress_thread */
+	pthread_t progress_thread;	     /* atomic (relaxed): the thread of the last progress */
 	struct pending *retry, **retry_tail; /* progress thread only */
 	pthread_mutex_t lock;		     /* guards deferred */
 	struct pending *deferred, **deferred_tail;
@@ -150,8 +151,27 @@ struct rk_rpc_server {
 	struct rk_rpc_server_stats st;
 };
 
-/* The server whose progress this thread is running (a reply from it posts at once). */
-extern __thread struct rk_rpc_server *rk__rpcs_progress_of __attribute__((visibility("hidden")));
+/*
+ * Whether this thread runs @srv's progress now (a reply from it posts at
+ * once; the pool and the connections are that thread's alone). A field of
+ * the server, not a thread-local: a library's thread-local costs a call of
+ * __tls_get_addr per access, three on every call's path.
+ */
+static inline int rk__rpcs_on_progress(const struct rk_rpc_server *srv)
+{
+	pthread_t t;
+
+	if (!__atomic_load_n(&srv->in_progress, __ATOMIC_ACQUIRE))
+		return 0;
+	__atomic_load(&srv->progress_thread, &t, __ATOMIC_RELAXED);
+	return pthread_equal(t, pthread_self());
+}
+
+/* @c's free send slots, as rk_sq_room() counts them, without the call. */
+static inline unsigned rk__rpcs_sq_room(const struct rk_conn *c)
+{
+	return c->sq_depth - (unsigned)(c->slots.sq_head - c->slots.sq_tail);
+}
 
 static inline uint64_t wrid(uint64_t tag, unsigned idx, unsigned low)
 {
@@ -192,6 +212,14 @@ unsigned rk__rpcs_idle_sweep(struct rk_rpc_server *srv, int64_t now_ms);
 void rk__rpcs_conn_free(struct rk_rpc_server *srv, struct sconn *c);
 /* A request is done with: its staged body and answer go back, its slot is free. */
 void rk__rpcs_req_release(struct rk_rpc_server *srv, struct rk_rpc_req *q);
+/* The same, inline for the common request that staged nothing. */
+static inline void rk__rpcs_req_done(struct rk_rpc_server *srv, struct rk_rpc_req *q)
+{
+	if (q->out || q->body.bytes)
+		rk__rpcs_req_release(srv, q);
+	else
+		q->state = R_FREE;
+}
 
 /* ---- rpc_server_answer.c ---- */
 
