@@ -274,10 +274,19 @@ int rk_post_recv(struct rk_conn *c, void *addr, uint32_t len, uint32_t lkey, uin
 /* Receives chained per ibv_post_recv: a stack array, no scratch in the connection. */
 #define RECV_CHAIN 32
 
+/*
+ * What a batch of receives costs beside the provider: per receive its WR
+ * and SGE written, its sequence number and the caller's id in its slot.
+ * The slot array and mask are read once into locals: a store through the
+ * slot array could otherwise alias them, and they would be read again for
+ * every receive.
+ */
 int rk_post_recv_list(struct rk_conn *c, const struct rk_recv *rs, unsigned n, struct rk_error *err)
 {
 	struct ibv_sge sge[RECV_CHAIN];
 	struct ibv_recv_wr wr[RECV_CHAIN], *bad;
+	uint64_t *const ids = c->slots.rq_ids;
+	const uint64_t mask = c->slots.rq_mask;
 	unsigned done = 0;
 	int r;
 
@@ -288,21 +297,21 @@ int rk_post_recv_list(struct rk_conn *c, const struct rk_recv *rs, unsigned n, s
 				   "%u receives, %u free receive slots of %u", n, rq_room(c),
 				   c->rq_depth);
 	while (done < n) {
-		unsigned k = n - done < RECV_CHAIN ? n - done : RECV_CHAIN;
-		uint64_t head = c->slots.rq_head;
+		const unsigned k = n - done < RECV_CHAIN ? n - done : RECV_CHAIN;
+		const uint64_t head = c->slots.rq_head;
+		const struct rk_recv *x = &rs[done];
 
-		for (unsigned i = 0; i < k; i++) {
-			const struct rk_recv *x = &rs[done + i];
-
+		for (unsigned i = 0; i < k; i++, x++) {
 			sge[i].addr = (uintptr_t)x->addr;
 			sge[i].length = x->len;
 			sge[i].lkey = x->lkey;
 			wr[i].wr_id = RK_RECV_TAG | (head + i);
 			wr[i].sg_list = &sge[i];
-			wr[i].num_sge = x->len ? 1 : 0;
-			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
-			c->slots.rq_ids[(head + i) & c->slots.rq_mask] = x->wr_id;
+			wr[i].num_sge = x->len != 0;
+			wr[i].next = &wr[i + 1];
+			ids[(head + i) & mask] = x->wr_id;
 		}
+		wr[k - 1].next = NULL;
 		bad = NULL;
 		r = ibv_post_recv(c->qp, wr, &bad);
 		if (r) {
@@ -314,7 +323,7 @@ int rk_post_recv_list(struct rk_conn *c, const struct rk_recv *rs, unsigned n, s
 			rk__err_set_qp(err, c->qp->qp_num);
 			return done ? (int)done : r;
 		}
-		c->slots.rq_head += k;
+		c->slots.rq_head = head + k;
 		done += k;
 	}
 	return (int)n;

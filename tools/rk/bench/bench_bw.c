@@ -19,8 +19,12 @@
  * of seconds of posting. Heartbeats come from this loop rather than a
  * thread of their own, so they also say that the engine still moves.
  *
- * The receiving side (send, write-imm) reposts each receive as soon as it
- * completes. A side with nothing to post or receive (the target of write
+ * The receiving side (send, write-imm) posts its consumed receives again
+ * REPOST_BATCH at a time per QP, in one ibv_post_recv (rk_post_recv_list):
+ * a chain of 16 costs the provider about what two single posts do. At most
+ * REPOST_BATCH - 1 (or half the receive queue) wait per QP, so the rest
+ * stay posted and the sender keeps finding receives; the end of a run
+ * posts what is left, for the next run. A side with nothing to post or receive (the target of write
  * or read) just waits for the peer's DONE on the control channel, using
  * no CPU, as perftest's server does.
  */
@@ -33,6 +37,9 @@
 /* Between posts the watchdog looks every POSTS_PER_CHECK, or after each that moves 64 KiB. */
 #define POSTS_PER_CHECK	 16u
 #define POST_CHECK_BYTES (64u << 10)
+
+/* Consumed receives posted again together, per QP (at most half the receive queue). */
+#define REPOST_BATCH 16u
 
 /*
  * Times here are raw clock ticks (bench_clock.h), compared with deadlines
@@ -50,6 +57,10 @@ struct bw_state {
 	uint64_t posted_total, done_total, rx_total;
 	uint64_t win_t, win_msgs, win_min; /* peak-rate window (tick, count, least) */
 	double peak_bps;
+	uint32_t repost_min;		  /* consumed receives that make a batch */
+	uint32_t rx_qp;			  /* the QP whose receives rx[] describes */
+	struct rk_recv rx[REPOST_BATCH];  /* what a repost posts */
+	uint16_t to_repost[BENCH_MAX_QP]; /* per QP: consumed, not yet posted */
 };
 
 static enum rk_op rk_op_of(uint32_t op)
@@ -164,27 +175,80 @@ static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, 
 	}
 }
 
-static int handle_completions(struct bench_ctx *c, int n, struct bw_state *s, struct rk_error *err)
+/* Post QP @qi's consumed receives again, in one chain. */
+static __attribute__((noinline)) int repost(struct bench_ctx *c, struct bw_state *s, uint32_t qi,
+					    struct rk_error *err)
+{
+	struct bench_qp *q = &c->qps[qi];
+	unsigned n = s->to_repost[qi];
+	int r;
+
+	if (s->rx_qp != qi) {
+		for (unsigned i = 0; i < REPOST_BATCH; i++) {
+			s->rx[i].addr = q->rx;
+			s->rx[i].wr_id = q->index;
+		}
+		s->rx_qp = qi;
+	}
+	r = rk_post_recv_list(q->conn, s->rx, n, err);
+	if (r != (int)n)
+		return r < 0 ? r : -EIO;
+	s->to_repost[qi] = 0;
+	return 0;
+}
+
+/* The end of a run: every QP's receives posted again, for the next run. */
+static int repost_all(struct bench_ctx *c, struct bw_state *s, struct rk_error *err)
+{
+	for (uint32_t i = 0; i < c->p->num_qp; i++) {
+		int r = s->to_repost[i] ? repost(c, s, i, err) : 0;
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void receives_init(struct bench_ctx *c, struct bw_state *s)
 {
 	uint32_t rlen = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0;
+
+	s->repost_min = c->p->rx_depth / 2 < REPOST_BATCH ? c->p->rx_depth / 2 : REPOST_BATCH;
+	if (!s->repost_min)
+		s->repost_min = 1;
+	for (unsigned i = 0; i < REPOST_BATCH; i++)
+		s->rx[i] = (struct rk_recv){
+		    .addr = c->qps[0].rx, .len = rlen, .lkey = c->lkey, .wr_id = c->qps[0].index};
+	s->rx_qp = 0;
+}
+
+static int handle_completions(struct bench_ctx *c, int n, struct bw_state *s, struct rk_error *err)
+{
+	const uint32_t nqp = c->p->num_qp;
 
 	for (int i = 0; i < n; i++) {
 		const struct ibv_wc *wc = &c->wc[i];
 
 		if (wc->opcode & IBV_WC_RECV) {
-			struct bench_qp *q = &c->qps[wc->wr_id % c->p->num_qp];
+			/* The receive's wr_id is its QP's index (bench_qp.c). */
+			uint64_t qi = wc->wr_id;
 			int r;
 
-			q->recvd++;
+			if (__builtin_expect(qi >= nqp, 0))
+				return bench_fail(err, EPROTO, "receive for unknown QP %llu",
+						  (unsigned long long)qi);
+			c->qps[qi].recvd++;
 			s->rx_total++;
-			r = rk_post_recv(q->conn, q->rx, rlen, c->lkey, q->index, err);
-			if (r)
-				return r;
+			if (++s->to_repost[qi] >= s->repost_min) {
+				r = repost(c, s, (uint32_t)qi, err);
+				if (r)
+					return r;
+			}
 		} else {
 			uint64_t qi = wc->wr_id >> BENCH_SEQ_BITS, seq = wc->wr_id & BENCH_SEQ_MASK;
 			struct bench_qp *q;
 
-			if (qi >= c->p->num_qp)
+			if (qi >= nqp)
 				return bench_fail(err, EPROTO, "completion for unknown QP %llu",
 						  (unsigned long long)qi);
 			q = &c->qps[qi];
@@ -237,6 +301,8 @@ static int bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 
 	for (uint32_t i = 0; i < p->num_qp; i++)
 		c->qps[i].posted = c->qps[i].done = c->qps[i].recvd = 0;
+	if (c->receives)
+		receives_init(c, &s);
 	if (BENCH_SIGNAL_BYTES / size < bench_signal_every(p))
 		s.sig_every = BENCH_SIGNAL_BYTES / size ? BENCH_SIGNAL_BYTES / size : 1;
 	cpu0 = bench_cpu_ns();
@@ -301,6 +367,9 @@ static int bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 	}
 	if (!tx)
 		t_end = t;
+	r = c->receives ? repost_all(c, &s, err) : 0;
+	if (r)
+		return r;
 	if (c->receives && s.rx_total != w.peer_count)
 		return bench_fail(err, EPROTO, "received %llu messages, the peer sent %llu",
 				  (unsigned long long)s.rx_total, (unsigned long long)w.peer_count);

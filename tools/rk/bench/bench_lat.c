@@ -284,102 +284,202 @@ wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 	}
 }
 
-/* A READ round trip: wait for the completion of WR @seq. */
-static int wait_read(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
-{
-	s->wait_from = bench_ticks();
-	for (unsigned spins = 1;; spins++) {
-		int n = bench_poll(c, err), r;
+/*
+ * The busy loops look at the watchdog every WATCH_EVERY round trips (and
+ * every 64th empty poll of a wait), not after each: a round trip is far
+ * shorter than BENCH_CHECK_NS, and a duration run's deadline is still
+ * compared with the clock reading every sample takes anyway.
+ */
+#define WATCH_EVERY 16u
 
-		if (n < 0)
-			return n;
-		for (int i = 0; i < n; i++)
-			if (c->wc[i].wr_id == s->count)
-				return 0;
-		if (spins & 63)
-			continue;
-		r = tick(c, s, "waiting for a READ", err);
-		if (r)
-			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
-	}
+/* A wait that went round 64 times: the clock, the yield, the watchdog. */
+static __attribute__((noinline)) int wait_tick(struct bench_ctx *c, struct lat_state *s,
+					       unsigned spins, uint64_t count, const char *what,
+					       struct rk_error *err)
+{
+	int r;
+
+	if (spins == 64)
+		s->wait_from = bench_ticks();
+	s->count = count;
+	r = tick(c, s, what, err);
+	return r < 0 ? r : r ? bench_fail(err, EPROTO, "the peer stopped mid-run") : 0;
+}
+
+/* The sample buffer is full: fold it into the histogram, start again. */
+static __attribute__((noinline)) uint64_t *samples_full(struct bench_run *out)
+{
+	out->nsamples = out->cap_samples;
+	bench_samples_fold(out);
+	return out->samples;
 }
 
 /*
- * run_client_busy - run_client() for send and write-imm with busy polling,
- * the loop that latency figures are made of: the state it changes on every
- * round trip (count, receives, samples) lives in locals, kept in registers
- * across the library calls, and goes back to @s only around the rare
- * calls that use it (a full send queue, a repost batch, the watchdog).
+ * run_client_fast - run_client() for send, write-imm and read: the loop
+ * that latency figures are made of. Everything it
+ * changes on every round trip (count, receives, the sample pointer) lives
+ * in locals, kept in registers across the library calls, and goes back
+ * to @s only around the rare calls that use it (a full send queue, a
+ * repost batch, a long wait). A sample is one store. The answer is the
+ * pong's receive completion (send, write-imm), or the READ's own
+ * completion, which carries this round trip's count as its wr_id. Busy,
+ * an empty pass is one call, into the provider (rk_cq_take only sees what
+ * came); otherwise a pass is bench_poll_wait(), a sleep of up to 10 ms.
  */
-static int run_client_busy(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
+static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
 			   struct bench_run *out, struct rk_error *err)
 {
+	const int busy = c->l->poll == RK_WAIT_BUSY;
 	struct rk_prepared *prep = s->prep;
 	struct rk_cq *cq = c->cq;
 	struct ibv_cq *vcq = c->vcq;
 	struct ibv_wc *wc = c->wc;
-	uint64_t *smp = out->hist ? out->samples : NULL;
+	const int read = c->p->op == BENCH_OP_READ;
+	const char *what = read ? "waiting for a READ" : "waiting for the pong";
+	uint64_t *smp = out->hist ? out->samples + out->nsamples : NULL;
+	uint64_t *const smp_end = out->hist ? out->samples + out->cap_samples : NULL;
 	const uint64_t repost_min = s->repost_min;
-	uint64_t count = s->count, t0, t1;
+	const uint64_t last = iters ? iters : UINT64_MAX, stop = iters ? UINT64_MAX : end;
+	uint64_t count = s->count, pending = s->pending_rx, t0, t1 = s->t_end;
 	int r;
 
 	for (;;) {
 		t0 = bench_ticks();
-		if (iters ? count >= iters : t0 >= end)
+		if (count >= last || t0 >= stop)
 			break;
 		r = rk_post_prepared(prep, count, 0, err);
 		if (__builtin_expect(r != 1, 0)) {
 			if (r != -ENOBUFS)
 				return r;
 			s->count = count;
+			s->pending_rx = pending;
 			r = post_full(c, s, err);
 			if (r)
 				return r;
+			pending = s->pending_rx;
 		}
-		/* The pong: a receive completion (a send completion may come with it). */
-		for (unsigned spins = 1; !s->pending_rx; spins++) {
+		for (unsigned spins = 1;; spins++) {
+			int n;
+
+			if (busy) {
+				n = ibv_poll_cq(vcq, BENCH_WC_BATCH, wc);
+				if (n > 0)
+					n = rk_cq_take(cq, wc, n);
+				else if (__builtin_expect(n < 0, 0))
+					return bench_poll_failed(err);
+			} else {
+				n = bench_poll_wait(c, err);
+				if (n < 0)
+					return n;
+			}
+			if (n > 0) {
+				uint64_t got = 0;
+
+				for (int i = 0; i < n; i++) {
+					if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0))
+						return bench_wc_failed(&wc[i], err);
+					got += read ? wc[i].wr_id == count
+						    : (wc[i].opcode & IBV_WC_RECV) != 0;
+				}
+				if (read ? got != 0 : (pending += got) != 0)
+					break;
+				continue;
+			}
+			if (spins & 63)
+				continue;
+			r = wait_tick(c, s, spins, count, what, err);
+			if (r)
+				return r;
+		}
+		t1 = bench_ticks();
+		if (!read) {
+			pending--;
+			if (++s->to_repost >= repost_min) {
+				r = repost_batch(c, s, repost_min, err);
+				if (r)
+					return r;
+			}
+		}
+		if (smp) {
+			*smp++ = t1 > t0 ? t1 - t0 : 0;
+			if (__builtin_expect(smp == smp_end, 0))
+				smp = samples_full(out);
+		}
+		if (!(++count & (WATCH_EVERY - 1))) {
+			r = bench_watch_tick(c, &s->w, t1, count, "measuring latency", err);
+			if (r)
+				return r;
+		}
+	}
+	s->count = count;
+	s->pending_rx = pending;
+	s->t_end = t1;
+	if (smp)
+		out->nsamples = (size_t)(smp - out->samples);
+	return 0;
+}
+
+/*
+ * run_server_busy - run_server() with busy polling for send and
+ * write-imm: wait for a ping, answer it, as run_client_busy() with the
+ * count in a register. The client's DONE is seen by the watchdog's look
+ * at the control channel, every 64th empty poll: the run is over then.
+ */
+static int run_server_busy(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
+{
+	struct rk_prepared *prep = s->prep;
+	struct rk_cq *cq = c->cq;
+	struct ibv_cq *vcq = c->vcq;
+	struct ibv_wc *wc = c->wc;
+	const uint64_t repost_min = s->repost_min;
+	uint64_t count = s->count, pending = s->pending_rx;
+	int r;
+
+	for (;;) {
+		for (unsigned spins = 1; !pending; spins++) {
 			int n = ibv_poll_cq(vcq, BENCH_WC_BATCH, wc);
-			uint64_t got = 0;
 
 			if (n > 0) {
 				n = rk_cq_take(cq, wc, n);
 				for (int i = 0; i < n; i++) {
 					if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0))
 						return bench_wc_failed(&wc[i], err);
-					got += (wc[i].opcode & IBV_WC_RECV) != 0;
+					pending += (wc[i].opcode & IBV_WC_RECV) != 0;
 				}
-				s->pending_rx += got;
 				continue;
 			}
-			if (n < 0)
+			if (__builtin_expect(n < 0, 0))
 				return bench_poll_failed(err);
 			if (spins & 63)
 				continue;
 			if (spins == 64)
 				s->wait_from = bench_ticks();
 			s->count = count;
-			r = tick(c, s, "waiting for the pong", err);
-			if (r)
-				return r < 0 ? r
-					     : bench_fail(err, EPROTO, "the peer stopped mid-run");
+			r = tick(c, s, "waiting for a ping", err);
+			if (r) {
+				s->pending_rx = pending;
+				return r;
+			}
 		}
-		s->pending_rx--;
-		t1 = bench_ticks();
+		pending--;
+		r = rk_post_prepared(prep, count, 0, err);
+		if (__builtin_expect(r != 1, 0)) {
+			if (r != -ENOBUFS)
+				return r;
+			s->count = count;
+			s->pending_rx = pending;
+			r = post_full(c, s, err);
+			if (r)
+				return r;
+			pending = s->pending_rx;
+		}
 		if (++s->to_repost >= repost_min) {
 			r = repost_batch(c, s, repost_min, err);
 			if (r)
 				return r;
 		}
-		if (smp)
-			bench_sample(out, t0, t1);
 		count++;
-		s->t_end = t1;
-		r = bench_watch_tick(c, &s->w, t1, count, "measuring latency", err);
-		if (r)
-			return r;
 	}
-	s->count = count;
-	return 0;
 }
 
 static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
@@ -388,13 +488,13 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 	uint64_t t0, t1;
 	int r;
 
-	if (c->l->poll == RK_WAIT_BUSY &&
-	    (c->p->op == BENCH_OP_SEND || c->p->op == BENCH_OP_WRITE_IMM)) {
-		r = run_client_busy(c, s, iters, end, out, err);
+	if (c->p->op != BENCH_OP_WRITE) {
+		r = run_client_fast(c, s, iters, end, out, err);
 		if (r)
 			return r;
 		goto done;
 	}
+	/* WRITE: the peer's WRITE sets the last byte of our buffer. */
 	for (;;) {
 		/* A sample costs two TSC reads (bench_clock.h). */
 		t0 = bench_ticks();
@@ -403,13 +503,10 @@ static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, 
 		r = post(c, s, err);
 		if (r)
 			return r;
-		r = c->p->op == BENCH_OP_READ ? wait_read(c, s, err) : wait_message(c, s, err);
+		r = wait_write(c, s, err);
 		if (r)
 			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
 		t1 = bench_ticks();
-		r = repost(c, s, s->repost_min, err);
-		if (r)
-			return r;
 		if (out->hist)
 			bench_sample(out, t0, t1);
 		s->count++;
@@ -450,6 +547,12 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 		s->cpu_end = bench_cpu_ns();
 		return r ?: bench_send_done(c, 0, err);
 	}
+	if (c->l->poll == RK_WAIT_BUSY && c->p->op != BENCH_OP_WRITE) {
+		r = run_server_busy(c, s, err);
+		if (r < 0)
+			return r;
+		goto done;
+	}
 	for (;;) {
 		r = wait_message(c, s, err);
 		if (r < 0)
@@ -462,6 +565,7 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 			return r;
 		s->count++;
 	}
+done:
 	/* The server's run lasts until the DONE: it spins up to then. */
 	s->t_end = bench_ticks();
 	s->cpu_end = bench_cpu_ns();
