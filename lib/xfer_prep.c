@@ -121,8 +121,9 @@ int rk_xfer_prepare(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsign
 				nops, RK_XPLAN_MAX_WRS);
 		goto out;
 	}
-	pp = calloc(1, sizeof(*pp) + (size_t)nwr * (sizeof(*pp->plan) + sizeof(*pp->chain)) +
-			   (size_t)nops * (sizeof(*pp->desc) + sizeof(*pp->segs)));
+	/* plan and chain pointers per WR, a descriptor and a segment pointer per op */
+	pp = calloc(1, sizeof(*pp) + (size_t)nwr * (sizeof(struct rk__xwr) + sizeof(void *)) +
+			   (size_t)nops * (sizeof(struct rk__xprep_desc) + sizeof(void *)));
 	if (!pp) {
 		r = rk__err_set(err, ENOMEM, "rk_xfer_prepare", NULL);
 		goto out;

@@ -30,6 +30,7 @@ LAYERS = {
 layer_of = {f"{n}.c": k for k, names in LAYERS.items() for n in names.split()}
 MODULES = {
     "rpc_server": "rpc_server rpc_server_conn rpc_server_answer",  # rpc_server_int.h
+    "xfer_batch": "xfer_batch xfer_prep",  # xfer_int.h: a batch holds its prepared batch
 }
 module_of = {f"{n}.c": m for m, names in MODULES.items() for n in names.split()}
 
