@@ -437,7 +437,9 @@ RK_API int rk_xfer_prepare(struct rk_xfer_peer *peer, const struct rk_xfer_op *o
 /*
  * rk_xfer_post_prepared - post @prep's batch once more: a batch handle as
  * from rk_xfer_post, with the same plan, completions, deadline, per-op
- * status and notification (@opts may be NULL). Checks per post what may
+ * status and notification (@opts may be NULL; a notification that
+ * rk_xfer_post would put in the last chain's doorbell is posted right
+ * after it on the same lane: one doorbell more). Checks per post what may
  * have changed since rk_xfer_prepare: the lanes are connected (-ENOTCONN),
  * a free batch slot (-EBUSY), each descriptor's generation is still the
  * newest imported (-ESTALE), @prep is not dead (-ESTALE). The ops' bounds

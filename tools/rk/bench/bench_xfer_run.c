@@ -212,7 +212,14 @@ static int post_batches(struct bench_ctx *c, struct xrun *s, struct rk_error *er
 		bo.notif = (uint32_t)(s->posted << SLOT_BITS) | j;
 		/* Before the post: on Soft-RoCE the post itself moves data. */
 		b->slots[j].t0 = bench_ticks();
-		r = rk_xfer_post_prepared(b->slots[j].prep, &bo, err, &b->slots[j].b);
+		/*
+		 * --notify: rk_xfer_post, whose one-lane WRITE batch carries its
+		 * notification in the last chain's doorbell (a prepared batch
+		 * posts it after, one doorbell more).
+		 */
+		r = p->notify ? rk_xfer_post(b->peer, &b->ops[(size_t)j * p->batch], p->batch, &bo,
+					     err, &b->slots[j].b)
+			      : rk_xfer_post_prepared(b->slots[j].prep, &bo, err, &b->slots[j].b);
 		if (r)
 			return r;
 		s->inflight++;
