@@ -132,6 +132,7 @@ void rk_xfer_destroy(struct rk_xfer *x)
 	for (unsigned i = 0; i < x->npeers; i++)
 		if (x->peers[i])
 			rk_warn("rk_xfer_destroy: peer %u not destroyed", i);
+	rk__xprep_detach_all(x);
 	rk__xcache_fini(&x->cache);
 	rk__xfer_spares_free(x);
 	free(x->peers);
@@ -381,6 +382,7 @@ void rk_xfer_seg_dereg(struct rk_xfer_seg *seg)
 		;
 	if (*pp)
 		*pp = seg->next;
+	rk__xprep_seg_gone(x, seg); /* its lkey may name another registration later */
 	if (seg->made_region)
 		rk__xcache_seal(seg->region);
 	rk__xcache_put(&x->cache, seg->region);
@@ -463,6 +465,7 @@ void rk_xfer_peer_destroy(struct rk_xfer_peer *p)
 		return;
 	x = p->x;
 	rk__xfer_drop_peer(x, p);
+	rk__xprep_peer_gone(x, p);
 	for (struct rk_xfer_seg *s = x->segs; s; s = s->next) {
 		struct rk__xexport **pp = &s->exports;
 

@@ -98,8 +98,8 @@ static void fail(struct rk_xfer_batch *b, int e, enum ibv_wc_status s, const cha
 	pend_remove(b->peer, b);
 	for (unsigned l = 0; l < RK_XFER_LANES_MAX; l++)
 		for (; b->next[l] < b->end[l]; b->next[l]++)
-			if (!b->op_err[b->wrs[b->next[l]].op])
-				b->op_err[b->wrs[b->next[l]].op] = -ECANCELED;
+			if (!b->op_err[b->plan[b->next[l]].op])
+				b->op_err[b->plan[b->next[l]].op] = -ECANCELED;
 }
 
 /* The outcome is fixed: ops whose chain never reported success are "canceled". */
@@ -115,13 +115,13 @@ static void end(struct rk_xfer_batch *b)
 	for (unsigned w = b->nwr; w-- > 0;) {
 		unsigned chain_ok = 0;
 
-		for (unsigned k = w; k < b->nwr && b->wrs[k].lane == b->wrs[w].lane; k++)
-			if (b->wrs[k].signaled) {
-				chain_ok = b->wrs[k].done;
+		for (unsigned k = w; k < b->nwr && b->plan[k].lane == b->plan[w].lane; k++)
+			if (b->plan[k].signaled) {
+				chain_ok = b->done[k];
 				break;
 			}
-		if (!chain_ok && !b->op_err[b->wrs[w].op])
-			b->op_err[b->wrs[w].op] = -ECANCELED;
+		if (!chain_ok && !b->op_err[b->plan[w].op])
+			b->op_err[b->plan[w].op] = -ECANCELED;
 	}
 }
 
@@ -149,14 +149,10 @@ static struct rk_xfer_batch *batch_get(struct rk_xfer *x, unsigned nops)
 			return NULL;
 		b->cap_ops = nops;
 		b->wrs = NULL;
+		b->done = NULL;
 		b->cap_wrs = 0;
 	}
-	{
-		struct rk__xwr *wrs = b->wrs;
-
-		memset(b, 0, offsetof(struct rk_xfer_batch, why));
-		b->wrs = wrs;
-	}
+	memset(b, 0, offsetof(struct rk_xfer_batch, why));
 	b->ops = (struct rk__xop *)(void *)(b + 1);
 	b->op_err = (int *)(void *)((uint64_t *)(void *)(b->ops + b->cap_ops) + b->cap_ops);
 	b->op_wc = (uint8_t *)(b->op_err + b->cap_ops);
@@ -171,9 +167,32 @@ static uint64_t *batch_lens(struct rk_xfer_batch *b)
 	return (uint64_t *)(void *)(b->ops + b->cap_ops);
 }
 
+/*
+ * Room for @nwr WRs in @b's own plan array and done flags (kept with the
+ * block); the flags zeroed. 0 or -ENOMEM.
+ */
+static int batch_wrs(struct rk_xfer_batch *b, unsigned nwr)
+{
+	if (!b->wrs || nwr > b->cap_wrs) {
+		free(b->wrs);
+		b->cap_wrs = 0;
+		b->wrs = malloc((size_t)nwr * (sizeof(*b->wrs) + 1));
+		if (!b->wrs)
+			return -ENOMEM;
+		b->cap_wrs = nwr;
+		b->done = (uint8_t *)(b->wrs + nwr);
+	}
+	memset(b->done, 0, nwr);
+	return 0;
+}
+
 /* Back to the spare list, or freed when it is full. */
 static void batch_put(struct rk_xfer *x, struct rk_xfer_batch *b)
 {
+	if (b->prep) {
+		rk__xprep_put(b->prep);
+		b->prep = NULL;
+	}
 	if (x->nspare < SPARE_MAX) {
 		b->pend_next = x->spare;
 		x->spare = b;
@@ -270,6 +289,59 @@ static void notif_wr(const struct rk_xfer_batch *b, struct ibv_send_wr *wr)
 }
 
 /*
+ * post_lane() for a batch posted from a prepared one: each chain's verbs
+ * WRs are built already (rk_prepare); a post writes their wr_ids
+ * (rk_post_prepared). An immediate notification follows its lane's last
+ * chain as a post of its own on the same QP, so it is still executed
+ * after every WRITE of the batch.
+ */
+static int post_lane_prep(struct rk_xfer_batch *b, unsigned l)
+{
+	const struct rk_xfer_prep *pp = b->prep;
+	struct rk_xfer *x = b->x;
+	struct rk_conn *c = b->peer->lanes[l];
+	int immediate = b->notify && b->lanes_used == 1 && !b->has_reads && l == 0;
+
+	while (b->next[l] < b->end[l]) {
+		const unsigned first = b->next[l];
+		struct rk_prepared *ch = pp->chain[first];
+		unsigned n = 1, extra;
+		struct rk_error e;
+		int r;
+
+		while (!b->plan[first + n - 1].signaled)
+			n++;
+		extra = immediate && first + n == b->end[l];
+		if (rk_sq_room(c) < n + extra)
+			return 0;
+		r = rk_post_prepared(ch, b->id_hi | first, 0, &e);
+		x->st.doorbells++;
+		if (r == (int)n && extra) {
+			struct rk_wr w;
+
+			post_notif(b, &w);
+			r = rk_post(c, &w, &e) == 0 ? (int)n + 1 : (int)n;
+			x->st.doorbells++;
+		}
+		if (r != (int)(n + extra)) {
+			/* Some may be on the queue unsignaled: end the lane so they flush. */
+			rk_conn_disconnect(c, 0, NULL);
+			fail(b, r < 0 ? r : -EIO, IBV_WC_SUCCESS, "lane %u: %s", l, e.msg);
+			return -1;
+		}
+		x->st.wrs += n + extra;
+		b->out += 1 + extra;
+		b->lane_out[l] += 1 + extra;
+		b->next[l] = first + n;
+		if (extra) {
+			b->notif_posted = 1;
+			x->st.notifs_sent++;
+		}
+	}
+	return 1;
+}
+
+/*
  * Post what can go of @b on lane @l. 1: all of it, 0: blocked by room, <0:
  * failed. The verbs WRs are written straight into the connection's scratch
  * (rk__post_built): no struct rk_wr to build and translate back.
@@ -280,10 +352,11 @@ static int post_lane(struct rk_xfer_batch *b, unsigned l)
 	struct rk_xfer *x = b->x;
 	struct rk_conn *c = p->lanes[l];
 	const uint32_t max_inline = rk_conn_max_inline(c);
-	const uint64_t id_hi =
-	    (uint64_t)RK_XFER_WRID_OP << 48 | (uint64_t)b->slot << 32 | (uint64_t)b->serial << 16;
+	const uint64_t id_hi = b->id_hi;
 	int immediate = b->notify && b->lanes_used == 1 && !b->has_reads && l == 0;
 
+	if (b->prep)
+		return post_lane_prep(b, l);
 	while (b->next[l] < b->end[l]) {
 		unsigned first = b->next[l], n = 0, extra;
 		struct ibv_sge *sges;
@@ -291,13 +364,13 @@ static int post_lane(struct rk_xfer_batch *b, unsigned l)
 		struct rk_error e;
 		int r;
 
-		while (first + n < b->end[l] && !b->wrs[first + n++].signaled)
+		while (first + n < b->end[l] && !b->plan[first + n++].signaled)
 			;
 		extra = immediate && first + n == b->end[l];
 		if (rk_sq_room(c) < n + extra)
 			return 0;
 		for (unsigned i = 0; i < n; i++) {
-			const struct rk__xwr *pw = &b->wrs[first + i];
+			const struct rk__xwr *pw = &b->plan[first + i];
 			const struct rk__xop *op = &b->ops[pw->op];
 			struct ibv_send_wr *wr = &wrs[i];
 			struct ibv_sge *sge = &sges[i];
@@ -413,16 +486,16 @@ static void settle(struct rk_xfer_batch *b)
 void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc)
 {
 	struct rk_xfer_peer *p = b->peer;
-	int signaled = w == NOTIF_IDX || (w < b->nwr && b->wrs[w].signaled);
+	int signaled = w == NOTIF_IDX || (w < b->nwr && b->plan[w].signaled);
 
 	if (w != NOTIF_IDX && w >= b->nwr)
 		return;
 	if (wc->status != IBV_WC_SUCCESS) {
 		int e = status_errno(wc->status);
 
-		if (w < b->nwr && !b->op_err[b->wrs[w].op]) {
-			b->op_err[b->wrs[w].op] = e;
-			b->op_wc[b->wrs[w].op] = (uint8_t)wc->status;
+		if (w < b->nwr && !b->op_err[b->plan[w].op]) {
+			b->op_err[b->plan[w].op] = e;
+			b->op_wc[b->plan[w].op] = (uint8_t)wc->status;
 		}
 		if (w == NOTIF_IDX && wc->status == IBV_WC_RNR_RETRY_EXC_ERR)
 			fail(b, -ECONNRESET, wc->status,
@@ -433,17 +506,17 @@ void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ib
 			fail(b, e, wc->status,
 			     "remote access error: the owner refused op %u (revoked, out of "
 			     "bounds or a forged key)",
-			     w < b->nwr ? b->wrs[w].op : 0);
+			     w < b->nwr ? b->plan[w].op : 0);
 		else if (e == -ECONNRESET || e == -ECANCELED)
 			fail(b, -ECONNRESET, wc->status, "peer gone: %s",
 			     ibv_wc_status_str(wc->status));
 		else
 			fail(b, e, wc->status, "%s", ibv_wc_status_str(wc->status));
 	} else if (w < b->nwr && signaled) {
-		b->wrs[w].done = 1;
+		b->done[w] = 1;
 	}
 	if (signaled && b->out) {
-		unsigned l = w == NOTIF_IDX ? 0 : b->wrs[w].lane;
+		unsigned l = w == NOTIF_IDX ? 0 : b->plan[w].lane;
 
 		b->out--;
 		if (b->lane_out[l])
@@ -454,9 +527,9 @@ void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ib
 		pump(p);
 }
 
-/* Check @ops and resolve them into @b->ops. */
-static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned nops,
-		     struct rk__xop *out, uint64_t *lens, struct rk_error *err)
+/* Check @ops and resolve them into @out (xfer_int.h). */
+int rk__xfer_check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned nops,
+		       struct rk__xop *out, uint64_t *lens, struct rk_error *err)
 {
 	const struct rk_xfer_remote *last_rm = NULL;
 	const struct rk__xgen *last_g = NULL;
@@ -515,41 +588,75 @@ static int check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsig
 	return 0;
 }
 
+/*
+ * What both posts check of the peer before taking a block: lanes, the
+ * batch count, a free slot. Returns the slot or a negative errno (@err).
+ */
+static int post_begin(struct rk_xfer_peer *p, unsigned nops, const char *fn, struct rk_error *err)
+{
+	struct rk_xfer *x = p->x;
+	unsigned slot;
+
+	if (!p->nlanes)
+		return rk__err_set(err, EINVAL, fn, "a peer without lanes");
+	if (!nops || nops > x->opts.max_ops)
+		return rk__err_set(err, nops ? E2BIG : EINVAL, fn, "%u ops (1..%u)", nops,
+				   x->opts.max_ops);
+	for (unsigned l = 0; l < p->nlanes; l++)
+		if (rk_conn_state(p->lanes[l]) != RK_CONN_CONNECTED)
+			return rk__err_set(err, ENOTCONN, fn, "lane %u is %s", l,
+					   rk_conn_state_str(rk_conn_state(p->lanes[l])));
+	for (slot = 0; slot < x->opts.max_batches && x->slots[slot]; slot++)
+		;
+	if (slot == x->opts.max_batches)
+		return rk__err_set(err, EBUSY, fn, "%u batches in flight", x->opts.max_batches);
+	return (int)slot;
+}
+
+/* The planned batch @b takes @slot and goes: what fits is posted now. */
+static void post_launch(struct rk_xfer_peer *p, struct rk_xfer_batch *b, unsigned slot,
+			const struct rk_xfer_batch_opts *opts)
+{
+	struct rk_xfer *x = p->x;
+	int timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : DEF_TIMEOUT_MS;
+
+	b->x = x;
+	b->peer = p;
+	b->slot = (uint16_t)slot;
+	b->serial = (uint16_t)++x->batch_serial;
+	b->id_hi =
+	    (uint64_t)RK_XFER_WRID_OP << 48 | (uint64_t)b->slot << 32 | (uint64_t)b->serial << 16;
+	b->deadline = timeout_ms < 0 ? -1 : rk__deadline(timeout_ms);
+	if (opts) {
+		b->notify = opts->notify;
+		b->notif = opts->notif;
+	}
+	x->slots[slot] = b;
+	x->st.batches++;
+	x->st.ops += b->nops;
+	pend_add(p, b);
+	pump(p);
+	settle(b);
+}
+
 int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned nops,
 		 const struct rk_xfer_batch_opts *opts, struct rk_error *err,
 		 struct rk_xfer_batch **out)
 {
 	struct rk_xfer *x = p->x;
-	struct rk_xfer_batch_opts bo = {0};
 	struct rk_xfer_batch *b;
 	uint64_t *lens;
 	long nwr;
-	unsigned slot;
-	int r;
+	int r, slot;
 
-	if (opts)
-		bo = *opts;
-	if (!bo.timeout_ms)
-		bo.timeout_ms = DEF_TIMEOUT_MS;
-	if (!p->nlanes)
-		return rk__err_set(err, EINVAL, "rk_xfer_post", "a peer without lanes");
-	if (!nops || nops > x->opts.max_ops)
-		return rk__err_set(err, nops ? E2BIG : EINVAL, "rk_xfer_post", "%u ops (1..%u)",
-				   nops, x->opts.max_ops);
-	for (unsigned l = 0; l < p->nlanes; l++)
-		if (rk_conn_state(p->lanes[l]) != RK_CONN_CONNECTED)
-			return rk__err_set(err, ENOTCONN, "rk_xfer_post", "lane %u is %s", l,
-					   rk_conn_state_str(rk_conn_state(p->lanes[l])));
-	for (slot = 0; slot < x->opts.max_batches && x->slots[slot]; slot++)
-		;
-	if (slot == x->opts.max_batches)
-		return rk__err_set(err, EBUSY, "rk_xfer_post", "%u batches in flight",
-				   x->opts.max_batches);
+	slot = post_begin(p, nops, "rk_xfer_post", err);
+	if (slot < 0)
+		return slot;
 	b = batch_get(x, nops);
 	if (!b)
 		return rk__err_set(err, ENOMEM, "rk_xfer_post", NULL);
 	lens = batch_lens(b);
-	r = check_ops(p, ops, nops, b->ops, lens, err);
+	r = rk__xfer_check_ops(p, ops, nops, b->ops, lens, err);
 	if (r)
 		goto fail;
 	nwr = rk__xplan_count(lens, nops, RK_XFER_SPLIT, RK_XPLAN_MAX_WRS);
@@ -558,17 +665,12 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 				nops, RK_XPLAN_MAX_WRS);
 		goto fail;
 	}
-	if (!b->wrs || (unsigned long)nwr > b->cap_wrs) {
-		free(b->wrs);
-		b->cap_wrs = 0;
-		b->wrs = malloc((size_t)nwr * sizeof(*b->wrs));
-		if (!b->wrs) {
-			r = rk__err_set(err, ENOMEM, "rk_xfer_post", NULL);
-			goto fail;
-		}
-		b->cap_wrs = (unsigned)nwr;
+	if (batch_wrs(b, (unsigned)nwr)) {
+		r = rk__err_set(err, ENOMEM, "rk_xfer_post", NULL);
+		goto fail;
 	}
 	rk__xplan(lens, nops, p->nlanes, x->opts.chain, RK_XFER_SPLIT, b->wrs, NULL);
+	b->plan = b->wrs;
 	b->nwr = (unsigned)nwr;
 	for (unsigned w = 0; w < b->nwr; w++) {
 		unsigned l = b->wrs[w].lane;
@@ -579,25 +681,55 @@ int rk_xfer_post(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned 
 		b->end[l] = w + 1;
 		b->has_reads |= !b->ops[b->wrs[w].op].write;
 	}
-	b->x = x;
-	b->peer = p;
-	b->slot = (uint16_t)slot;
-	b->serial = (uint16_t)++x->batch_serial;
 	b->nops = nops;
-	b->deadline = bo.timeout_ms < 0 ? -1 : rk__deadline(bo.timeout_ms);
-	b->notify = bo.notify;
-	b->notif = bo.notif;
-	x->slots[slot] = b;
-	x->st.batches++;
-	x->st.ops += nops;
-	pend_add(p, b);
-	pump(p);
-	settle(b);
+	post_launch(p, b, (unsigned)slot, opts);
 	*out = b;
 	return 0;
 fail:
 	batch_put(x, b);
 	return r;
+}
+
+int rk_xfer_post_prepared(struct rk_xfer_prep *pp, const struct rk_xfer_batch_opts *opts,
+			  struct rk_error *err, struct rk_xfer_batch **out)
+{
+	struct rk_xfer_peer *p = pp->peer;
+	struct rk_xfer_batch *b;
+	int slot;
+
+	if (pp->dead || !p)
+		return rk__err_set(err, ESTALE, "rk_xfer_post_prepared", "%s",
+				   pp->dead ? pp->dead : "its peer was destroyed");
+	slot = post_begin(p, pp->nops, "rk_xfer_post_prepared", err);
+	if (slot < 0)
+		return slot;
+	/* A newer import of a segment makes the handles of older generations stale. */
+	for (unsigned i = 0; i < pp->ndesc; i++) {
+		const struct rk__xgen *g = rk__xgens_find(&p->gens, pp->desc[i].seg_id);
+
+		if (g && g->gen != pp->desc[i].gen)
+			return rk__err_set(err, ESTALE, "rk_xfer_post_prepared",
+					   "descriptor of segment %u, generation %u: %u is current",
+					   pp->desc[i].seg_id, pp->desc[i].gen, g->gen);
+	}
+	b = batch_get(p->x, pp->nops);
+	if (!b || batch_wrs(b, pp->nwr)) {
+		if (b)
+			batch_put(p->x, b);
+		return rk__err_set(err, ENOMEM, "rk_xfer_post_prepared", NULL);
+	}
+	b->prep = pp;
+	pp->refs++;
+	b->plan = pp->plan;
+	b->nwr = pp->nwr;
+	b->nops = pp->nops;
+	b->lanes_used = pp->lanes_used;
+	b->has_reads = pp->has_reads;
+	memcpy(b->next, pp->next, sizeof(b->next));
+	memcpy(b->end, pp->end, sizeof(b->end));
+	post_launch(p, b, (unsigned)slot, opts);
+	*out = b;
+	return 0;
 }
 
 int rk_xfer_batch_check(struct rk_xfer_batch *b, struct rk_error *err)

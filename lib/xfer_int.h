@@ -118,7 +118,7 @@ struct rk__xwr {
 	uint16_t lane;	  /* op % lanes */
 	uint8_t signaled; /* last WR of its chain */
 	uint8_t first;	  /* first WR of its chain (a doorbell) */
-	uint8_t done;	  /* signaled and its completion came (zeroed by the plan) */
+	uint8_t done;	  /* zeroed by the plan; a batch keeps its own (done[]) */
 };
 
 #define RK_XPLAN_MAX_WRS 65534u /* the notification takes index 65535 */
@@ -158,6 +158,7 @@ struct rk_xfer {
 	unsigned npeers;
 	struct rk_xfer_batch **slots; /* max_batches; NULL = free */
 	struct rk_xfer_batch *spare;  /* released batch blocks, for reuse */
+	struct rk_xfer_prep *preps;   /* prepared batches not freed (xfer_prep.c) */
 	unsigned nspare;
 	uint64_t ctl_seq; /* ids of binds and invalidations */
 	uint32_t batch_serial;
@@ -211,6 +212,39 @@ struct rk_xfer_remote {
 	struct rk__xdesc d;
 };
 
+/* A descriptor a prepared batch names: its generation is checked at each post. */
+struct rk__xprep_desc {
+	uint32_t seg_id, gen;
+};
+
+struct rk_prepared;
+
+/*
+ * A prepared batch (xfer_prep.c): the ops checked and planned once, each
+ * chain's verbs WRs built (rk_prepare). One block: the struct, the plan
+ * (nwr), the chain starting at each WR (nwr; NULL inside a chain), the
+ * distinct descriptors and the distinct local segments. Counted: the
+ * caller's reference until rk_xfer_prep_free, and one per batch posted
+ * from it until the batch's block is released (the batch reads its plan).
+ */
+struct rk_xfer_prep {
+	struct rk_xfer *x;	   /* NULL once the rk_xfer is destroyed */
+	struct rk_xfer_peer *peer; /* NULL once the peer is destroyed */
+	const char *dead;	   /* why it may not be posted any more, or NULL */
+	unsigned refs;
+	int freed; /* the caller released it */
+	unsigned nops, nwr, lanes_used;
+	int has_reads;
+	unsigned next[RK_XFER_LANES_MAX], end[RK_XFER_LANES_MAX]; /* per lane, into plan */
+	struct rk__xwr *plan;
+	struct rk_prepared **chain;
+	struct rk__xprep_desc *desc;
+	unsigned ndesc;
+	struct rk_xfer_seg **segs;
+	unsigned nsegs;
+	struct rk_xfer_prep *link; /* the rk_xfer's list */
+};
+
 /* An op resolved at post: where its pieces go. */
 struct rk__xop {
 	uint64_t laddr, raddr;
@@ -238,7 +272,9 @@ struct rk_xfer_batch {
 	struct rk__xop *ops;
 	int *op_err;
 	uint8_t *op_wc;
-	struct rk__xwr *wrs;
+	const struct rk__xwr *plan; /* wrs, or the prepared batch's */
+	struct rk_xfer_prep *prep;  /* posted from it (a reference), or NULL */
+	uint64_t id_hi;		    /* the wr_id's tag, slot and serial */
 	unsigned next[RK_XFER_LANES_MAX], end[RK_XFER_LANES_MAX]; /* per lane, into wrs */
 	unsigned out;			      /* signaled WRs posted, not completed */
 	unsigned lane_out[RK_XFER_LANES_MAX]; /* the same per lane: the lanes to cut */
@@ -251,6 +287,8 @@ struct rk_xfer_batch {
 	/* Not zeroed on reuse (see above). */
 	struct rk_error why;
 	unsigned cap_ops, cap_wrs; /* the block's and wrs' room, in entries */
+	struct rk__xwr *wrs;	   /* rk_xfer_post's plan (cap_wrs), then done */
+	uint8_t *done;		   /* per WR: signaled and its completion came */
 };
 
 /* xfer_poll.c: poll @lanes' CQs once (waiting up to @wait_ms if nothing came), handing
@@ -266,6 +304,20 @@ void rk__xfer_drop_peer(struct rk_xfer *x, struct rk_xfer_peer *peer);
 void rk__xfer_op_completion(struct rk_xfer_batch *b, unsigned w, const struct ibv_wc *wc);
 /* xfer_batch.c: free the spare batch blocks of @x (rk_xfer_destroy). */
 void rk__xfer_spares_free(struct rk_xfer *x);
+/*
+ * xfer_batch.c, for xfer_prep.c: check @ops (rk_xfer_post's rules) and
+ * resolve them into @out, their lengths into @lens.
+ */
+int rk__xfer_check_ops(struct rk_xfer_peer *p, const struct rk_xfer_op *ops, unsigned nops,
+		       struct rk__xop *out, uint64_t *lens, struct rk_error *err);
+/* xfer_prep.c: drop one reference of @pp (a batch's block was released). */
+void rk__xprep_put(struct rk_xfer_prep *pp);
+/* xfer_prep.c: @seg goes: the prepared batches that name it are dead. */
+void rk__xprep_seg_gone(struct rk_xfer *x, const struct rk_xfer_seg *seg);
+/* xfer_prep.c: @peer goes: its prepared batches are dead, their chains freed. */
+void rk__xprep_peer_gone(struct rk_xfer *x, const struct rk_xfer_peer *peer);
+/* xfer_prep.c: @x goes: prepared batches not freed are detached from it. */
+void rk__xprep_detach_all(struct rk_xfer *x);
 /* Post what waits for send-queue room, on every peer of @x. */
 void rk__xfer_pump_all(struct rk_xfer *x);
 /* xfer_notif.c, for xfer_poll.c: a notification receive completed; 1 if @x's (see there). */

@@ -162,10 +162,16 @@
  * that are not the layer's to opts.on_foreign (dropped and counted when
  * NULL).
  *
+ * Prepared batches (rk_xfer_prepare, rk_xfer_post_prepared): a batch of
+ * the same ops posted again and again is checked and planned once, its
+ * work requests kept built; a post checks only what can change (lanes,
+ * generations, the prepared batch still alive) and writes each chain's
+ * wr_ids.
+ *
  * Thread-safety: one thread at a time per rk_xfer (and its peers, batches
  * and the lanes' CQs), as for connections. Lifetime: destroy batches,
- * remotes and peers, then the connections, then segments, then the
- * rk_xfer, then the PD.
+ * prepared batches, remotes and peers, then the connections, then
+ * segments, then the rk_xfer, then the PD.
  */
 #ifndef RDMAKIT_XFER_H
 #define RDMAKIT_XFER_H
@@ -190,6 +196,7 @@ struct rk_xfer_seg;
 struct rk_xfer_peer;
 struct rk_xfer_remote;
 struct rk_xfer_batch;
+struct rk_xfer_prep;
 
 #define RK_XFER_LANES_MAX    16
 #define RK_XFER_CHAIN_MAX    16		/* N: work requests per doorbell, at most */
@@ -285,7 +292,8 @@ RK_API int rk_xfer_seg_reg(struct rk_xfer *x, void *addr, size_t len, unsigned a
  * rk_xfer_seg_dereg - revoke every export of @seg (windows deallocated,
  * export registrations deregistered), then drop its region reference (the
  * region is deregistered with its last segment). Batches using @seg must
- * have ended. Accepts NULL.
+ * have ended; prepared batches that name it are dead from now on
+ * (rk_xfer_post_prepared: -ESTALE). Accepts NULL.
  */
 RK_API void rk_xfer_seg_dereg(struct rk_xfer_seg *seg);
 
@@ -404,6 +412,50 @@ struct rk_xfer_batch_opts {
 RK_API int rk_xfer_post(struct rk_xfer_peer *peer, const struct rk_xfer_op *ops, unsigned nops,
 			const struct rk_xfer_batch_opts *opts, struct rk_error *err,
 			struct rk_xfer_batch **out);
+
+/*
+ * rk_xfer_prepare - check @nops ops once (as rk_xfer_post does: segment
+ * bounds, descriptor bounds and access, generation) and keep them planned
+ * for @peer, their verbs work requests built per chain (rk_prepare), for
+ * posting the same batch again and again with rk_xfer_post_prepared().
+ * Returns 0, or rk_xfer_post's refusals (-ERANGE, -EACCES, -ESTALE,
+ * -EINVAL, -E2BIG) and -ENOMEM. The ops' addresses, keys and lengths are
+ * copied: @ops is not kept. Cost: one allocation for the plan and one per
+ * chain (about 100 bytes per work request); no verbs call.
+ * Ownership: the caller's; free it with rk_xfer_prep_free() before
+ * rk_xfer_destroy(). Batches posted from it keep what they need of it: it
+ * may be freed while they run. Deregistering a segment it names
+ * (rk_xfer_seg_dereg) or destroying @peer makes it dead: posting it then
+ * fails with -ESTALE (free it). The descriptors' handles may be freed: it
+ * keeps their generations referenced, so a newer import of the same
+ * segment still makes it stale (-ESTALE on post).
+ * Thread-safety: as rk_xfer_post (the rk_xfer's thread).
+ */
+RK_API int rk_xfer_prepare(struct rk_xfer_peer *peer, const struct rk_xfer_op *ops, unsigned nops,
+			   struct rk_error *err, struct rk_xfer_prep **out);
+
+/*
+ * rk_xfer_post_prepared - post @prep's batch once more: a batch handle as
+ * from rk_xfer_post, with the same plan, completions, deadline, per-op
+ * status and notification (@opts may be NULL; a notification that
+ * rk_xfer_post would put in the last chain's doorbell is posted right
+ * after it on the same lane: one doorbell more). Checks per post what may
+ * have changed since rk_xfer_prepare: the lanes are connected (-ENOTCONN),
+ * a free batch slot (-EBUSY), each descriptor's generation is still the
+ * newest imported (-ESTALE), @prep is not dead (-ESTALE). The ops' bounds
+ * and access were checked against their segments and descriptors at
+ * prepare time, and neither changes. Cost: per batch, one lookup per
+ * distinct descriptor and the deadline's clock read; per chain, one
+ * ibv_post_send with about 30 instructions of bookkeeping per work
+ * request (rk_post_prepared); nothing is allocated once a batch block of
+ * its size was released before.
+ * Thread-safety: as rk_xfer_post.
+ */
+RK_API int rk_xfer_post_prepared(struct rk_xfer_prep *prep, const struct rk_xfer_batch_opts *opts,
+				 struct rk_error *err, struct rk_xfer_batch **out);
+
+/* rk_xfer_prep_free - release @prep (batches posted from it run on). Accepts NULL. */
+RK_API void rk_xfer_prep_free(struct rk_xfer_prep *prep);
 
 /*
  * rk_xfer_handle - hand over one completion of a lane's CQ. Returns 1 if it

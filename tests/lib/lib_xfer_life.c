@@ -9,6 +9,13 @@
  *                              claimed), the peer destroyed under a batch
  *                              (-ECANCELED); MW: the region's own key is
  *                              refused remotely
+ *   lib_xfer_life prep MODE    prepared batches: WRITEs and READs posted
+ *                              again and again land (notifications both
+ *                              ways: deferred and immediate), refusals at
+ *                              prepare, freed while its batches run, stale
+ *                              after a newer import (its handle freed
+ *                              first), dead once a segment it names is
+ *                              deregistered or its peer destroyed
  * MODE: mw (skipped where the device has no windows) or mr. Both ends run
  * in this process over connected pairs (xfer_world.c).
  */
@@ -196,6 +203,135 @@ static void region_key(struct world *w)
 	       mr->rkey, mr->lkey, wr.rkey);
 }
 
+/* Post @pp, wait for it; with @notif, the owner takes the notification. */
+static void post_wait(struct world *w, struct rk_xfer_prep *pp, int notif, uint32_t value)
+{
+	struct rk_xfer_batch_opts bo = {.notify = notif, .notif = value};
+	struct rk_xfer_batch *b;
+	struct rk_error e;
+	uint32_t v = 0;
+
+	LT_CHECK(rk_xfer_post_prepared(pp, &bo, &e, &b), &e);
+	LT_CHECK(rk_xfer_batch_wait(b, -1, &e), &e);
+	rk_xfer_batch_free(b);
+	if (notif) {
+		LT_CHECK(rk_xfer_notif_wait(w->own.peer, 5000, &v, &e), &e);
+		if (v != value)
+			LT_FAIL("prepared batch: notification 0x%x, 0x%x expected", v, value);
+	}
+}
+
+/* Prepared batches: data, notifications, refusals, lifetimes, staleness. */
+static void prep(struct world *w)
+{
+	struct rk_xfer_op op[16];
+	struct rk_xfer_prep *wp, *rp, *one, *pp;
+	struct rk_xfer_batch *b;
+	struct rk_xfer_seg *tmp;
+	struct rk_xfer_remote *rem2;
+	uint8_t desc[RK_XFER_DESC_MAX];
+	size_t dlen;
+	struct rk_error e;
+	int r;
+
+	/* 16 WRITEs over both lanes (a deferred notification), posted three times. */
+	for (unsigned i = 0; i < 16; i++)
+		op[i] = (struct rk_xfer_op){RK_XFER_OP_WRITE, w->usr.seg, i * 512,
+					    w->rem,	      i * 512,	  512};
+	LT_CHECK(rk_xfer_prepare(w->usr.peer, op, 16, &e, &wp), &e);
+	for (unsigned k = 0; k < 3; k++) {
+		lt_fill(w->usr.buf, 16 * 512, 40 + k);
+		memset(w->own.buf, 0, 16 * 512);
+		post_wait(w, wp, 1, 0x500 + k);
+		if (lt_check(w->own.buf, 16 * 512, 40 + k) >= 0)
+			LT_FAIL("prepared WRITEs, post %u: data differs", k);
+	}
+	/* One WRITE on lane 0: the notification follows it at once (same QP). */
+	op[0] = (struct rk_xfer_op){RK_XFER_OP_WRITE, w->usr.seg, BLK, w->rem, 2 * BLK, 3 * BLK};
+	LT_CHECK(rk_xfer_prepare(w->usr.peer, op, 1, &e, &one), &e);
+	for (unsigned k = 0; k < 3; k++) {
+		lt_fill(w->usr.buf + BLK, 3 * BLK, 50 + k);
+		post_wait(w, one, 1, 0x600 + k);
+		if (lt_check(w->own.buf + 2 * BLK, 3 * BLK, 50 + k) >= 0)
+			LT_FAIL("prepared WRITE with its notification, post %u: data differs", k);
+	}
+	/* 16 READs, two batches of them in flight at once. */
+	for (unsigned i = 0; i < 16; i++)
+		op[i] = (struct rk_xfer_op){RK_XFER_OP_READ, w->usr.seg,	8 * BLK + i * 256,
+					    w->rem,	     4 * BLK + i * 256, 256};
+	LT_CHECK(rk_xfer_prepare(w->usr.peer, op, 16, &e, &rp), &e);
+	lt_fill(w->own.buf + 4 * BLK, 16 * 256, 60);
+	{
+		struct rk_xfer_batch *b2;
+
+		LT_CHECK(rk_xfer_post_prepared(rp, NULL, &e, &b), &e);
+		LT_CHECK(rk_xfer_post_prepared(rp, NULL, &e, &b2), &e);
+		/* Freed while its batches run: they keep its plan. */
+		rk_xfer_prep_free(rp);
+		LT_CHECK(rk_xfer_batch_wait(b, -1, &e), &e);
+		LT_CHECK(rk_xfer_batch_wait(b2, -1, &e), &e);
+		rk_xfer_batch_free(b);
+		rk_xfer_batch_free(b2);
+	}
+	if (lt_check(w->usr.buf + 8 * BLK, 16 * 256, 60) >= 0)
+		LT_FAIL("prepared READs: data differs");
+	/* Refused at prepare as rk_xfer_post refuses. */
+	op[0] = (struct rk_xfer_op){RK_XFER_OP_READ, w->usr.seg, 0, w->rem, BUF - 8, 16};
+	r = rk_xfer_prepare(w->usr.peer, op, 1, &e, &pp);
+	if (r != -ERANGE)
+		LT_FAIL("prepare beyond the descriptor: %d, not -ERANGE", r);
+	op[0] = (struct rk_xfer_op){RK_XFER_OP_READ, w->usr.seg, BUF - 8, w->rem, 0, 16};
+	r = rk_xfer_prepare(w->usr.peer, op, 1, &e, &pp);
+	if (r != -ERANGE)
+		LT_FAIL("prepare beyond the local segment: %d, not -ERANGE", r);
+	/* Dead once a segment it names is deregistered. */
+	LT_CHECK(rk_xfer_seg_reg(w->usr.x, w->usr.buf, BLK, 0, &e, &tmp), &e);
+	op[0] = (struct rk_xfer_op){RK_XFER_OP_READ, tmp, 0, w->rem, 0, 64};
+	LT_CHECK(rk_xfer_prepare(w->usr.peer, op, 1, &e, &pp), &e);
+	rk_xfer_seg_dereg(tmp);
+	r = rk_xfer_post_prepared(pp, NULL, &e, &b);
+	if (r != -ESTALE)
+		LT_FAIL("prepared batch of a deregistered segment: %d, not -ESTALE", r);
+	printf("prep: %s\n", e.msg);
+	rk_xfer_prep_free(pp);
+	/*
+	 * A newer generation imported: the prepared batches of the old one are
+	 * stale, although the old handle was freed first.
+	 */
+	rk_xfer_remote_free(w->rem);
+	w->rem = NULL;
+	LT_CHECK(rk_xfer_revoke(w->own.seg, w->own.peer, 5000, &e), &e);
+	LT_CHECK(rk_xfer_export(w->own.seg, w->own.peer, RK_XFER_READ | RK_XFER_WRITE, desc,
+				sizeof(desc), &dlen, 5000, &e),
+		 &e);
+	LT_CHECK(rk_xfer_import(w->usr.peer, desc, dlen, &e, &rem2), &e);
+	w->rem = rem2;
+	r = rk_xfer_post_prepared(wp, NULL, &e, &b);
+	if (r != -ESTALE)
+		LT_FAIL("prepared batch of an older generation: %d, not -ESTALE", r);
+	printf("prep: %s\n", e.msg);
+	rk_xfer_prep_free(wp);
+	rk_xfer_prep_free(one);
+	op[0] = (struct rk_xfer_op){RK_XFER_OP_WRITE, w->usr.seg, 0, w->rem, 0, BLK};
+	LT_CHECK(rk_xfer_prepare(w->usr.peer, op, 1, &e, &pp), &e);
+	lt_fill(w->usr.buf, BLK, 70);
+	post_wait(w, pp, 0, 0);
+	if (lt_check(w->own.buf, BLK, 70) >= 0)
+		LT_FAIL("prepared WRITE with the new generation: data differs");
+	/* Dead once its peer is destroyed; still freed cleanly. */
+	rk_xfer_remote_free(w->rem);
+	w->rem = NULL;
+	rk_xfer_peer_destroy(w->usr.peer);
+	w->usr.peer = NULL;
+	r = rk_xfer_post_prepared(pp, NULL, &e, &b);
+	if (r != -ESTALE)
+		LT_FAIL("prepared batch of a destroyed peer: %d, not -ESTALE", r);
+	printf("prep: %s\n", e.msg);
+	rk_xfer_prep_free(pp);
+	printf("prep: WRITEs x3 and READs x2 landed, notifications deferred and immediate, "
+	       "refusals and lifetimes as documented\n");
+}
+
 int main(int argc, char **argv)
 {
 	struct world w = {0};
@@ -204,7 +340,7 @@ int main(int argc, char **argv)
 
 	lt_prog = "lib_xfer_life";
 	if (argc < 3)
-		LT_FAIL("usage: lib_xfer_life race|zero|running mw|mr");
+		LT_FAIL("usage: lib_xfer_life race|zero|running|prep mw|mr");
 	what = argv[1];
 	mode = !strcmp(argv[2], "mw") ? RK_XFER_MW : RK_XFER_MR;
 	w.dev = lt_open_device(0);
@@ -231,6 +367,8 @@ int main(int argc, char **argv)
 		zero(&w);
 	} else if (!strcmp(what, "race")) {
 		race(&w);
+	} else if (!strcmp(what, "prep")) {
+		prep(&w);
 	} else {
 		LT_FAIL("unknown test %s", what);
 	}

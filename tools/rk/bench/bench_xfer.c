@@ -214,6 +214,8 @@ void bench_xfer_release_peer(struct bench_ctx *c)
 	for (uint32_t i = 0; b->slots && i < c->p->tx_depth; i++) {
 		rk_xfer_batch_free(b->slots[i].b);
 		b->slots[i].b = NULL;
+		rk_xfer_prep_free(b->slots[i].prep);
+		b->slots[i].prep = NULL;
 	}
 	rk_xfer_remote_free(b->remote);
 	b->remote = NULL;

@@ -41,8 +41,9 @@
 
 /* Client: a batch in flight. */
 struct bench_xfer_slot {
-	struct rk_xfer_batch *b; /* NULL: free */
-	uint64_t t0;		 /* ticks: when it was posted */
+	struct rk_xfer_batch *b;   /* NULL: free */
+	struct rk_xfer_prep *prep; /* the slot's ops, prepared for the run's size */
+	uint64_t t0;		   /* ticks: when it was posted */
 };
 
 /* One side's part of the run; c->xfer. */

@@ -2,7 +2,7 @@
  * bench_xfer_run.c - the engine of rk bench --op xfer (bench_xfer.h).
  *
  * Client: keeps -t batches in flight, each --batch ops of the run's size
- * posted with one rk_xfer_post (the layer chains them, -Q WRs per
+ * posted with one rk_xfer_post_prepared (prepared once per size; the layer chains them, -Q WRs per
  * doorbell, one completion per chain). Busy, it spins on the lanes' shared
  * CQ with ibv_poll_cq alone (as bench_bw does; --poll event or adaptive
  * wait in the CQ's mode instead) and, once something came,
@@ -62,8 +62,13 @@ static void stats_delta(const struct rk_xfer_stats *a, const struct rk_xfer_stat
 	d->foreign = b->foreign - a->foreign;
 }
 
-/* Op i of slot j: see bench_xfer.h for where its bytes come from and go. */
-static void build_ops(struct bench_ctx *c, uint32_t size)
+/*
+ * Op i of slot j: see bench_xfer.h for where its bytes come from and go.
+ * Each slot's batch is the same on every post: prepared once per size
+ * (rk_xfer_prepare: checked and planned, its WRs built) and posted with
+ * rk_xfer_post_prepared.
+ */
+static int build_ops(struct bench_ctx *c, uint32_t size, struct rk_error *err)
 {
 	const struct bench_params *p = c->p;
 	struct bench_xfer *b = c->xfer;
@@ -82,6 +87,17 @@ static void build_ops(struct bench_ctx *c, uint32_t size)
 			op->local_off = read ? big : small;
 			op->remote_off = read ? small : big;
 		}
+	for (uint32_t j = 0; j < p->tx_depth; j++) {
+		int r;
+
+		rk_xfer_prep_free(b->slots[j].prep);
+		b->slots[j].prep = NULL;
+		r = rk_xfer_prepare(b->peer, &b->ops[(size_t)j * p->batch], p->batch, err,
+				    &b->slots[j].prep);
+		if (r)
+			return r;
+	}
+	return 0;
 }
 
 /* --verify: slot @slot's landing place holds the pattern. */
@@ -196,8 +212,14 @@ static int post_batches(struct bench_ctx *c, struct xrun *s, struct rk_error *er
 		bo.notif = (uint32_t)(s->posted << SLOT_BITS) | j;
 		/* Before the post: on Soft-RoCE the post itself moves data. */
 		b->slots[j].t0 = bench_ticks();
-		r = rk_xfer_post(b->peer, &b->ops[(size_t)j * p->batch], p->batch, &bo, err,
-				 &b->slots[j].b);
+		/*
+		 * --notify: rk_xfer_post, whose one-lane WRITE batch carries its
+		 * notification in the last chain's doorbell (a prepared batch
+		 * posts it after, one doorbell more).
+		 */
+		r = p->notify ? rk_xfer_post(b->peer, &b->ops[(size_t)j * p->batch], p->batch, &bo,
+					     err, &b->slots[j].b)
+			      : rk_xfer_post_prepared(b->slots[j].prep, &bo, err, &b->slots[j].b);
 		if (r)
 			return r;
 		s->inflight++;
@@ -232,7 +254,9 @@ static int run_client(struct bench_ctx *c, struct xrun *s, struct bench_run *out
 	struct bench_watch w;
 	int r;
 
-	build_ops(c, s->size);
+	r = build_ops(c, s->size, err);
+	if (r)
+		return r;
 	cpu0 = bench_cpu_ns();
 	t0 = bench_ticks();
 	s->end = t0 + bench_ticks_for(s->dur_ns);
