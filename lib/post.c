@@ -308,10 +308,9 @@ int rk_post_recv_list(struct rk_conn *c, const struct rk_recv *rs, unsigned n, s
 			wr[i].wr_id = RK_RECV_TAG | (head + i);
 			wr[i].sg_list = &sge[i];
 			wr[i].num_sge = x->len != 0;
-			wr[i].next = &wr[i + 1];
+			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
 			ids[(head + i) & mask] = x->wr_id;
 		}
-		wr[k - 1].next = NULL;
 		bad = NULL;
 		r = ibv_post_recv(c->qp, wr, &bad);
 		if (r) {

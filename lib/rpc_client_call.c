@@ -199,7 +199,7 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 		send_flags = IBV_SEND_INLINE;
 		wr_id = TAG_REQ_INLINE << 48;
 	} else {
-		if (len > RK_RPC_REQ_HDR)
+		if (len > RK_RPC_REQ_HDR && a->req) /* check_args: a body has a buffer */
 			memcpy(buf + RK_RPC_REQ_HDR, a->req, req_len);
 		sge[0].length = len;
 		wr->num_sge = 1;
