@@ -289,6 +289,33 @@ static void notif_wr(const struct rk_xfer_batch *b, struct ibv_send_wr *wr)
 }
 
 /*
+ * The books after one post of lane @l's chain [@first, @first + @n) and
+ * @extra notifications (0 or 1): @r is what the post returned. 0, or -1
+ * with @b failed when not all went: some may be on the queue unsignaled,
+ * so the lane is ended to flush them.
+ */
+static inline int lane_posted(struct rk_xfer_batch *b, unsigned l, unsigned first, unsigned n,
+			      unsigned extra, int r, const struct rk_error *e)
+{
+	struct rk_xfer *x = b->x;
+
+	if (__builtin_expect(r != (int)(n + extra), 0)) {
+		rk_conn_disconnect(b->peer->lanes[l], 0, NULL);
+		fail(b, r < 0 ? r : -EIO, IBV_WC_SUCCESS, "lane %u: %s", l, e->msg);
+		return -1;
+	}
+	x->st.wrs += n + extra;
+	b->out += 1 + extra; /* the chain's last WR, and the notification */
+	b->lane_out[l] += 1 + extra;
+	b->next[l] = first + n;
+	if (extra) {
+		b->notif_posted = 1;
+		x->st.notifs_sent++;
+	}
+	return 0;
+}
+
+/*
  * post_lane() for a batch posted from a prepared one: each chain's verbs
  * WRs are built already (rk_prepare); a post writes their wr_ids
  * (rk_post_prepared). An immediate notification follows its lane's last
@@ -323,20 +350,8 @@ static int post_lane_prep(struct rk_xfer_batch *b, unsigned l)
 			r = rk_post(c, &w, &e) == 0 ? (int)n + 1 : (int)n;
 			x->st.doorbells++;
 		}
-		if (r != (int)(n + extra)) {
-			/* Some may be on the queue unsignaled: end the lane so they flush. */
-			rk_conn_disconnect(c, 0, NULL);
-			fail(b, r < 0 ? r : -EIO, IBV_WC_SUCCESS, "lane %u: %s", l, e.msg);
+		if (lane_posted(b, l, first, n, extra, r, &e))
 			return -1;
-		}
-		x->st.wrs += n + extra;
-		b->out += 1 + extra;
-		b->lane_out[l] += 1 + extra;
-		b->next[l] = first + n;
-		if (extra) {
-			b->notif_posted = 1;
-			x->st.notifs_sent++;
-		}
 	}
 	return 1;
 }
@@ -393,20 +408,8 @@ static int post_lane(struct rk_xfer_batch *b, unsigned l)
 			notif_wr(b, &wrs[n]);
 		r = rk__post_built(c, n + extra, &e);
 		x->st.doorbells++;
-		if (r != (int)(n + extra)) {
-			/* Some may be on the queue unsignaled: end the lane so they flush. */
-			rk_conn_disconnect(c, 0, NULL);
-			fail(b, r < 0 ? r : -EIO, IBV_WC_SUCCESS, "lane %u: %s", l, e.msg);
+		if (lane_posted(b, l, first, n, extra, r, &e))
 			return -1;
-		}
-		x->st.wrs += n + extra;
-		b->out += 1 + extra; /* the chain's last WR, and the notification */
-		b->lane_out[l] += 1 + extra;
-		b->next[l] = first + n;
-		if (extra) {
-			b->notif_posted = 1;
-			x->st.notifs_sent++;
-		}
 	}
 	return 1;
 }

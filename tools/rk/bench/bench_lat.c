@@ -306,6 +306,28 @@ static __attribute__((noinline)) int wait_tick(struct bench_ctx *c, struct lat_s
 	return r < 0 ? r : r ? bench_fail(err, EPROTO, "the peer stopped mid-run") : 0;
 }
 
+/*
+ * Post round trip @count's prepared WR; on a full send queue, post_full()
+ * with the loop's locals given back to @s (and @pending, its receives
+ * waiting, read again). Inlined: the loops' locals stay in registers.
+ */
+static inline __attribute__((always_inline)) int post_one(struct bench_ctx *c, struct lat_state *s,
+							  struct rk_prepared *prep, uint64_t count,
+							  uint64_t *pending, struct rk_error *err)
+{
+	int r = rk_post_prepared(prep, count, 0, err);
+
+	if (__builtin_expect(r == 1, 1))
+		return 0;
+	if (r != -ENOBUFS)
+		return r;
+	s->count = count;
+	s->pending_rx = *pending;
+	r = post_full(c, s, err);
+	*pending = s->pending_rx;
+	return r;
+}
+
 /* The sample buffer is full: fold it into the histogram, start again. */
 static __attribute__((noinline)) uint64_t *samples_full(struct bench_run *out)
 {
@@ -347,17 +369,9 @@ static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t it
 		t0 = bench_ticks();
 		if (count >= last || t0 >= stop)
 			break;
-		r = rk_post_prepared(prep, count, 0, err);
-		if (__builtin_expect(r != 1, 0)) {
-			if (r != -ENOBUFS)
-				return r;
-			s->count = count;
-			s->pending_rx = pending;
-			r = post_full(c, s, err);
-			if (r)
-				return r;
-			pending = s->pending_rx;
-		}
+		r = post_one(c, s, prep, count, &pending, err);
+		if (r)
+			return r;
 		for (unsigned spins = 1;; spins++) {
 			int n;
 
@@ -462,17 +476,9 @@ static int run_server_busy(struct bench_ctx *c, struct lat_state *s, struct rk_e
 			}
 		}
 		pending--;
-		r = rk_post_prepared(prep, count, 0, err);
-		if (__builtin_expect(r != 1, 0)) {
-			if (r != -ENOBUFS)
-				return r;
-			s->count = count;
-			s->pending_rx = pending;
-			r = post_full(c, s, err);
-			if (r)
-				return r;
-			pending = s->pending_rx;
-		}
+		r = post_one(c, s, prep, count, &pending, err);
+		if (r)
+			return r;
 		if (++s->to_repost >= repost_min) {
 			r = repost_batch(c, s, repost_min, err);
 			if (r)
