@@ -37,6 +37,13 @@ so=$(readelf -d "$libdir/librdmakit.so" | sed -n 's/.*Library soname: \[\(.*\)\]
 [ "$so" = librdmakit.so.0 ] || fail "SONAME '$so', not librdmakit.so.0"
 
 src_c=$src/tests/install/consumer.c src_cpp=$src/tests/install/consumer.cpp
+# A library built with the sanitizers (make asan) needs their runtime first in
+# every program that loads it: its consumers are built with them too.
+san=
+if grep -q '^RK_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+	san=-fsanitize=address,undefined
+fi
+flags="$san $flags"
 # shellcheck disable=SC2086 # the flags are words
 cc -std=c11 -Wall -Wextra -Werror "$src_c" $flags -o "$w/consumer_c" || fail "C build"
 # shellcheck disable=SC2086
@@ -49,14 +56,14 @@ LD_LIBRARY_PATH=$libdir "$w/consumer_cpp" version | grep -q "librdmakit [0-9]" |
 if [ "$mode" = unit ]; then
 	# Static: librdmakit.a, its private dependencies from Requires.private / Libs.private.
 	# shellcheck disable=SC2046
-	cc -std=c11 "$src_c" $(pkg-config --cflags rdmakit) "$libdir/librdmakit.a" \
+	cc -std=c11 $san "$src_c" $(pkg-config --cflags rdmakit) "$libdir/librdmakit.a" \
 		$(pkg-config --static --libs rdmakit | sed 's/-lrdmakit\b//') -o "$w/consumer_c_static" ||
 		fail "static C build"
 	! ldd "$w/consumer_c_static" | grep -q librdmakit || fail "the static build loads librdmakit"
 	"$w/consumer_c_static" version | grep -q "librdmakit [0-9]" || fail "static: version"
 	# CMake: find_package(rdmakit 0.1 CONFIG) from the prefix.
 	cmake -S "$src/tests/install/cmake-consumer" -B "$w/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
-		>"$w/cmake.log" 2>&1 || fail "find_package: $(tail -5 "$w/cmake.log")"
+		-DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" >"$w/cmake.log" 2>&1 || fail "find_package: $(tail -5 "$w/cmake.log")"
 	cmake --build "$w/cmake" >>"$w/cmake.log" 2>&1 || fail "CMake build: $(tail -5 "$w/cmake.log")"
 	for p in consumer_c consumer_cpp consumer_c_static; do
 		"$w/cmake/$p" version | grep -q "librdmakit [0-9]" || fail "CMake's $p: version"
