@@ -26,7 +26,14 @@ struct rk_recv_set {
 	uint64_t base;
 	struct rk_buf *bufs; /* NULL for 0-byte receives */
 	uint8_t *state;
-	uint32_t *later, nlater; /* released, waiting for a batch (rk__recv_set_release_batch) */
+	/*
+	 * rk__recv_set_release_batch: a receive WR per buffer, built at the
+	 * first batch; the released buffers wait linked in @chain, @nlater of
+	 * them, and are posted as they are linked (rk__post_recv_kept).
+	 */
+	struct ibv_recv_wr *kwrs, *chain, **chain_tail;
+	struct ibv_sge *ksges;
+	uint32_t nlater;
 };
 
 struct rk_send_set {
@@ -164,7 +171,7 @@ void rk_recv_set_destroy(struct rk_recv_set *rs)
 			rk_pool_free(rs->pool, &rs->bufs[i]);
 	free(rs->bufs);
 	free(rs->state);
-	free(rs->later);
+	free(rs->kwrs);
 	free(rs);
 }
 
@@ -244,51 +251,80 @@ int rk_recv_set_release(struct rk_recv_set *rs, uint32_t index, struct rk_error 
 
 #define LATER_MAX 32 /* receives chained by one rk__recv_set_release_batch */
 
-/* Post the released buffers that wait, in one chain. */
+/* The receive WRs kept per buffer, built once: 0, or -ENOMEM. */
+static __attribute__((noinline)) int build_kept(struct rk_recv_set *rs)
+{
+	rs->kwrs = calloc(rs->count, sizeof(*rs->kwrs) + sizeof(*rs->ksges));
+	if (!rs->kwrs)
+		return -ENOMEM;
+	rs->ksges = (struct ibv_sge *)(rs->kwrs + rs->count);
+	for (uint32_t i = 0; i < rs->count; i++) {
+		rs->ksges[i] = (struct ibv_sge){.addr = rs->bufs ? (uintptr_t)rs->bufs[i].addr : 0,
+						.length = rs->size,
+						.lkey = rs->bufs ? rs->bufs[i].lkey : 0};
+		rs->kwrs[i].sg_list = &rs->ksges[i];
+		rs->kwrs[i].num_sge = rs->size ? 1 : 0;
+	}
+	rs->chain = NULL;
+	rs->chain_tail = &rs->chain;
+	return 0;
+}
+
+/* Post the released buffers that wait, in the chain they were linked in. */
 static __attribute__((noinline)) int post_later(struct rk_recv_set *rs, struct rk_error *err)
 {
-	struct rk_recv rx[LATER_MAX];
-	uint32_t n = rs->nlater < LATER_MAX ? rs->nlater : LATER_MAX;
+	struct ibv_recv_wr *wr = rs->chain;
+	const uint32_t n = rs->nlater;
+	uint32_t posted;
 	int r;
 
 	if (!n)
 		return 0;
-	for (uint32_t k = 0; k < n; k++) {
-		uint32_t i = rs->later[k];
-
-		rx[k] = (struct rk_recv){.addr = rs->bufs ? rs->bufs[i].addr : NULL,
-					 .len = rs->size,
-					 .lkey = rs->bufs ? rs->bufs[i].lkey : 0,
-					 .wr_id = rs->base | i};
-	}
 	rs->nlater = 0;
-	r = rk_post_recv_list(rs->conn, rx, n, err);
+	rs->chain = NULL;
+	rs->chain_tail = &rs->chain;
+	r = rk__post_recv_kept(rs->conn, wr, n, err);
 	/* Those posted (all, or the first r: err says why not more), counted as post_one does. */
-	uint32_t posted = r < 0 ? 0 : (uint32_t)r;
-
-	for (uint32_t k = 0; k < posted; k++) {
-		rs->state[rs->later[k]] = B_POSTED;
-		rs->posted++;
-	}
+	posted = r < 0 ? 0 : (uint32_t)r;
+	for (uint32_t k = 0; k < posted; k++, wr = wr->next)
+		rs->state[wr - rs->kwrs] = B_POSTED;
+	rs->posted += posted;
 	return posted == n ? 0 : r < 0 ? r : -EIO;
+}
+
+/*
+ * rk__recv_set_release_batch() off its common path: a buffer not handed
+ * out, or the first batch, whose WRs are built here (no memory for them:
+ * the buffer is posted alone, as ever).
+ */
+static __attribute__((noinline, cold)) int release_other(struct rk_recv_set *rs, uint32_t index,
+							 uint32_t batch, struct rk_error *err)
+{
+	if (index >= rs->count || rs->state[index] != B_CALLER)
+		return rk__err_set(err, EINVAL, "rk_recv_set_release", "buffer %u not handed out",
+				   index);
+	if (build_kept(rs))
+		return rk_recv_set_release(rs, index, err);
+	return rk__recv_set_release_batch(rs, index, batch, err);
 }
 
 int rk__recv_set_release_batch(struct rk_recv_set *rs, uint32_t index, uint32_t batch,
 			       struct rk_error *err)
 {
-	if (index >= rs->count || rs->state[index] != B_CALLER)
-		return rk__err_set(err, EINVAL, "rk_recv_set_release", "buffer %u not handed out",
-				   index);
-	if (batch > LATER_MAX)
-		batch = LATER_MAX;
-	if (!rs->later) {
-		rs->later = calloc(LATER_MAX, sizeof(*rs->later));
-		if (!rs->later) /* no memory for the list: posted alone, as ever */
-			return rk_recv_set_release(rs, index, err);
-	}
+	struct ibv_recv_wr *wr;
+
+	/* The checks and the first batch out of line: this path then saves no register. */
+	if (__builtin_expect(index >= rs->count || rs->state[index] != B_CALLER || !rs->kwrs, 0))
+		return release_other(rs, index, batch, err);
 	rs->state[index] = B_IDLE;
-	rs->later[rs->nlater++] = index;
-	return rs->nlater >= batch ? post_later(rs, err) : 0;
+	wr = &rs->kwrs[index];
+	wr->wr_id = rs->base | index; /* the sequence number of its last post was there */
+	wr->next = NULL;
+	*rs->chain_tail = wr;
+	rs->chain_tail = &wr->next;
+	if (++rs->nlater < (batch < LATER_MAX ? batch : LATER_MAX))
+		return 0;
+	return post_later(rs, err);
 }
 
 uint32_t rk_recv_set_posted(const struct rk_recv_set *rs)

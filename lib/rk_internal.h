@@ -18,9 +18,9 @@
  *              upward through dev->on_qp_fatal (set by layer 3).
  *   2 cq       cq.c: completion queues and their waits; knows QPs only as
  *              struct rk_cq_member (wr_id slots + on_fail hook, set by 3).
- *   3 conn     conn.c qp_connect.c post.c: one RC QP, its state and first
- *              error, posting. What rdma_cm adds is reached through c->cm
- *              (struct rk_conn_cm_ops, set by layer 4).
+ *   3 conn     conn.c qp_connect.c post.c post_recv_kept.c: one RC QP, its
+ *              state and first error, posting. What rdma_cm adds is
+ *              reached through c->cm (struct rk_conn_cm_ops, set by layer 4).
  *   4 cm       cm_event.c cm_client.c cm_listener.c: rdma_cm connections
  *              made and accepted; CM events turned into connection states.
  *   5 messaging  wait.c (one wait over CQs, CM channels and fds), msgbuf.c
@@ -252,6 +252,18 @@ int rk__post_built(struct rk_conn *c, unsigned n, struct rk_error *err);
  */
 int rk__post_kept(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, unsigned send_flags,
 		  struct rk_error *err);
+
+/*
+ * post_recv_kept.c: post @chain, @n receive WRs the caller keeps built
+ * (linked by ->next, the last one's NULL), in one ibv_post_recv. Each WR's
+ * wr_id holds the caller's id, which goes to its slot (it comes back in
+ * the completion as rk_post_recv's), and is overwritten with the sequence
+ * number; the SGEs are the caller's and left as they are. Returns @n, the
+ * count posted before the provider refused one (err says why), or a
+ * negative errno (-ENOTCONN, -ENOBUFS, -EINVAL: the chain is not @n long).
+ */
+int rk__post_recv_kept(struct rk_conn *c, struct ibv_recv_wr *chain, unsigned n,
+		       struct rk_error *err);
 
 /*
  * msgbuf.c: rk_recv_set_release(), except that buffer @index is posted

@@ -123,7 +123,7 @@ stage_answer(struct rk_rpc_server *srv, struct rk_rpc_req *q, const void *data, 
 /*
  * Answer @q now if the send queue has room: 1 posted (q released), 0 no
  * room (nothing done), negative when the connection failed (dropped).
- * Inlined into its two callers: every answer's path.
+ * Inlined into its callers: every answer's path.
  */
 static inline __attribute__((always_inline)) int answer_now(struct rk_rpc_server *srv,
 							    struct rk_rpc_req *q, uint32_t status,
@@ -331,7 +331,16 @@ int rk_rpc_reply(struct rk_rpc_req *req, int32_t code, const void *data, uint32_
 	}
 	/* A handler answering at once, or one deferred on this thread: posted now. */
 	if (rk__rpcs_on_progress(srv)) {
-		answer_held(srv, req, code, data, len, NULL);
+		/*
+		 * The common answer in line (the connection up, room for it);
+		 * anything else as answer_held says, which tries once more
+		 * and queues it, or lets it go with its dead connection.
+		 */
+		if (__builtin_expect(!req->c->dead, 1) &&
+		    answer_now(srv, req, code ? RK_RPC_APP_ERROR : RK_RPC_OK, code, data, len) == 1)
+			req->c->held--;
+		else
+			answer_held(srv, req, code, data, len, NULL);
 		return r;
 	}
 	p = rk__rpcs_pending_new(req, code, data, len);

@@ -1,9 +1,11 @@
 /*
  * lib_msgbuf.c - receive and send sets on a real device: 300 messages of
  * 0..4096 bytes (some with an immediate) through 4 send buffers into 8
- * receive buffers, every byte checked, buffers reposted and reused; 0-byte
- * receives consumed by WRITE WITH IMMEDIATE; a connection's failure
- * flushing the receive set; foreign completions and bad indexes refused.
+ * receive buffers, every byte checked, buffers reposted and reused (one at
+ * a time, then in batches of two from the set's kept WRs, as the RPC
+ * server reposts); 0-byte receives consumed by WRITE WITH IMMEDIATE; a
+ * connection's failure flushing the receive set; foreign completions and
+ * bad indexes refused.
  */
 #include <errno.h>
 #include <string.h>
@@ -15,6 +17,10 @@
 #define NMSG  300
 #define NRECV 8
 #define NSEND 4
+
+/* Private (rk_internal.h): the RPC server's batched repost. */
+int rk__recv_set_release_batch(struct rk_recv_set *rs, uint32_t index, uint32_t batch,
+			       struct rk_error *err);
 
 static uint32_t msg_len(int i)
 {
@@ -52,7 +58,8 @@ static int poll_once(struct rk_conn *c, struct rk_send_set *ss, struct rk_recv_s
 	return n;
 }
 
-static void messages(struct rk_device *dev, struct rk_pool *pool)
+/* @batch 0: each buffer reposted alone; else @batch at a time (rk__recv_set_release_batch). */
+static void messages(struct rk_device *dev, struct rk_pool *pool, uint32_t batch)
 {
 	struct rk_conn_opts o = {.sq_depth = 16, .rq_depth = 16};
 	struct rk_msgbuf_opts ro = {.count = NRECV, .size = SIZE};
@@ -103,7 +110,15 @@ static void messages(struct rk_device *dev, struct rk_pool *pool)
 			    (got[i].has_imm && got[i].imm != 0xabc00000u + (uint32_t)recvd))
 				LT_FAIL("message %d: immediate %d 0x%x", recvd, got[i].has_imm,
 					got[i].imm);
-			LT_CHECK(rk_recv_set_release(rs, got[i].index, &e), &e);
+			if (batch) {
+				LT_CHECK(rk__recv_set_release_batch(rs, got[i].index, batch, &e),
+					 &e);
+				if (rk__recv_set_release_batch(rs, got[i].index, batch, NULL) !=
+				    -EINVAL)
+					LT_FAIL("a buffer released twice in a batch");
+			} else {
+				LT_CHECK(rk_recv_set_release(rs, got[i].index, &e), &e);
+			}
 			if (rk_recv_set_release(rs, got[i].index, NULL) != -EINVAL)
 				LT_FAIL("a buffer released twice");
 			recvd++;
@@ -153,8 +168,9 @@ static void messages(struct rk_device *dev, struct rk_pool *pool)
 	rk_conn_destroy(b);
 	rk_send_set_destroy(ss);
 	rk_recv_set_destroy(rs);
-	printf("messages: %d through %d send and %d receive buffers (ran out %d times): ok\n", NMSG,
-	       NSEND, NRECV, full);
+	printf("messages: %d through %d send and %d receive buffers (ran out %d times, reposted "
+	       "%u at a time): ok\n",
+	       NMSG, NSEND, NRECV, full, batch ? batch : 1);
 }
 
 static void write_imm(struct rk_device *dev, struct rk_pool *pool)
@@ -259,7 +275,8 @@ int main(void)
 	lt_prog = "lib_msgbuf";
 	dev = lt_open_device(0);
 	LT_CHECK(rk_pool_create(dev, &po, &e, &pool), &e);
-	messages(dev, pool);
+	messages(dev, pool, 0);
+	messages(dev, pool, 2);
 	write_imm(dev, pool);
 	bad_options(dev, pool);
 	rk_pool_get_stats(pool, &st);
