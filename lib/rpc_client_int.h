@@ -73,13 +73,17 @@ struct rk_rpc_client {
 	struct rk_device *dev;
 	struct rk_pd *pd, *own_pd;
 	struct rk_conn *conn;
+	struct rk_cq *cq;   /* the connection's */
+	struct ibv_cq *vcq; /* its verbs CQ: the spin polls it, rk_cq_take translates */
+	int busy;	    /* the CQ's mode is RK_WAIT_BUSY */
 	struct rk_wait *ws;
 	struct rk_mr *slots, *reqs;
 	struct rk_rpc_accept acc;
 	uint32_t window, req_buf;
-	uint32_t resp_room;  /* answer bytes a slot holds after its header */
-	uint32_t max_inline; /* the connection's: a request up to this goes inline */
-	uint8_t *req_base;   /* the request buffers (reqs) */
+	uint32_t resp_room;	  /* answer bytes a slot holds after its header */
+	uint32_t max_inline;	  /* the connection's: a request up to this goes inline */
+	uint8_t *req_base;	  /* the request buffers (reqs) */
+	const uint8_t *slot_base; /* the response slots (slots) */
 	/*
 	 * A call up to these (its body inline, its answer in the slot, both
 	 * within max_msg) takes the common path: checked at connect.
