@@ -106,6 +106,7 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	cl->cq = rk_conn_cq(cl->conn);
 	cl->vcq = rk_cq_ibv(cl->cq);
 	cl->busy = rk_cq_mode(cl->cq) == RK_WAIT_BUSY;
+	cl->cm_fd = rk_conn_cm_fd(cl->conn);
 	cl->req_buf = RK_RPC_REQ_HDR + cl->acc.req_inline;
 	cl->resp_room = cl->acc.slot_size - RK_RPC_ANS_HDR;
 	cl->max_inline = rk_conn_max_inline(cl->conn);

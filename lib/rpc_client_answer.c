@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 
 #include "rpc_client_int.h"
@@ -346,6 +347,68 @@ static __attribute__((noinline)) int wait_round(struct rk_rpc_client *cl, int ti
 	return n;
 }
 
+/* The connection's CM channel was readable: its state, and the end if it ended. */
+static __attribute__((noinline)) int cm_fired(struct rk_rpc_client *cl)
+{
+	int st = rk_conn_progress(cl->conn, 0, NULL);
+
+	if (st < 0 || st != RK_CONN_CONNECTED) { /* a channel that cannot be read: broken */
+		struct rk_error e;
+
+		rk_conn_first_error(cl->conn, &e);
+		rk__rpc_cl_fail_all(cl, -ECONNRESET, &e);
+	}
+	return 1;
+}
+
+/*
+ * Event mode's wait, when the CQ had nothing: rk_cq_wait's sleep (the CQ
+ * armed only when it is not, and polled again after arming, since a
+ * completion before it raises no event; after a wake-up one read of the
+ * channel and no arming until the next sleep) with the connection's CM
+ * channel as a second fd: the two fds of the wait set, whose epoll fd
+ * (rk_rpc_client_fd) sees them as before. The CM events are read only
+ * when the CQ is found empty: answers that came before a disconnect are
+ * handled first. The number of events, 0 on a timeout, or a negative errno.
+ */
+static __attribute__((noinline)) int sleep_round(struct rk_rpc_client *cl, int timeout_ms,
+						 struct rk_error *err)
+{
+	struct rk_cq *cq = cl->cq;
+	struct pollfd p[2] = {{.fd = cq->ch->fd, .events = POLLIN},
+			      {.fd = cl->cm_fd, .events = POLLIN}};
+	struct ibv_wc wc[POLL_BATCH];
+	int n, r;
+
+	if (!cq->armed) {
+		r = ibv_req_notify_cq(cq->cq, 0);
+		if (r)
+			return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
+		cq->armed = 1;
+		n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+		if (n)
+			goto polled;
+	}
+	r = poll(p, cl->cm_fd >= 0 ? 2 : 1, timeout_ms);
+	if (r <= 0) /* a timeout, or a signal: the caller looks at the deadlines */
+		return r < 0 && errno != EINTR ? rk__err_sys(err, "poll", "completion channel") : 0;
+	if (p[0].revents) {
+		r = rk__cq_consume_one(cq, err);
+		if (r)
+			return r;
+	}
+	n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+	if (!n)
+		return p[1].revents ? cm_fired(cl) : 0;
+polled:
+	if (n < 0)
+		return rk__err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
+	n = rk_cq_take(cq, wc, n);
+	for (int j = 0; j < n; j++)
+		on_wc_waited(cl, &wc[j]);
+	return n;
+}
+
 /*
  * Wait up to @timeout_ms (-1: until the earliest call's deadline) and
  * handle what came: the number of events or a negative errno. The CQ is
@@ -398,6 +461,8 @@ int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error 
 		return n;
 	if (cl->soonest >= 0 && (timeout_ms < 0 || cl->soonest - now < timeout_ms))
 		timeout_ms = (int)(cl->soonest - now);
+	if (rk_cq_mode(cl->cq) == RK_WAIT_EVENT)
+		return sleep_round(cl, timeout_ms, err);
 	return wait_round(cl, timeout_ms, err);
 }
 

@@ -76,6 +76,7 @@ struct rk_rpc_client {
 	struct rk_cq *cq;   /* the connection's */
 	struct ibv_cq *vcq; /* its verbs CQ: the spin polls it, rk_cq_take translates */
 	int busy;	    /* the CQ's mode is RK_WAIT_BUSY */
+	int cm_fd;	    /* the connection's CM channel, or -1 */
 	struct rk_wait *ws;
 	struct rk_mr *slots, *reqs;
 	struct rk_rpc_accept acc;
