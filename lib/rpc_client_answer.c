@@ -271,9 +271,18 @@ static __attribute__((noinline)) void on_wc_waited(struct rk_rpc_client *cl,
  */
 static __attribute__((noinline)) void settle_deadlines(struct rk_rpc_client *cl, int64_t now)
 {
-	for (uint32_t i = 0; i < cl->window && cl->npending; i++) {
-		struct call *c = &cl->calls[i];
+	struct call *c = &cl->calls[cl->pending_last];
 
+	/* The usual one: rk_rpc_call's, the last call that started pending. */
+	if (cl->npending == 1 && c->state == C_BUSY && c->deadline == DEADLINE_PENDING) {
+		c->deadline = now + c->timeout_ms;
+		if (cl->soonest < 0 || c->deadline < cl->soonest)
+			cl->soonest = c->deadline;
+		cl->npending = 0;
+		return;
+	}
+	for (uint32_t i = 0; i < cl->window && cl->npending; i++) {
+		c = &cl->calls[i];
 		if (c->state != C_BUSY || c->deadline != DEADLINE_PENDING)
 			continue;
 		c->deadline = now + c->timeout_ms;
@@ -352,7 +361,7 @@ static __attribute__((noinline)) int cm_fired(struct rk_rpc_client *cl)
 {
 	int st = rk_conn_progress(cl->conn, 0, NULL);
 
-	if (st < 0 || st != RK_CONN_CONNECTED) { /* a channel that cannot be read: broken */
+	if (st != RK_CONN_CONNECTED) { /* st < 0: a channel that cannot be read, broken */
 		struct rk_error e;
 
 		rk_conn_first_error(cl->conn, &e);
@@ -371,6 +380,16 @@ static __attribute__((noinline)) int cm_fired(struct rk_rpc_client *cl)
  * when the CQ is found empty: answers that came before a disconnect are
  * handled first. The number of events, 0 on a timeout, or a negative errno.
  */
+static int arm(struct rk_cq *cq, struct rk_error *err)
+{
+	int r = ibv_req_notify_cq(cq->cq, 0);
+
+	if (r)
+		return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
+	cq->armed = 1;
+	return 0;
+}
+
 static __attribute__((noinline)) int sleep_round(struct rk_rpc_client *cl, int timeout_ms,
 						 struct rk_error *err)
 {
@@ -381,10 +400,9 @@ static __attribute__((noinline)) int sleep_round(struct rk_rpc_client *cl, int t
 	int n, r;
 
 	if (!cq->armed) {
-		r = ibv_req_notify_cq(cq->cq, 0);
+		r = arm(cq, err);
 		if (r)
-			return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
-		cq->armed = 1;
+			return r;
 		n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
 		if (n)
 			goto polled;
@@ -398,6 +416,17 @@ static __attribute__((noinline)) int sleep_round(struct rk_rpc_client *cl, int t
 			return r;
 	}
 	n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+	if (!n && !cq->armed) {
+		/*
+		 * An event whose completion was taken already: armed again
+		 * before the return, so that the wait set's fd
+		 * (rk_rpc_client_fd) fires with the next completion.
+		 */
+		r = arm(cq, err);
+		if (r)
+			return r;
+		n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+	}
 	if (!n)
 		return p[1].revents ? cm_fired(cl) : 0;
 polled:
@@ -405,7 +434,7 @@ polled:
 		return rk__err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
 	n = rk_cq_take(cq, wc, n);
 	for (int j = 0; j < n; j++)
-		on_wc_waited(cl, &wc[j]);
+		on_wc(cl, &wc[j]);
 	return n;
 }
 

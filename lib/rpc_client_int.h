@@ -103,9 +103,10 @@ struct rk_rpc_client {
 	uint64_t completed;   /* calls finished, ever (progress returns the difference) */
 	int in_progress;      /* completions are being handled: no reentry */
 	unsigned polls_unclocked;
-	int64_t soonest;   /* the earliest deadline of a call in flight (ms), -1 none */
-	uint32_t npending; /* calls in flight whose deadline is DEADLINE_PENDING */
-	int dead;	   /* negative errno once the connection is gone */
+	int64_t soonest;       /* the earliest deadline of a call in flight (ms), -1 none */
+	uint32_t npending;     /* calls in flight whose deadline is DEADLINE_PENDING */
+	uint16_t pending_last; /* the slot of the last call that started so */
+	int dead;	       /* negative errno once the connection is gone */
 	struct rk_error why;
 };
 
