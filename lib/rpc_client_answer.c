@@ -370,16 +370,7 @@ static __attribute__((noinline)) int cm_fired(struct rk_rpc_client *cl)
 	return 1;
 }
 
-/*
- * Event mode's wait, when the CQ had nothing: rk_cq_wait's sleep (the CQ
- * armed only when it is not, and polled again after arming, since a
- * completion before it raises no event; after a wake-up one read of the
- * channel and no arming until the next sleep) with the connection's CM
- * channel as a second fd: the two fds of the wait set, whose epoll fd
- * (rk_rpc_client_fd) sees them as before. The CM events are read only
- * when the CQ is found empty: answers that came before a disconnect are
- * handled first. The number of events, 0 on a timeout, or a negative errno.
- */
+/* Ask @cq for an event at its next completion. */
 static int arm(struct rk_cq *cq, struct rk_error *err)
 {
 	int r = ibv_req_notify_cq(cq->cq, 0);
@@ -390,6 +381,17 @@ static int arm(struct rk_cq *cq, struct rk_error *err)
 	return 0;
 }
 
+/*
+ * Event mode's wait, when the CQ had nothing: rk_cq_wait's sleep (the CQ
+ * armed only when it is not, and polled again after arming, since a
+ * completion before it raises no event; after a wake-up one read of the
+ * channel, and no arming until the next sleep unless the CQ is then found
+ * empty) with the connection's CM
+ * channel as a second fd: the two fds of the wait set, whose epoll fd
+ * (rk_rpc_client_fd) sees them as before. The CM events are read only
+ * when the CQ is found empty: answers that came before a disconnect are
+ * handled first. The number of events, 0 on a timeout, or a negative errno.
+ */
 static __attribute__((noinline)) int sleep_round(struct rk_rpc_client *cl, int timeout_ms,
 						 struct rk_error *err)
 {
