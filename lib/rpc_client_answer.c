@@ -492,7 +492,12 @@ int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error 
 		return n;
 	if (cl->soonest >= 0 && (timeout_ms < 0 || cl->soonest - now < timeout_ms))
 		timeout_ms = (int)(cl->soonest - now);
-	if (rk_cq_mode(cl->cq) == RK_WAIT_EVENT)
+	/*
+	 * Adaptive, a look without waiting (timeout 0) has no time to spin:
+	 * the sleep's one poll(2) of the two fds, not the wait set's spin and
+	 * sleep (four clock readings, two epoll_wait).
+	 */
+	if (!cl->busy && (timeout_ms == 0 || rk_cq_mode(cl->cq) == RK_WAIT_EVENT))
 		return sleep_round(cl, timeout_ms, err);
 	return wait_round(cl, timeout_ms, err);
 }
