@@ -423,3 +423,8 @@ uint64_t rk_cq_events(const struct rk_cq *cq)
 {
 	return cq->events;
 }
+
+int rk__cq_consume_one(struct rk_cq *cq, struct rk_error *err)
+{
+	return consume_one(cq, err);
+}

@@ -300,6 +300,11 @@ int rk__send_set_post_write_imm(struct rk_send_set *ss, uint32_t index, uint32_t
 /* cq.c: @m reports its completions through @cq until detached. */
 int rk__cq_attach(struct rk_cq *cq, struct rk_cq_member *m);
 void rk__cq_detach(struct rk_cq *cq, struct rk_cq_member *m);
+/*
+ * cq.c: after a wake-up on @cq's channel, read its one event (an armed CQ
+ * raises one), ack in batches; the CQ is then not armed. 0 or -errno.
+ */
+int rk__cq_consume_one(struct rk_cq *cq, struct rk_error *err);
 
 /* async.c: read and surface every pending async event (device close). */
 void rk__device_drain_async(struct rk_device *dev);

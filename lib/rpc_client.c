@@ -103,6 +103,10 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 		goto fail;
 	}
 	cl->window = cl->acc.window;
+	cl->cq = rk_conn_cq(cl->conn);
+	cl->vcq = rk_cq_ibv(cl->cq);
+	cl->busy = rk_cq_mode(cl->cq) == RK_WAIT_BUSY;
+	cl->cm_fd = rk_conn_cm_fd(cl->conn);
 	cl->req_buf = RK_RPC_REQ_HDR + cl->acc.req_inline;
 	cl->resp_room = cl->acc.slot_size - RK_RPC_ANS_HDR;
 	cl->max_inline = rk_conn_max_inline(cl->conn);
@@ -117,6 +121,7 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 				   &cl->reqs);
 	if (!r) {
 		cl->req_base = rk_mr_addr(cl->reqs);
+		cl->slot_base = rk_mr_addr(cl->slots);
 		cl->req_wr.opcode = IBV_WR_SEND;
 		cl->req_wr.sg_list = cl->req_sge;
 		cl->req_sge[0].lkey = rk_mr_lkey(cl->reqs);

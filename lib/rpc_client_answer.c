@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 
 #include "rpc_client_int.h"
@@ -48,20 +49,23 @@ static inline void slot_release(struct rk_rpc_client *cl, uint16_t i)
 	cl->free_slots[cl->nfree++] = i;
 }
 
-/* Complete call @i for its caller (once); the slot may stay a zombie. */
-static void finish(struct rk_rpc_client *cl, uint16_t i, int status, uint32_t len, int32_t code,
-		   const struct rk_error *why)
-{
-	/* What a successful call's callback gets: no error (nothing to clear per call). */
-	static const struct rk_error no_error = {.wc_status = -1, .wc_status_str = ""};
-	struct call *c = &cl->calls[i];
+/* What a successful call's callback gets: no error (nothing to clear per call). */
+static const struct rk_error no_error = {.wc_status = -1, .wc_status_str = ""};
 
-	if (c->state != C_BUSY)
-		return;
+/*
+ * Complete busy call @c for its caller with @status (the caller checked
+ * C_BUSY); the slot may stay a zombie. Inline: the answer's path finishes
+ * a successful call here, in the loop that polled its completion.
+ */
+static inline __attribute__((always_inline)) void finish_busy(struct rk_rpc_client *cl,
+							      struct call *c, int status,
+							      uint32_t len, int32_t code,
+							      const struct rk_error *why)
+{
 	c->state = C_ZOMBIE;
 	cl->inflight--;
 	cl->completed++;
-	if (__builtin_expect(c->deadline == DEADLINE_PENDING, 0))
+	if (c->deadline == DEADLINE_PENDING)
 		cl->npending--;
 	if (!c->done) { /* rk_rpc_call's own: its result, and the error only when there is one */
 		struct sync_result *s = c->arg;
@@ -75,6 +79,16 @@ static void finish(struct rk_rpc_client *cl, uint16_t i, int status, uint32_t le
 		return;
 	}
 	c->done(c->arg, status, len, code, why ? why : &no_error);
+}
+
+/* Complete call @i for its caller (once); the slot may stay a zombie. */
+static __attribute__((noinline)) void finish(struct rk_rpc_client *cl, uint16_t i, int status,
+					     uint32_t len, int32_t code, const struct rk_error *why)
+{
+	struct call *c = &cl->calls[i];
+
+	if (c->state == C_BUSY)
+		finish_busy(cl, c, status, len, code, why);
 }
 
 static inline void maybe_release(struct rk_rpc_client *cl, uint16_t i)
@@ -115,6 +129,25 @@ static void protocol_error(struct rk_rpc_client *cl, const char *what, uint32_t 
 	rk__rpc_cl_fail_all(cl, -EPROTO, &e);
 }
 
+/* A call the server answered with a failure status: its error. */
+static __attribute__((noinline, cold)) void answer_failed(struct rk_rpc_client *cl, uint16_t i,
+							  const struct rk_rpc_ans_hdr *h)
+{
+	int status = rk__rpc_status_errno(h->status);
+	struct rk_error e;
+
+	if (status == -EREMOTEIO) {
+		rk__err_set(&e, EREMOTEIO, "rk_rpc_call", "the handler answered code %d", h->code);
+		finish(cl, i, status, h->len, h->code, &e);
+		return;
+	}
+	rk__err_set(&e, -status, "rk_rpc_call", "the server answered: %s",
+		    h->status == RK_RPC_NO_METHOD ? "no such method"
+		    : h->status == RK_RPC_TOO_BIG ? "too big for the call or max_msg"
+						  : "no room for the body now");
+	finish(cl, i, status, 0, h->code, &e);
+}
+
 /*
  * An answer arrived in a slot: @wc is its receive's successful completion.
  * The immediate names the call (slot and generation); the slot's header,
@@ -130,7 +163,6 @@ static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client
 	const char *why = NULL;
 	const uint8_t *slot;
 	struct call *c;
-	int status;
 
 	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
 	    i >= cl->window || cl->calls[i].state == C_FREE || cl->calls[i].gen != gen ||
@@ -141,37 +173,24 @@ static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client
 	c = &cl->calls[i];
 	c->ans_done = 1;
 	/* The slot is the server's to write at any time: copy, then check. */
-	slot = (const uint8_t *)rk_mr_addr(cl->slots) + (size_t)i * cl->acc.slot_size;
+	slot = cl->slot_base + (size_t)i * cl->acc.slot_size;
 	memcpy(hdr, slot, sizeof(hdr));
 	if (rk__rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, c->direct, &h, &why)) {
 		protocol_error(cl, why, imm);
 		return;
 	}
 	if (c->state == C_BUSY) {
-		status = rk__rpc_status_errno(h.status);
 		if (h.len && h.in_slot) /* checked: h.len fits the call and what came */
 			memcpy(c->resp, slot + RK_RPC_ANS_HDR, h.len);
 		else if (h.len && c->resp_stage)
 			memcpy(c->resp, rk_mr_addr(c->resp_stage), h.len);
-		if (status == -EREMOTEIO) {
-			struct rk_error e;
-
-			rk__err_set(&e, EREMOTEIO, "rk_rpc_call", "the handler answered code %d",
-				    h.code);
-			finish(cl, i, status, h.len, h.code, &e);
-		} else if (status) {
-			struct rk_error e;
-
-			rk__err_set(&e, -status, "rk_rpc_call", "the server answered: %s",
-				    h.status == RK_RPC_NO_METHOD ? "no such method"
-				    : h.status == RK_RPC_TOO_BIG ? "too big for the call or max_msg"
-								 : "no room for the body now");
-			finish(cl, i, status, 0, h.code, &e);
-		} else {
-			finish(cl, i, 0, h.len, h.code, NULL);
-		}
+		if (__builtin_expect(h.status == RK_RPC_OK, 1))
+			finish_busy(cl, c, 0, h.len, h.code, NULL);
+		else
+			answer_failed(cl, i, &h);
 	}
-	maybe_release(cl, i);
+	if (c->state == C_ZOMBIE && c->send_done) /* its answer is done: here */
+		slot_release(cl, i);
 }
 
 /* A failed completion: the connection is gone, and every call with it. */
@@ -252,9 +271,18 @@ static __attribute__((noinline)) void on_wc_waited(struct rk_rpc_client *cl,
  */
 static __attribute__((noinline)) void settle_deadlines(struct rk_rpc_client *cl, int64_t now)
 {
-	for (uint32_t i = 0; i < cl->window && cl->npending; i++) {
-		struct call *c = &cl->calls[i];
+	struct call *c = &cl->calls[cl->pending_last];
 
+	/* The usual one: rk_rpc_call's, the last call that started pending. */
+	if (cl->npending == 1 && c->state == C_BUSY && c->deadline == DEADLINE_PENDING) {
+		c->deadline = now + c->timeout_ms;
+		if (cl->soonest < 0 || c->deadline < cl->soonest)
+			cl->soonest = c->deadline;
+		cl->npending = 0;
+		return;
+	}
+	for (uint32_t i = 0; i < cl->window && cl->npending; i++) {
+		c = &cl->calls[i];
 		if (c->state != C_BUSY || c->deadline != DEADLINE_PENDING)
 			continue;
 		c->deadline = now + c->timeout_ms;
@@ -328,6 +356,90 @@ static __attribute__((noinline)) int wait_round(struct rk_rpc_client *cl, int ti
 	return n;
 }
 
+/* The connection's CM channel was readable: its state, and the end if it ended. */
+static __attribute__((noinline)) int cm_fired(struct rk_rpc_client *cl)
+{
+	int st = rk_conn_progress(cl->conn, 0, NULL);
+
+	if (st != RK_CONN_CONNECTED) { /* st < 0: a channel that cannot be read, broken */
+		struct rk_error e;
+
+		rk_conn_first_error(cl->conn, &e);
+		rk__rpc_cl_fail_all(cl, -ECONNRESET, &e);
+	}
+	return 1;
+}
+
+/* Ask @cq for an event at its next completion. */
+static int arm(struct rk_cq *cq, struct rk_error *err)
+{
+	int r = ibv_req_notify_cq(cq->cq, 0);
+
+	if (r)
+		return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
+	cq->armed = 1;
+	return 0;
+}
+
+/*
+ * Event mode's wait, when the CQ had nothing: rk_cq_wait's sleep (the CQ
+ * armed only when it is not, and polled again after arming, since a
+ * completion before it raises no event; after a wake-up one read of the
+ * channel, and no arming until the next sleep unless the CQ is then found
+ * empty) with the connection's CM
+ * channel as a second fd: the two fds of the wait set, whose epoll fd
+ * (rk_rpc_client_fd) sees them as before. The CM events are read only
+ * when the CQ is found empty: answers that came before a disconnect are
+ * handled first. The number of events, 0 on a timeout, or a negative errno.
+ */
+static __attribute__((noinline)) int sleep_round(struct rk_rpc_client *cl, int timeout_ms,
+						 struct rk_error *err)
+{
+	struct rk_cq *cq = cl->cq;
+	struct pollfd p[2] = {{.fd = cq->ch->fd, .events = POLLIN},
+			      {.fd = cl->cm_fd, .events = POLLIN}};
+	struct ibv_wc wc[POLL_BATCH];
+	int n, r;
+
+	if (!cq->armed) {
+		r = arm(cq, err);
+		if (r)
+			return r;
+		n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+		if (n)
+			goto polled;
+	}
+	r = poll(p, cl->cm_fd >= 0 ? 2 : 1, timeout_ms);
+	if (r <= 0) /* a timeout, or a signal: the caller looks at the deadlines */
+		return r < 0 && errno != EINTR ? rk__err_sys(err, "poll", "completion channel") : 0;
+	if (p[0].revents) {
+		r = rk__cq_consume_one(cq, err);
+		if (r)
+			return r;
+	}
+	n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+	if (!n && !cq->armed) {
+		/*
+		 * An event whose completion was taken already: armed again
+		 * before the return, so that the wait set's fd
+		 * (rk_rpc_client_fd) fires with the next completion.
+		 */
+		r = arm(cq, err);
+		if (r)
+			return r;
+		n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+	}
+	if (!n)
+		return p[1].revents ? cm_fired(cl) : 0;
+polled:
+	if (n < 0)
+		return rk__err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
+	n = rk_cq_take(cq, wc, n);
+	for (int j = 0; j < n; j++)
+		on_wc(cl, &wc[j]);
+	return n;
+}
+
 /*
  * Wait up to @timeout_ms (-1: until the earliest call's deadline) and
  * handle what came: the number of events or a negative errno. The CQ is
@@ -339,8 +451,6 @@ static __attribute__((noinline)) int wait_round(struct rk_rpc_client *cl, int ti
 int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
 {
 	struct ibv_wc wc[POLL_BATCH];
-	struct rk_cq *cq = rk_conn_cq(cl->conn);
-	int busy = rk_cq_mode(cq) == RK_WAIT_BUSY;
 	uint64_t done = cl->completed;
 	int64_t now;
 	int n;
@@ -349,21 +459,26 @@ int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error 
 	 * Completions already there first: no clock, no system call. The
 	 * deadlines are looked at when there are none, and every CLOCK_EVERY
 	 * times there were (a call stuck among calls that flow still ends).
-	 */
-	n = rk_cq_poll(cq, wc, POLL_BATCH, NULL);
-	/*
 	 * Busy, an answer on its way is spun for on the CQ alone before the
 	 * wait set's round (clock, event array, fds): a few hundred
 	 * instructions a call less. A disconnect is seen there, SPIN_POLLS
-	 * empty polls (microseconds) later.
+	 * empty polls (microseconds) later. An empty pass is one call, into
+	 * the provider; what came goes through rk_cq_take at once, which
+	 * checks each completion against the connection's window.
 	 */
-	if (!n && timeout_ms && busy)
+	n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+	if (!n && timeout_ms && cl->busy)
 		for (unsigned k = 0; k < SPIN_POLLS && !n; k++)
-			n = rk_cq_poll(cq, wc, POLL_BATCH, NULL);
-	for (int j = 0; j < n; j++)
-		on_wc(cl, &wc[j]);
-	if (n > 0 && ++cl->polls_unclocked < CLOCK_EVERY)
-		return n;
+			n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+	if (__builtin_expect(n < 0, 0))
+		return rk__err_set(err, EIO, "ibv_poll_cq", "CQ in error (overrun?)");
+	if (n > 0) {
+		n = rk_cq_take(cl->cq, wc, n);
+		for (int j = 0; j < n; j++)
+			on_wc(cl, &wc[j]);
+		if (n > 0 && ++cl->polls_unclocked < CLOCK_EVERY)
+			return n;
+	}
 	cl->polls_unclocked = 0;
 	now = coarse_ms();
 	if (cl->npending)
@@ -377,6 +492,13 @@ int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error 
 		return n;
 	if (cl->soonest >= 0 && (timeout_ms < 0 || cl->soonest - now < timeout_ms))
 		timeout_ms = (int)(cl->soonest - now);
+	/*
+	 * Adaptive, a look without waiting (timeout 0) has no time to spin:
+	 * the sleep's one poll(2) of the two fds, not the wait set's spin and
+	 * sleep (four clock readings, two epoll_wait).
+	 */
+	if (!cl->busy && (timeout_ms == 0 || rk_cq_mode(cl->cq) == RK_WAIT_EVENT))
+		return sleep_round(cl, timeout_ms, err);
 	return wait_round(cl, timeout_ms, err);
 }
 

@@ -227,6 +227,7 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 	if (deadline == DEADLINE_PENDING) {
 		c->timeout_ms = timeout_ms;
 		cl->npending++;
+		cl->pending_last = i;
 	} else if (deadline >= 0 && (cl->soonest < 0 || deadline < cl->soonest)) {
 		cl->soonest = deadline;
 	}

@@ -73,13 +73,18 @@ struct rk_rpc_client {
 	struct rk_device *dev;
 	struct rk_pd *pd, *own_pd;
 	struct rk_conn *conn;
+	struct rk_cq *cq;   /* the connection's */
+	struct ibv_cq *vcq; /* its verbs CQ: the spin polls it, rk_cq_take translates */
+	int busy;	    /* the CQ's mode is RK_WAIT_BUSY */
+	int cm_fd;	    /* the connection's CM channel, or -1 */
 	struct rk_wait *ws;
 	struct rk_mr *slots, *reqs;
 	struct rk_rpc_accept acc;
 	uint32_t window, req_buf;
-	uint32_t resp_room;  /* answer bytes a slot holds after its header */
-	uint32_t max_inline; /* the connection's: a request up to this goes inline */
-	uint8_t *req_base;   /* the request buffers (reqs) */
+	uint32_t resp_room;	  /* answer bytes a slot holds after its header */
+	uint32_t max_inline;	  /* the connection's: a request up to this goes inline */
+	uint8_t *req_base;	  /* the request buffers (reqs) */
+	const uint8_t *slot_base; /* the response slots (slots) */
 	/*
 	 * A call up to these (its body inline, its answer in the slot, both
 	 * within max_msg) takes the common path: checked at connect.
@@ -98,9 +103,10 @@ struct rk_rpc_client {
 	uint64_t completed;   /* calls finished, ever (progress returns the difference) */
 	int in_progress;      /* completions are being handled: no reentry */
 	unsigned polls_unclocked;
-	int64_t soonest;   /* the earliest deadline of a call in flight (ms), -1 none */
-	uint32_t npending; /* calls in flight whose deadline is DEADLINE_PENDING */
-	int dead;	   /* negative errno once the connection is gone */
+	int64_t soonest;       /* the earliest deadline of a call in flight (ms), -1 none */
+	uint32_t npending;     /* calls in flight whose deadline is DEADLINE_PENDING */
+	uint16_t pending_last; /* the slot of the last call that started so */
+	int dead;	       /* negative errno once the connection is gone */
 	struct rk_error why;
 };
 

@@ -303,7 +303,10 @@ RK_API void rk_rpc_client_destroy(struct rk_rpc_client *cl);
  * copied once, into the work request), one write with immediate received,
  * one memcpy of the answer; no clock reading when the answer comes within
  * the wait's first spin (the deadline counts from the wait's first clock
- * reading, microseconds after the call).
+ * reading, microseconds after the call). In event mode a wait that sleeps
+ * costs one clock reading, the CQ's arming (when it is not armed), one
+ * poll(2) of the CQ's and the connection's channels and one read of the
+ * CQ's channel.
  */
 RK_API int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
 		       uint32_t *resp_len, int32_t *app_code, struct rk_error *err);
