@@ -564,7 +564,7 @@ static __attribute__((noinline)) int post_prepared_chain(struct rk_prepared *p, 
  * longer chains go to post_prepared_chain(). What the error side needs
  * after the call is in memory beside @bad, whose address the provider
  * gets: the compiler reads it back after the call instead of keeping it
- * in registers that every post would save and restore. 35 instructions
+ * in registers that every post would save and restore. 41 instructions
  * of its own per post (gcc 12, -O2), where rk_post takes 88. A WR
  * prepared signaled (asked for, or a connection with signal_every 1)
  * skips the signaling rule.
