@@ -11,28 +11,7 @@ void bench_hist_reset(struct bench_hist *h)
 	memset(h, 0, sizeof(*h));
 }
 
-static unsigned msb(uint64_t v)
-{
-	return 63u - (unsigned)__builtin_clzll(v);
-}
-
-/*
- * Values below 2 * SUB_N map to themselves; above, the exponent picks a
- * group of SUB_N buckets and the next BENCH_HIST_SUB bits below the top
- * bit pick the bucket inside it.
- */
-static unsigned index_of(uint64_t v)
-{
-	unsigned e, shift;
-
-	if (v < 2 * SUB_N)
-		return (unsigned)v;
-	e = msb(v);
-	shift = e - BENCH_HIST_SUB;
-	return (e - BENCH_HIST_SUB) * SUB_N + (unsigned)(v >> shift);
-}
-
-/* The middle of bucket @i. */
+/* The middle of bucket @i, in units. */
 static double value_of(unsigned i)
 {
 	unsigned group, shift;
@@ -46,53 +25,36 @@ static double value_of(unsigned i)
 	return (double)lo + (double)((uint64_t)1 << shift) / 2.0;
 }
 
-void bench_hist_add(struct bench_hist *h, uint64_t ns)
-{
-	unsigned i = index_of(ns);
-
-	if (i >= BENCH_HIST_NBUCK)
-		i = BENCH_HIST_NBUCK - 1;
-	h->bucket[i]++;
-	if (!h->count || ns < h->min)
-		h->min = ns;
-	if (ns > h->max)
-		h->max = ns;
-	h->count++;
-	h->sum += (double)ns;
-	h->sumsq += (double)ns * (double)ns;
-}
-
+/*
+ * Values below 2 * SUB_N map to themselves; above, the exponent e (the top
+ * bit) picks a group of SUB_N buckets and the BENCH_HIST_SUB bits below
+ * the top bit the bucket inside it. With s = max(e, SUB) - SUB both are
+ * one formula, (s << SUB) + (v >> s), and max(e, SUB) is the top bit of
+ * v | SUB_N: no branch, no compare. The index of 2^64 - 1 is the last
+ * bucket: no clamp.
+ */
 void bench_hist_add_ticks(struct bench_hist *h, const uint64_t *v, size_t n, double ns_per_tick,
 			  unsigned shift)
 {
-	uint64_t count = h->count, min = h->min, max = h->max;
-	double sum = h->sum, sumsq = h->sumsq;
+	uint64_t *const bucket = h->bucket;
+	uint64_t min = h->count ? h->min : UINT64_MAX, max = h->max, sum = h->sum;
+	double sumsq = h->sumsq;
 
+	if (!n)
+		return;
+	h->unit_ns = ns_per_tick / (double)(1u << shift);
 	for (size_t k = 0; k < n; k++) {
-		/*
-		 * Through int64_t: an interval is far below 2^63 ticks, and the
-		 * signed conversions are one instruction each, where the
-		 * unsigned ones branch (the values are the same).
-		 */
-		uint64_t ns = ns_per_tick >= 0
-				  ? (uint64_t)(int64_t)((double)(int64_t)v[k] * ns_per_tick)
-				  : v[k];
-		unsigned i;
+		const uint64_t x = v[k];
+		const unsigned s = (63u ^ (unsigned)__builtin_clzll(x | SUB_N)) - BENCH_HIST_SUB;
 
-		ns >>= shift;
-		i = index_of(ns);
-		if (i >= BENCH_HIST_NBUCK)
-			i = BENCH_HIST_NBUCK - 1;
-		h->bucket[i]++;
-		if (!count || ns < min)
-			min = ns;
-		if (ns > max)
-			max = ns;
-		count++;
-		sum += (double)(int64_t)ns;
-		sumsq += (double)(int64_t)ns * (double)(int64_t)ns;
+		bucket[((uint64_t)s << BENCH_HIST_SUB) + (x >> s)]++;
+		min = x < min ? x : min;
+		max = x > max ? x : max;
+		sum += x;
+		/* Through int64_t: one instruction, where the unsigned conversion branches. */
+		sumsq += (double)(int64_t)x * (double)(int64_t)x;
 	}
-	h->count = count;
+	h->count += n;
 	h->min = min;
 	h->max = max;
 	h->sum = sum;
@@ -107,9 +69,9 @@ double bench_hist_pct(const struct bench_hist *h, double q)
 	if (!h->count)
 		return 0;
 	if (q <= 0)
-		return (double)h->min;
+		return (double)h->min * h->unit_ns;
 	if (q >= 1)
-		return (double)h->max;
+		return (double)h->max * h->unit_ns;
 	rank = (uint64_t)ceil(q * (double)h->count);
 	if (rank < 1)
 		rank = 1;
@@ -122,15 +84,15 @@ double bench_hist_pct(const struct bench_hist *h, double q)
 				v = (double)h->min;
 			if (v > (double)h->max)
 				v = (double)h->max;
-			return v;
+			return v * h->unit_ns;
 		}
 	}
-	return (double)h->max;
+	return (double)h->max * h->unit_ns;
 }
 
 double bench_hist_mean(const struct bench_hist *h)
 {
-	return h->count ? h->sum / (double)h->count : 0;
+	return h->count ? (double)h->sum / (double)h->count * h->unit_ns : 0;
 }
 
 double bench_hist_stdev(const struct bench_hist *h)
@@ -139,7 +101,7 @@ double bench_hist_stdev(const struct bench_hist *h)
 
 	if (h->count < 2)
 		return 0;
-	m = h->sum / (double)h->count;
+	m = (double)h->sum / (double)h->count;
 	var = (h->sumsq - (double)h->count * m * m) / (double)(h->count - 1);
-	return var > 0 ? sqrt(var) : 0;
+	return var > 0 ? sqrt(var) * h->unit_ns : 0;
 }

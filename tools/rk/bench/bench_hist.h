@@ -2,32 +2,43 @@
  * bench_hist.h - latency samples in a log-linear histogram.
  *
  * Duration mode can produce millions of round trips, so samples are not
- * kept one by one: values below 256 ns get a bucket each, above that every
- * power of two is split into 128 buckets, so a percentile is within 0.8 %
- * of the true value while the histogram stays 58 KiB whatever the run's
- * length. Minimum, maximum, mean and standard deviation are exact.
+ * kept one by one. They are counted in the clock's own units (ticks, or
+ * half ticks for a ping-pong's half round trip: bench_hist_add_ticks()),
+ * converted to ns only when a figure is read: a sample costs no
+ * conversion. Values below 512 units get a bucket each, above that every
+ * power of two is split into 256 buckets. A tick is at most a ns (a TSC
+ * of 1 GHz or more, or CLOCK_MONOTONIC's ns), so values below 256 ns are
+ * exact to the ns or better and a percentile is within 0.4 % of the true
+ * value, while the histogram stays 114 KiB whatever the run's length.
+ * Minimum, maximum, mean and standard deviation are exact (of the samples
+ * in ticks, not rounded to ns one by one).
  */
 #ifndef RK_BENCH_HIST_H
 #define RK_BENCH_HIST_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#define BENCH_HIST_SUB	 7 /* 2^7 sub-buckets per power of two */
-#define BENCH_HIST_NBUCK ((64 - BENCH_HIST_SUB) << BENCH_HIST_SUB)
+#define BENCH_HIST_SUB 8 /* 2^8 sub-buckets per power of two */
+/* Every uint64_t has a bucket: the top index is 55 * 256 + 511. */
+#define BENCH_HIST_NBUCK ((64 - BENCH_HIST_SUB + 1) << BENCH_HIST_SUB)
 
 struct bench_hist {
 	uint64_t count;
-	uint64_t min, max; /* ns */
-	double sum, sumsq;
+	uint64_t min, max; /* units */
+	uint64_t sum;	   /* units: exact (2^64 TSC ticks are centuries) */
+	double sumsq;	   /* units squared */
+	double unit_ns;	   /* ns per unit (0: nothing added yet) */
 	uint64_t bucket[BENCH_HIST_NBUCK];
 };
 
 void bench_hist_reset(struct bench_hist *h);
-void bench_hist_add(struct bench_hist *h, uint64_t ns);
 /*
- * bench_hist_add_ticks - bench_hist_add() of each of @n raw readings @v,
- * each first scaled by @ns_per_tick (not if negative) and shifted right by
- * @shift: the same values, with the sums kept in registers.
+ * bench_hist_add_ticks - add @n raw tick intervals @v, each standing for
+ * its value times @ns_per_tick divided by 2^@shift ns. Cost per sample:
+ * about 20 instructions (gcc 12, -O2), no branch on the value, no
+ * division, no conversion. Every call on one histogram (since its reset)
+ * must give the same @ns_per_tick and @shift.
  */
 void bench_hist_add_ticks(struct bench_hist *h, const uint64_t *v, size_t n, double ns_per_tick,
 			  unsigned shift);

@@ -336,8 +336,19 @@ static __attribute__((noinline)) uint64_t *samples_full(struct bench_run *out)
 	return out->samples;
 }
 
+/* bench_ticks() with the clock source a constant of the loop. */
+static inline __attribute__((always_inline)) uint64_t loop_ticks(const int tsc)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (tsc)
+		return __rdtsc();
+#endif
+	(void)tsc;
+	return bench_clock_mono_ns();
+}
+
 /*
- * run_client_fast - run_client() for send, write-imm and read: the loop
+ * client_loop - run_client() for send, write-imm and read: the loop
  * that latency figures are made of. Everything it
  * changes on every round trip (count, receives, the sample pointer) lives
  * in locals, kept in registers across the library calls, and goes back
@@ -348,15 +359,16 @@ static __attribute__((noinline)) uint64_t *samples_full(struct bench_run *out)
  * an empty pass is one call, into the provider (rk_cq_take only sees what
  * came); otherwise a pass is bench_poll_wait(), a sleep of up to 10 ms.
  */
-static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
-			   struct bench_run *out, struct rk_error *err)
+static inline __attribute__((always_inline)) int client_loop(struct bench_ctx *c,
+							     struct lat_state *s, uint64_t iters,
+							     uint64_t end, struct bench_run *out,
+							     struct rk_error *err, const int busy,
+							     const int read, const int tsc)
 {
-	const int busy = c->l->poll == RK_WAIT_BUSY;
 	struct rk_prepared *prep = s->prep;
 	struct rk_cq *cq = c->cq;
 	struct ibv_cq *vcq = c->vcq;
 	struct ibv_wc *wc = c->wc;
-	const int read = c->p->op == BENCH_OP_READ;
 	const char *what = read ? "waiting for a READ" : "waiting for the pong";
 	uint64_t *smp = out->hist ? out->samples + out->nsamples : NULL;
 	uint64_t *const smp_end = out->hist ? out->samples + out->cap_samples : NULL;
@@ -366,7 +378,7 @@ static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t it
 	int r;
 
 	for (;;) {
-		t0 = bench_ticks();
+		t0 = loop_ticks(tsc);
 		if (count >= last || t0 >= stop)
 			break;
 		r = post_one(c, s, prep, count, &pending, err);
@@ -405,7 +417,7 @@ static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t it
 			if (r)
 				return r;
 		}
-		t1 = bench_ticks();
+		t1 = loop_ticks(tsc);
 		if (!read) {
 			pending--;
 			if (++s->to_repost >= repost_min) {
@@ -431,6 +443,29 @@ static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t it
 	if (smp)
 		out->nsamples = (size_t)(smp - out->samples);
 	return 0;
+}
+
+/*
+ * The client's loop with the poll mode, the op (READ or a message) and the
+ * clock known when it is compiled: a pass of the spin tests none of them.
+ */
+static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
+			   struct bench_run *out, struct rk_error *err)
+{
+	const int busy = c->l->poll == RK_WAIT_BUSY, read = c->p->op == BENCH_OP_READ;
+
+	if (bench_clk.tsc) {
+		if (busy)
+			return read ? client_loop(c, s, iters, end, out, err, 1, 1, 1)
+				    : client_loop(c, s, iters, end, out, err, 1, 0, 1);
+		return read ? client_loop(c, s, iters, end, out, err, 0, 1, 1)
+			    : client_loop(c, s, iters, end, out, err, 0, 0, 1);
+	}
+	if (busy)
+		return read ? client_loop(c, s, iters, end, out, err, 1, 1, 0)
+			    : client_loop(c, s, iters, end, out, err, 1, 0, 0);
+	return read ? client_loop(c, s, iters, end, out, err, 0, 1, 0)
+		    : client_loop(c, s, iters, end, out, err, 0, 0, 0);
 }
 
 /*

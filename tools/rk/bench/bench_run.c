@@ -151,7 +151,7 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 void bench_samples_fold(struct bench_run *out)
 {
 	bench_hist_add_ticks(out->hist, out->samples, out->nsamples,
-			     bench_clk.tsc ? bench_clk.ns_per_tick : -1.0, out->sample_shift);
+			     bench_clk.tsc ? bench_clk.ns_per_tick : 1.0, out->sample_shift);
 	out->nsamples = 0;
 }
 
