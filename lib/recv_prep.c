@@ -97,10 +97,34 @@ static __attribute__((noinline, cold)) int failed(struct rk_conn *c, unsigned po
 }
 
 /*
- * Per receive: its sequence number into the verbs wr_id, the caller's id
- * into its slot; the slot array, mask and head are read once into locals
- * (a store through the slot array could alias them). Two loops rather
- * than a wrap test per receive.
+ * Receives @w[0..k) get sequence numbers from @seq (RK_RECV_TAG set: the
+ * mask keeps it out of the slot's index) and the caller's ids @id[0..k)
+ * go to their slots. Pointers walked and unrolled by two: the loop's own
+ * count and compare are most of a receive's instructions otherwise.
+ */
+static inline __attribute__((always_inline)) void stamp(struct ibv_recv_wr *w, const uint64_t *id,
+							unsigned k, uint64_t seq, uint64_t *ids,
+							uint64_t mask)
+{
+	struct ibv_recv_wr *const end = w + k;
+
+	if (k & 1) {
+		w->wr_id = seq;
+		ids[seq & mask] = *id;
+		w++, id++, seq++;
+	}
+	for (; w < end; w += 2, id += 2, seq += 2) {
+		w[0].wr_id = seq;
+		ids[seq & mask] = id[0];
+		w[1].wr_id = seq + 1;
+		ids[(seq + 1) & mask] = id[1];
+	}
+}
+
+/*
+ * The slot array, mask and head are read once into locals (a store through
+ * the slot array could alias them). A range that wraps is two stamps
+ * rather than a wrap test per receive.
  */
 int rk_post_recv_prepared(struct rk_recv_prepared *p, unsigned first, unsigned k,
 			  struct rk_error *err)
@@ -111,7 +135,7 @@ int rk_post_recv_prepared(struct rk_recv_prepared *p, unsigned first, unsigned k
 	uint64_t *const ids = c->slots.rq_ids;
 	const uint64_t mask = c->slots.rq_mask, head = c->slots.rq_head;
 	const unsigned n = p->n;
-	unsigned k1, j, i;
+	unsigned k1;
 	int r;
 
 	if (__builtin_expect(c->state == RK_CONN_ERROR || c->state == RK_CONN_DISCONNECTED ||
@@ -121,14 +145,9 @@ int rk_post_recv_prepared(struct rk_recv_prepared *p, unsigned first, unsigned k
 	if (!k)
 		return 0;
 	k1 = n - first < k ? n - first : k;
-	for (j = 0, i = first; j < k1; j++, i++) {
-		wrs[i].wr_id = RK_RECV_TAG | (head + j);
-		ids[(head + j) & mask] = pid[i];
-	}
-	for (i = 0; j < k; j++, i++) {
-		wrs[i].wr_id = RK_RECV_TAG | (head + j);
-		ids[(head + j) & mask] = pid[i];
-	}
+	stamp(&wrs[first], &pid[first], k1, RK_RECV_TAG | head, ids, mask);
+	if (k1 < k)
+		stamp(wrs, pid, k - k1, RK_RECV_TAG | (head + k1), ids, mask);
 	/* The chain ends at the range's last receive; a range that wraps goes on at 0. */
 	last = &wrs[k1 < k ? k - k1 - 1 : first + k - 1];
 	keep = last->next;

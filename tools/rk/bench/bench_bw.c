@@ -20,8 +20,10 @@
  * thread of their own, so they also say that the engine still moves.
  *
  * The receiving side (send, write-imm) posts its consumed receives again
- * REPOST_BATCH at a time per QP, in one ibv_post_recv (rk_post_recv_list):
- * a chain of 16 costs the provider about what two single posts do. At most
+ * REPOST_BATCH at a time per QP, in one ibv_post_recv, from a chain of
+ * receives prepared once per QP (rk_prepare_recv): a post writes only the
+ * receives' sequence numbers and ids, and a chain of 16 costs the provider
+ * about what two single posts do. At most
  * REPOST_BATCH - 1 (or half the receive queue) wait per QP, so the rest
  * stay posted and the sender keeps finding receives; the end of a run
  * posts what is left, for the next run. A side with nothing to post or receive (the target of write
@@ -39,7 +41,7 @@
 #define POST_CHECK_BYTES (64u << 10)
 
 /* Consumed receives posted again together, per QP (at most half the receive queue). */
-#define REPOST_BATCH 16u
+#define REPOST_BATCH 32u
 
 /*
  * Times here are raw clock ticks (bench_clock.h), compared with deadlines
@@ -58,8 +60,6 @@ struct bw_state {
 	uint64_t win_t, win_msgs, win_min; /* peak-rate window (tick, count, least) */
 	double peak_bps;
 	uint32_t repost_min;		  /* consumed receives that make a batch */
-	uint32_t rx_qp;			  /* the QP whose receives rx[] describes */
-	struct rk_recv rx[REPOST_BATCH];  /* what a repost posts */
 	uint16_t to_repost[BENCH_MAX_QP]; /* per QP: consumed, not yet posted */
 };
 
@@ -175,22 +175,13 @@ static int post_qp(struct bench_ctx *c, struct bench_qp *q, struct bw_state *s, 
 	}
 }
 
-/* Post QP @qi's consumed receives again, in one chain. */
+/* Post QP @qi's consumed receives again, in one chain: its prepared receives. */
 static __attribute__((noinline)) int repost(struct bench_ctx *c, struct bw_state *s, uint32_t qi,
 					    struct rk_error *err)
 {
-	struct bench_qp *q = &c->qps[qi];
 	unsigned n = s->to_repost[qi];
-	int r;
+	int r = rk_post_recv_prepared(c->qps[qi].rprep, 0, n, err);
 
-	if (s->rx_qp != qi) {
-		for (unsigned i = 0; i < REPOST_BATCH; i++) {
-			s->rx[i].addr = q->rx;
-			s->rx[i].wr_id = q->index;
-		}
-		s->rx_qp = qi;
-	}
-	r = rk_post_recv_list(q->conn, s->rx, n, err);
 	if (r != (int)n)
 		return r < 0 ? r : -EIO;
 	s->to_repost[qi] = 0;
@@ -211,15 +202,9 @@ static int repost_all(struct bench_ctx *c, struct bw_state *s, struct rk_error *
 
 static void receives_init(struct bench_ctx *c, struct bw_state *s)
 {
-	uint32_t rlen = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0;
-
 	s->repost_min = c->p->rx_depth / 2 < REPOST_BATCH ? c->p->rx_depth / 2 : REPOST_BATCH;
 	if (!s->repost_min)
 		s->repost_min = 1;
-	for (unsigned i = 0; i < REPOST_BATCH; i++)
-		s->rx[i] = (struct rk_recv){
-		    .addr = c->qps[0].rx, .len = rlen, .lkey = c->lkey, .wr_id = c->qps[0].index};
-	s->rx_qp = 0;
 }
 
 static int handle_completions(struct bench_ctx *c, int n, struct bw_state *s, struct rk_error *err)
@@ -395,6 +380,9 @@ out:
 /*
  * The run, with each QP's batch prepared (rk_prepare) when it sends: a
  * post then writes wr_ids and signal bits only, as perftest's loop does.
+ * A side that receives prepares REPOST_BATCH receives per QP
+ * (rk_prepare_recv), all into the QP's region with its index as wr_id, as
+ * bench_qp.c posted the first ones.
  */
 int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
 		 struct bench_run *out, struct rk_error *err)
@@ -403,17 +391,22 @@ int bench_bw_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t du
 	struct rk_error e;
 	int r;
 
+	r = 0;
 	for (uint32_t i = 0; i < p->num_qp; i++) {
 		build_templates(c, &c->qps[i], size);
 		/* Not prepared (a batch deeper than the queue): rk_post_list says why. */
 		if (c->is_client || p->bidir)
 			(void)rk_prepare(c->qps[i].conn, c->qps[i].wrs, p->batch, &e,
 					 &c->qps[i].prep);
+		if (c->receives && !r)
+			r = bench_prepare_recv(c, &c->qps[i], REPOST_BATCH, err);
 	}
-	r = bw_run(c, size, iters, dur_ns, out, err);
+	r = r ?: bw_run(c, size, iters, dur_ns, out, err);
 	for (uint32_t i = 0; i < p->num_qp; i++) {
 		rk_prepared_free(c->qps[i].prep);
 		c->qps[i].prep = NULL;
+		rk_recv_prepared_free(c->qps[i].rprep);
+		c->qps[i].rprep = NULL;
 	}
 	return r;
 }
