@@ -17,7 +17,7 @@
 
 #include "lt.h"
 
-#define NRX   8
+#define NRX   8u
 #define BLOCK 256
 #define BASE  500
 
