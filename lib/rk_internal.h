@@ -18,9 +18,9 @@
  *              upward through dev->on_qp_fatal (set by layer 3).
  *   2 cq       cq.c: completion queues and their waits; knows QPs only as
  *              struct rk_cq_member (wr_id slots + on_fail hook, set by 3).
- *   3 conn     conn.c qp_connect.c post.c post_recv_kept.c: one RC QP, its
- *              state and first error, posting. What rdma_cm adds is
- *              reached through c->cm (struct rk_conn_cm_ops, set by layer 4).
+ *   3 conn     conn.c qp_connect.c post.c post_recv_kept.c recv_prep.c: one
+ *              RC QP, its state and first error, posting. What rdma_cm adds
+ *              is reached through c->cm (struct rk_conn_cm_ops, set by 4).
  *   4 cm       cm_event.c cm_client.c cm_listener.c: rdma_cm connections
  *              made and accepted; CM events turned into connection states.
  *   5 messaging  wait.c (one wait over CQs, CM channels and fds), msgbuf.c

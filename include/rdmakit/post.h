@@ -166,6 +166,67 @@ struct rk_recv {
 RK_API int rk_post_recv_list(struct rk_conn *conn, const struct rk_recv *rs, unsigned n,
 			     struct rk_error *err);
 
+/*
+ * Prepared receives: a chain of receive WRs (buffer, length, key and the
+ * caller's wr_id each) built once, then posted again as often as wanted by
+ * naming which of them go, each post writing only what changes (the
+ * sequence numbers the completions are checked by, and the caller's ids in
+ * their slots). For a receiver that posts the same buffers over and over:
+ * a stream's consumed receives, a receive set's released buffers. The
+ * completions are those of rk_post_recv: the CQ layer checks each against
+ * the connection's window (a stale or foreign one is dropped) and hands
+ * back the caller's wr_id. A receive may be posted again before its
+ * completion: each post is a receive of its own, into the same buffer.
+ */
+struct rk_recv_prepared;
+
+/*
+ * rk_prepare_recv - build @n receives (1 to the receive queue's depth)
+ * from @rs for @conn and return them in *@out; receive i is named i by the
+ * posts below and completes with @rs[i].wr_id. Returns 0, -EINVAL (no QP
+ * yet, @n out of range) or -ENOMEM.
+ * Cost: one allocation of about 60 bytes per receive; no verbs call.
+ * Ownership: the caller frees it with rk_recv_prepared_free(), before
+ * rk_conn_destroy(@conn); @rs is not kept. Each buffer is the device's
+ * from a post that names it until that receive's completion.
+ * Thread-safety: it belongs to @conn: one thread at a time, as rk_post_recv.
+ */
+RK_API int rk_prepare_recv(struct rk_conn *conn, const struct rk_recv *rs, unsigned n,
+			   struct rk_error *err, struct rk_recv_prepared **out);
+
+/*
+ * rk_post_recv_prepared - post @k receives of @p from receive @first on
+ * (first, first + 1, ... wrapping to 0 after the last), in one
+ * ibv_post_recv. @first < the chain's length, @k <= it; @k 0 posts
+ * nothing. All or nothing with respect to room: -ENOBUFS if fewer than @k
+ * receive slots are free. Returns @k, -EINVAL, -ENOTCONN (the connection
+ * failed or was closed), or if the provider refuses a receive, the count
+ * posted before it (0 < count < @k) or its error, with @err describing it.
+ * Cost: one ibv_post_recv and about 7 instructions of bookkeeping per
+ * receive plus about 80 per call: 10 per receive in a chain of 32
+ * (rk_post_recv_list: 30); nothing is allocated. The provider's share
+ * (Soft-RoCE) is about 85 per receive in a chain, 122 alone.
+ * Thread-safety: as rk_post_recv (the connection's thread).
+ */
+RK_API int rk_post_recv_prepared(struct rk_recv_prepared *p, unsigned first, unsigned k,
+				 struct rk_error *err);
+
+/*
+ * rk_post_recv_prepared_list - post the @k receives of @p that @idx names,
+ * in that order, in one ibv_post_recv: for buffers given back out of order
+ * (a receive set's releases). Each index < the chain's length and named
+ * once per call, else -EINVAL and nothing is posted. Otherwise as
+ * rk_post_recv_prepared. Cost: one ibv_post_recv and, by its code,
+ * about 20 instructions per receive (its link written and put back, the
+ * index checked; not measured yet); nothing is allocated.
+ * Thread-safety: as rk_post_recv.
+ */
+RK_API int rk_post_recv_prepared_list(struct rk_recv_prepared *p, const uint32_t *idx, unsigned k,
+				      struct rk_error *err);
+
+/* rk_recv_prepared_free - free @p (NULL is a no-op). Posted receives are not affected. */
+RK_API void rk_recv_prepared_free(struct rk_recv_prepared *p);
+
 /* rk_rq_room - free receive-queue slots right now. */
 RK_API unsigned rk_rq_room(const struct rk_conn *conn);
 

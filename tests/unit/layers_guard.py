@@ -22,7 +22,7 @@ LAYERS = {
     0: "error explain explain_table log time tcp oob hello version xfer_desc xfer_plan xfer_cache xfer_gens",
     1: "device async pd mr slab pool",
     2: "cq",
-    3: "conn qp_connect post post_recv_kept",
+    3: "conn qp_connect post post_recv_kept recv_prep",
     4: "cm_event cm_client cm_listener",
     5: "wait msgbuf ring_seq ring xfer xfer_import xfer_batch xfer_prep xfer_poll xfer_notif",
     6: "rpc_wire rpc_client rpc_client_call rpc_client_answer rpc_server rpc_server_conn rpc_server_answer rpc_pool_book rpc_pool",

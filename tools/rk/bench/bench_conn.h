@@ -50,6 +50,8 @@ struct bench_qp {
 	uint64_t recvd;		  /* receive completions this run */
 	struct rk_wr *wrs;	  /* batch WR templates */
 	struct rk_prepared *prep; /* the same, prepared (bench_bw.c), during a run */
+	struct rk_recv_prepared
+	    *rprep; /* its receives, prepared, during a run (bench_prepare_recv) */
 };
 
 struct bench_ctx {
@@ -147,6 +149,16 @@ int bench_server_proved(const struct bench_ctx *c, const void *proof, size_t len
 uint8_t bench_rd_atomic(const struct rk_device_info *di, uint64_t want);
 /* bench_qps_connect - the QPs (already created empty) connected: --oob, or rdma_cm either side. */
 int bench_qps_connect(struct bench_ctx *c, struct rk_error *err);
+
+/*
+ * bench_prepare_recv - the receives a run posts again on @q, prepared once
+ * (rk_prepare_recv) into q->rprep: @n, at most BENCH_PREP_RECV_MAX and the
+ * receive queue's depth, each as the first ones were posted (the QP's
+ * region, its index as wr_id). 0 or an error; the caller frees q->rprep
+ * when the run ends.
+ */
+#define BENCH_PREP_RECV_MAX 32u
+int bench_prepare_recv(struct bench_ctx *c, struct bench_qp *q, unsigned n, struct rk_error *err);
 /* bench_ready_exchange - send our READY, take and check the peer's (into c->peer). */
 int bench_ready_exchange(struct bench_ctx *c, struct rk_error *err);
 /* READY's codec (bench_ready.c), public to the tool for the fuzz target: encode

@@ -24,7 +24,7 @@
  * compare readings with deadlines converted once, when the run starts, and
  * convert to nanoseconds only every BENCH_CHECK_NS, for the watchdog.
  */
-#define REPOST_BATCH 16u
+#define REPOST_BATCH 32u
 
 struct lat_state {
 	uint32_t size;
@@ -39,7 +39,6 @@ struct lat_state {
 	struct rk_wr wr;
 	struct rk_prepared *prep; /* wr, prepared: a post writes its wr_id only */
 	struct bench_watch w;
-	struct rk_recv rx[REPOST_BATCH]; /* what a repost posts */
 };
 
 static uint8_t marker(uint64_t i)
@@ -58,10 +57,6 @@ static void build_wr(struct bench_ctx *c, struct lat_state *s)
 	struct bench_qp *q = &c->qps[0];
 	struct rk_wr *w = &s->wr;
 
-	for (unsigned i = 0; i < REPOST_BATCH; i++)
-		s->rx[i] = (struct rk_recv){.addr = q->rx,
-					    .len = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0,
-					    .lkey = c->lkey};
 	s->repost_min = c->p->rx_depth / 2 < REPOST_BATCH ? c->p->rx_depth / 2 : REPOST_BATCH;
 	if (!s->repost_min)
 		s->repost_min = 1;
@@ -108,8 +103,9 @@ static int reap(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 
 /*
  * Post the consumed receives again once @min of them have gathered: a
- * batch goes in one ibv_post_recv (rk_post_recv_list), a third cheaper per
- * receive than posting each alone. At most REPOST_BATCH (or half the
+ * batch goes in one ibv_post_recv, from the receives prepared once
+ * (bench_prepare_recv), a third cheaper per receive than posting each
+ * alone. At most REPOST_BATCH (or half the
  * receive queue) wait, and in a ping-pong only one message is ever on its
  * way to us, so receives stay posted. The end of a run flushes (@min 1).
  */
@@ -120,7 +116,7 @@ static __attribute__((noinline)) int repost_batch(struct bench_ctx *c, struct la
 
 	while (s->to_repost >= min && s->to_repost) {
 		unsigned n = s->to_repost < REPOST_BATCH ? (unsigned)s->to_repost : REPOST_BATCH;
-		int r = rk_post_recv_list(q->conn, s->rx, n, err);
+		int r = rk_post_recv_prepared(q->rprep, 0, n, err);
 
 		if (r != (int)n)
 			return r < 0 ? r : -EIO;
@@ -625,6 +621,13 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 	r = rk_prepare(c->qps[0].conn, &s.wr, 1, err, &s.prep);
 	if (r)
 		return r;
+	if (c->receives) {
+		r = bench_prepare_recv(c, &c->qps[0], REPOST_BATCH, err);
+		if (r) {
+			rk_prepared_free(s.prep);
+			return r;
+		}
+	}
 	out->sample_shift = c->p->op == BENCH_OP_READ ? 0 : 1;
 	c->qps[0].recvd = 0;
 	s.yield_ticks = bench_ticks_for(YIELD_AFTER_NS);
@@ -637,6 +640,8 @@ int bench_lat_run(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t d
 	else
 		r = run_server(c, &s, err);
 	rk_prepared_free(s.prep);
+	rk_recv_prepared_free(c->qps[0].rprep);
+	c->qps[0].rprep = NULL;
 	if (r)
 		return r;
 	out->tx_msgs = s.count;

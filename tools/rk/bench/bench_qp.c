@@ -32,6 +32,22 @@ static int prepare_receives(struct rk_conn *conn, void *arg)
 	return 0;
 }
 
+int bench_prepare_recv(struct bench_ctx *c, struct bench_qp *q, unsigned n, struct rk_error *err)
+{
+	struct rk_recv rs[BENCH_PREP_RECV_MAX];
+	uint32_t len = c->p->op == BENCH_OP_SEND ? c->p->size_max : 0;
+	uint32_t depth = rk_conn_rq_depth(q->conn);
+
+	if (n > BENCH_PREP_RECV_MAX)
+		n = BENCH_PREP_RECV_MAX;
+	if (n > depth)
+		n = depth;
+	for (unsigned i = 0; i < n; i++)
+		rs[i] =
+		    (struct rk_recv){.addr = q->rx, .len = len, .lkey = c->lkey, .wr_id = q->index};
+	return rk_prepare_recv(q->conn, rs, n, err, &q->rprep);
+}
+
 uint8_t bench_rd_atomic(const struct rk_device_info *di, uint64_t want)
 {
 	if (want > di->max_qp_rd_atom)
