@@ -34,19 +34,7 @@ static void bad_rkey(struct rk_device *dev)
 	lt_pair(dev, NULL, NULL, &a, &b);
 	LT_CHECK(rk_mr_alloc(dev, 4096, RK_ACCESS_LOCAL, &e, &src), &e);
 	LT_CHECK(rk_mr_alloc(dev, 4096, RK_ACCESS_REMOTE_WRITE, &e, &dst), &e);
-	wr = (struct rk_wr){.op = RK_OP_WRITE,
-			    .flags = RK_WR_SIGNALED,
-			    .wr_id = 9,
-			    .addr = rk_mr_addr(src),
-			    .len = 4096,
-			    .lkey = rk_mr_lkey(src),
-			    .remote_addr = (uintptr_t)rk_mr_addr(dst),
-			    .rkey = rk_mr_rkey(dst) ^ 0x5a5a00};
-	LT_CHECK(rk_post(a, &wr, &e), &e);
-	LT_CHECK(rk_cq_wait(rk_conn_cq(a), &wc, 1, 10000, &e), &e);
-	if (wc.status != IBV_WC_REM_ACCESS_ERR || wc.wr_id != 9)
-		LT_FAIL("bad rkey gave %s (wr_id %llu)", ibv_wc_status_str(wc.status),
-			(unsigned long long)wc.wr_id);
+	lt_fail_conn(a, src, dst, &wr, &wc);
 	if (rk_error_from_wc(&e, &wc) != -EIO || !e.hint || !strstr(e.hint, "rkey") ||
 	    e.qp_num != rk_conn_qp_num(a) || e.wc_status != IBV_WC_REM_ACCESS_ERR)
 		LT_FAIL("decoded: %s", e.msg);

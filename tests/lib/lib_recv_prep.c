@@ -166,6 +166,7 @@ static void failed_conn(struct rk_device *dev)
 	struct rk_error e;
 	struct ibv_wc wc;
 	struct rk_recv r1;
+	struct rk_wr w;
 
 	lt_pair(dev, NULL, NULL, &a, &b);
 	LT_CHECK(rk_mr_alloc(dev, 4096, RK_ACCESS_LOCAL, &e, &src), &e);
@@ -173,17 +174,7 @@ static void failed_conn(struct rk_device *dev)
 	r1 = (struct rk_recv){
 	    .addr = rk_mr_addr(src), .len = 64, .lkey = rk_mr_lkey(src), .wr_id = 7};
 	LT_CHECK(rk_prepare_recv(a, &r1, 1, &e, &p), &e);
-	struct rk_wr w = {.op = RK_OP_WRITE,
-			  .flags = RK_WR_SIGNALED | RK_WR_NO_INLINE,
-			  .addr = rk_mr_addr(src),
-			  .len = 4096,
-			  .lkey = rk_mr_lkey(src),
-			  .remote_addr = (uintptr_t)rk_mr_addr(dst),
-			  .rkey = rk_mr_rkey(dst) ^ 0x5a5a00};
-	LT_CHECK(rk_post(a, &w, &e), &e);
-	LT_CHECK(rk_cq_wait(rk_conn_cq(a), &wc, 1, 10000, &e), &e);
-	if (wc.status != IBV_WC_REM_ACCESS_ERR)
-		LT_FAIL("bad rkey gave %s", ibv_wc_status_str(wc.status));
+	lt_fail_conn(a, src, dst, &w, &wc);
 	if (rk_post_recv_prepared(p, 0, 1, &e) != -ENOTCONN)
 		LT_FAIL("prepared receive on a failed connection: %s", e.msg);
 	static const uint32_t zero[] = {0};

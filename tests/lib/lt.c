@@ -70,6 +70,26 @@ void lt_wait_ok(struct rk_conn *c, struct ibv_wc *wc, int timeout_ms)
 	}
 }
 
+void lt_fail_conn(struct rk_conn *a, struct rk_mr *src, struct rk_mr *dst, struct rk_wr *wr,
+		  struct ibv_wc *wc)
+{
+	struct rk_error e;
+
+	*wr = (struct rk_wr){.op = RK_OP_WRITE,
+			     .flags = RK_WR_SIGNALED,
+			     .wr_id = 9,
+			     .addr = rk_mr_addr(src),
+			     .len = 4096,
+			     .lkey = rk_mr_lkey(src),
+			     .remote_addr = (uintptr_t)rk_mr_addr(dst),
+			     .rkey = rk_mr_rkey(dst) ^ 0x5a5a00};
+	LT_CHECK(rk_post(a, wr, &e), &e);
+	LT_CHECK(rk_cq_wait(rk_conn_cq(a), wc, 1, 10000, &e), &e);
+	if (wc->status != IBV_WC_REM_ACCESS_ERR || wc->wr_id != 9)
+		LT_FAIL("bad rkey gave %s (wr_id %llu)", ibv_wc_status_str(wc->status),
+			(unsigned long long)wc->wr_id);
+}
+
 void lt_pair(struct rk_device *dev, const struct rk_conn_opts *oa, const struct rk_conn_opts *ob,
 	     struct rk_conn **a, struct rk_conn **b)
 {

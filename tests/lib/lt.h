@@ -37,6 +37,11 @@ void lt_fill(void *buf, size_t len, uint32_t seed);
 long lt_check(const void *buf, size_t len, uint32_t seed);
 /* Wait for one completion that must succeed. */
 void lt_wait_ok(struct rk_conn *c, struct ibv_wc *wc, int timeout_ms);
+/* Fail @a's QP on purpose: a signaled 4 KiB WRITE (wr_id 9) from @src into @dst
+ * with a wrong rkey, its completion waited for and required to be
+ * IBV_WC_REM_ACCESS_ERR. The WR in @wr, the completion in @wc. */
+void lt_fail_conn(struct rk_conn *a, struct rk_mr *src, struct rk_mr *dst, struct rk_wr *wr,
+		  struct ibv_wc *wc);
 /* Two connections in this process, connected to each other. */
 void lt_pair(struct rk_device *dev, const struct rk_conn_opts *oa, const struct rk_conn_opts *ob,
 	     struct rk_conn **a, struct rk_conn **b);
