@@ -44,7 +44,8 @@ void bench_hist_add_ticks(struct bench_hist *h, const uint64_t *v, size_t n, dou
 		return;
 	h->unit_ns = ns_per_tick / (double)(1u << shift);
 	for (size_t k = 0; k < n; k++) {
-		const uint64_t x = v[k];
+		/* Top bit set: a negative interval (bench_hist.h), counted as 0. */
+		const uint64_t x = (int64_t)v[k] < 0 ? 0 : v[k];
 		const unsigned s = (63u ^ (unsigned)__builtin_clzll(x | SUB_N)) - BENCH_HIST_SUB;
 
 		bucket[((uint64_t)s << BENCH_HIST_SUB) + (x >> s)]++;

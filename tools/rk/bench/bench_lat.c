@@ -324,12 +324,33 @@ static inline __attribute__((always_inline)) int post_one(struct bench_ctx *c, s
 	return r;
 }
 
-/* The sample buffer is full: fold it into the histogram, start again. */
-static __attribute__((noinline)) uint64_t *samples_full(struct bench_run *out)
+/*
+ * A run that keeps no samples (the warm-up) stores them here, overwritten
+ * block after block: the loop's store then needs no test.
+ */
+#define SCRATCH_SAMPLES 256u
+static uint64_t scratch_samples[SCRATCH_SAMPLES];
+
+/*
+ * The sample block is full: fold it into the histogram (bench_samples_fold,
+ * outside the timed loop as perftest's sort of its samples) and start
+ * again at the buffer's start; a run without a histogram starts its scratch
+ * block again. Returns the block's first free sample.
+ */
+static __attribute__((noinline)) uint64_t *samples_next(struct bench_run *out, uint64_t *smp)
 {
-	out->nsamples = out->cap_samples;
-	bench_samples_fold(out);
-	return out->samples;
+	if (!out->hist)
+		return scratch_samples;
+	out->nsamples = (size_t)(smp - out->samples);
+	if (out->nsamples == out->cap_samples)
+		bench_samples_fold(out);
+	return out->samples + out->nsamples;
+}
+
+/* Where a block of samples ends at the latest: the end of the sample buffer. */
+static inline uint64_t *samples_end(const struct bench_run *out)
+{
+	return out->hist ? out->samples + out->cap_samples : scratch_samples + SCRATCH_SAMPLES;
 }
 
 /* bench_ticks() with the clock source a constant of the loop. */
@@ -344,107 +365,157 @@ static inline __attribute__((always_inline)) uint64_t loop_ticks(const int tsc)
 }
 
 /*
+ * What a poll brought, every completion a success (or the error): 1 when
+ * it holds the answer (READ: the completion of this round trip's READ,
+ * wr_id @count; a message: a receive, counted in *@pending), else 0. One
+ * completion, a busy poll's usual catch (and a busy READ's only one), is
+ * tested without a loop.
+ */
+static inline __attribute__((always_inline)) int answered(const struct ibv_wc *wc, int n,
+							  uint64_t count, uint64_t *pending,
+							  struct rk_error *err, const int read)
+{
+	uint64_t got = 0;
+
+	if (__builtin_expect(n == 1, 1)) {
+		if (__builtin_expect(wc->status != IBV_WC_SUCCESS, 0))
+			return bench_wc_failed(wc, err);
+		if (read)
+			return wc->wr_id == count;
+		if (!(wc->opcode & IBV_WC_RECV))
+			return *pending != 0;
+		++*pending;
+		return 1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0))
+			return bench_wc_failed(&wc[i], err);
+		got += read ? wc[i].wr_id == count : (wc[i].opcode & IBV_WC_RECV) != 0;
+	}
+	if (read)
+		return got != 0;
+	*pending += got;
+	return *pending != 0;
+}
+
+/*
  * client_loop - run_client() for send, write-imm and read: the loop
  * that latency figures are made of. Everything it
  * changes on every round trip (count, receives, the sample pointer) lives
  * in locals, kept in registers across the library calls, and goes back
  * to @s only around the rare calls that use it (a full send queue, a
- * repost batch, a long wait). A sample is one store. The answer is the
+ * repost batch, a long wait). A sample is one store, with no test: the
+ * loop runs in blocks that end where the sample buffer does (or the run,
+ * when it is counted), and the buffer is folded into the histogram
+ * between blocks. @timed (a duration run) compares each sample's first
+ * clock reading with the run's end; a counted run compares nothing but
+ * the sample pointer with its block's end. The answer is the
  * pong's receive completion (send, write-imm), or the READ's own
  * completion, which carries this round trip's count as its wr_id. Busy,
- * an empty pass is one call, into the provider (rk_cq_take only sees what
- * came); otherwise a pass is bench_poll_wait(), a sleep of up to 10 ms.
+ * a pass asks the provider for one completion, as perftest's loops do:
+ * a round trip brings one (READ) or two (the SEND's, the pong), and the
+ * provider's poll stops at the first instead of looking again; an empty
+ * pass is one call, into the provider (rk_cq_take only sees what came).
+ * Otherwise a pass is bench_poll_wait(), a sleep of up to 10 ms.
  */
-static inline __attribute__((always_inline)) int client_loop(struct bench_ctx *c,
-							     struct lat_state *s, uint64_t iters,
-							     uint64_t end, struct bench_run *out,
-							     struct rk_error *err, const int busy,
-							     const int read, const int tsc)
+static inline __attribute__((always_inline)) int
+client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
+	    struct bench_run *out, struct rk_error *err, const int busy, const int read,
+	    const int tsc, const int timed)
 {
 	struct rk_prepared *prep = s->prep;
 	struct rk_cq *cq = c->cq;
 	struct ibv_cq *vcq = c->vcq;
 	struct ibv_wc *wc = c->wc;
 	const char *what = read ? "waiting for a READ" : "waiting for the pong";
-	uint64_t *smp = out->hist ? out->samples + out->nsamples : NULL;
-	uint64_t *const smp_end = out->hist ? out->samples + out->cap_samples : NULL;
+	uint64_t *smp = out->hist ? out->samples + out->nsamples : scratch_samples;
 	const uint64_t repost_min = s->repost_min;
-	const uint64_t last = iters ? iters : UINT64_MAX, stop = iters ? UINT64_MAX : end;
 	uint64_t count = s->count, pending = s->pending_rx, t0, t1 = s->t_end;
 	int r;
 
+	if (!timed && count >= iters)
+		goto out;
 	for (;;) {
-		t0 = loop_ticks(tsc);
-		if (count >= last || t0 >= stop)
-			break;
-		r = post_one(c, s, prep, count, &pending, err);
-		if (r)
-			return r;
-		for (unsigned spins = 1;; spins++) {
-			int n;
+		uint64_t *const buf_end = samples_end(out);
+		uint64_t *blk_end = buf_end;
 
-			if (busy) {
-				n = ibv_poll_cq(vcq, BENCH_WC_BATCH, wc);
-				if (n > 0)
-					n = rk_cq_take(cq, wc, n);
-				else if (__builtin_expect(n < 0, 0))
-					return bench_poll_failed(err);
-			} else {
-				n = bench_poll_wait(c, err);
-				if (n < 0)
-					return n;
-			}
-			if (n > 0) {
-				uint64_t got = 0;
-
-				for (int i = 0; i < n; i++) {
-					if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0))
-						return bench_wc_failed(&wc[i], err);
-					got += read ? wc[i].wr_id == count
-						    : (wc[i].opcode & IBV_WC_RECV) != 0;
-				}
-				if (read ? got != 0 : (pending += got) != 0)
-					break;
-				continue;
-			}
-			if (spins & 63)
-				continue;
-			r = wait_tick(c, s, spins, count, what, err);
+		if (!timed && iters - count < (uint64_t)(buf_end - smp))
+			blk_end = smp + (iters - count);
+		while (smp != blk_end) {
+			t0 = loop_ticks(tsc);
+			if (timed && t0 >= end)
+				goto out;
+			r = post_one(c, s, prep, count, &pending, err);
 			if (r)
 				return r;
-		}
-		t1 = loop_ticks(tsc);
-		if (!read) {
-			pending--;
-			if (++s->to_repost >= repost_min) {
-				r = repost_batch(c, s, repost_min, err);
+			for (unsigned spins = 1;; spins++) {
+				int n;
+
+				if (busy) {
+					n = ibv_poll_cq(vcq, 1, wc);
+					if (n > 0)
+						n = rk_cq_take(cq, wc, n);
+					else if (__builtin_expect(n < 0, 0))
+						return bench_poll_failed(err);
+				} else {
+					n = bench_poll_wait(c, err);
+					if (n < 0)
+						return n;
+				}
+				if (n > 0) {
+					/* Busy, one was asked for: rk_cq_take kept it or not. */
+					r = answered(wc, busy ? 1 : n, count, &pending, err, read);
+					if (r > 0)
+						break;
+					if (__builtin_expect(r < 0, 0))
+						return r;
+					continue;
+				}
+				if (spins & 63)
+					continue;
+				r = wait_tick(c, s, spins, count, what, err);
+				if (r)
+					return r;
+			}
+			t1 = loop_ticks(tsc);
+			if (!read) {
+				pending--;
+				if (++s->to_repost >= repost_min) {
+					r = repost_batch(c, s, repost_min, err);
+					if (r)
+						return r;
+				}
+			}
+			/* A clock read backwards (t1 < t0) is a 0 in the fold. */
+			*smp++ = t1 - t0;
+			if (!(++count & (WATCH_EVERY - 1))) {
+				r = bench_watch_tick(c, &s->w, t1, count, "measuring latency", err);
 				if (r)
 					return r;
 			}
 		}
-		if (smp) {
-			*smp++ = t1 > t0 ? t1 - t0 : 0;
-			if (__builtin_expect(smp == smp_end, 0))
-				smp = samples_full(out);
-		}
-		if (!(++count & (WATCH_EVERY - 1))) {
-			r = bench_watch_tick(c, &s->w, t1, count, "measuring latency", err);
-			if (r)
-				return r;
-		}
+		if (!timed && count >= iters)
+			break;
+		smp = samples_next(out, smp);
 	}
+out:
 	s->count = count;
 	s->pending_rx = pending;
 	s->t_end = t1;
-	if (smp)
+	if (out->hist)
 		out->nsamples = (size_t)(smp - out->samples);
 	return 0;
 }
 
 /*
- * The client's loop with the poll mode, the op (READ or a message) and the
- * clock known when it is compiled: a pass of the spin tests none of them.
+ * The client's loop with the poll mode, the op (READ or a message), the
+ * clock and the run's end (a count or a time) known when it is compiled:
+ * a pass of the spin tests none of them.
  */
+#define CLIENT_LOOP(busy, read, tsc)                                                               \
+	(iters ? client_loop(c, s, iters, end, out, err, busy, read, tsc, 0)                       \
+	       : client_loop(c, s, iters, end, out, err, busy, read, tsc, 1))
+
 static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
 			   struct bench_run *out, struct rk_error *err)
 {
@@ -452,16 +523,12 @@ static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t it
 
 	if (bench_clk.tsc) {
 		if (busy)
-			return read ? client_loop(c, s, iters, end, out, err, 1, 1, 1)
-				    : client_loop(c, s, iters, end, out, err, 1, 0, 1);
-		return read ? client_loop(c, s, iters, end, out, err, 0, 1, 1)
-			    : client_loop(c, s, iters, end, out, err, 0, 0, 1);
+			return read ? CLIENT_LOOP(1, 1, 1) : CLIENT_LOOP(1, 0, 1);
+		return read ? CLIENT_LOOP(0, 1, 1) : CLIENT_LOOP(0, 0, 1);
 	}
 	if (busy)
-		return read ? client_loop(c, s, iters, end, out, err, 1, 1, 0)
-			    : client_loop(c, s, iters, end, out, err, 1, 0, 0);
-	return read ? client_loop(c, s, iters, end, out, err, 0, 1, 0)
-		    : client_loop(c, s, iters, end, out, err, 0, 0, 0);
+		return read ? CLIENT_LOOP(1, 1, 0) : CLIENT_LOOP(1, 0, 0);
+	return read ? CLIENT_LOOP(0, 1, 0) : CLIENT_LOOP(0, 0, 0);
 }
 
 /*
