@@ -185,6 +185,101 @@ class Fit(unittest.TestCase):
         self.assertEqual(g, [("f [x]", 5, 25), ("h [x]", 0, 4)])
 
 
+# A stripped program's loop (0x10) sends (f_send) and calls its progress
+# function through a stub (0x99, a PLT entry) once per pass; every second
+# of wall time it prints a report (0x20 -> 0x30 -> __printf_chk).
+LOOP_LINES = ["events: Ir", "ob=(1) /usr/bin/prog", "fn=(1) 0x10", "0 1000",
+              "cfn=(2) f_send", "calls=10 0", "0 500",
+              "cob=(3) ???", "cfn=(3) 0x99", "calls=40 0", "0 2400",
+              "cfn=(4) 0x20", "calls=2 0", "0 300",
+              "fn=(4)", "0 100", "cfn=(5) 0x30", "calls=2 0", "0 200",
+              "fn=(5)", "0 50", "cob=(4) /lib/libc.so.6", "cfn=(6) __printf_chk", "calls=2 0", "0 150",
+              "ob=(3)", "fn=(3)", "0 40", "cob=(5) /lib/libucp.so", "cfn=(7) progress", "calls=40 0",
+              "0 2360", "ob=(5)", "fn=(7)", "0 2360", "ob=(1)", "fn=(2)", "0 500"]
+PASSES = [{"name": "progress", "in": {"caller_of": "f_send"}, "call": "progress", "kept": 1}]
+
+
+class Passes(unittest.TestCase):
+    """The waiting counted apart (costlib.count_fit)."""
+
+    def test_pass_edges_go_through_a_stub(self):
+        p = costlib.parse(LOOP_LINES)
+        loop = costlib.loop_functions(p, {"caller_of": "f_send"})
+        self.assertEqual(loop, [("prog", "0x10")])
+        self.assertEqual(costlib.pass_edges(p, set(loop), "progress"),
+                         [(("prog", "0x10"), ("???", "0x99"))])
+        f = costlib.pass_figures(p, PASSES)
+        self.assertEqual(f["count"], {"progress": 40})
+        # the loop's own 1000 and its 40 calls through the stub
+        self.assertEqual(f["cost"], {"caller of f_send": 1000 + 2400})
+
+    def test_loop_without_its_report(self):
+        p = costlib.parse(LOOP_LINES)
+        whole = costlib.run_figures(p, RXE, POLL, loop={"caller_of": "f_send"})
+        less = costlib.run_figures(p, RXE, POLL, loop={"caller_of": "f_send",
+                                                       "minus_callers_of": "__printf_chk"},
+                                   passes=PASSES)
+        self.assertEqual(whole["ir"], 1000 + 500 + 2400 + 300)
+        self.assertEqual(less["ir"], whole["ir"] - 300)
+        self.assertEqual(less["passes"]["count"]["progress"], 40)
+
+    @staticmethod
+    def runs(price, work, ns, passes, noise=()):
+        """Runs whose loop costs work per op, price per pass, and a part
+        outside the loop's passes that varies by noise."""
+        out = []
+        for i, (n, c) in enumerate(zip(ns, passes)):
+            loop = 5000 + 300 * n + price * c
+            extra = noise[i] if noise else 0
+            out.append({"n": n, "ir": 9000 + work * n - 300 * n + loop + extra,
+                        "passes": {"count": {"progress": c}, "cost": {"caller of f_send": loop}}})
+        return out
+
+    def test_exact_price_from_the_loop_alone(self):
+        # the rest of the process varies (a report, a wire-up): the price
+        # comes from the loop's cost alone, a whole number
+        pts = self.runs(200, 1100, [2000, 4000] * 3, [61323, 154631, 78006, 177011, 82304, 376229],
+                        noise=[40000, -30000, 10000, 25000, -5000, 0])
+        r = costlib.count_fit(pts, PASSES)
+        self.assertEqual(r["method"], "count")
+        self.assertEqual(r["prices"]["progress"]["price"], 200.0)
+        self.assertTrue(r["prices"]["progress"]["exact"])
+        slope_noise = ((-30000 + 25000 + 0) / 3 - (40000 + 10000 - 5000) / 3) / 2000
+        self.assertAlmostEqual(r["per_op"], 1100 + 200 + slope_noise, places=6)
+
+    def test_inexact_price_is_said(self):
+        pts = self.runs(200, 1100, [2000, 4000] * 2, [61323, 154631, 78006, 177011])
+        pts[0]["passes"]["cost"]["caller of f_send"] += 30000  # a pass of another length
+        r = costlib.count_fit(pts, PASSES)
+        self.assertFalse(r["prices"]["progress"]["exact"])
+        self.assertNotEqual(r["prices"]["progress"]["price"], 200.0)
+
+    def test_too_few_runs(self):
+        pts = self.runs(200, 1100, [2000, 4000], [61323, 154631])
+        with self.assertRaises(ValueError):
+            costlib.count_fit(pts, PASSES)
+
+    def test_recorded_ucx_runs(self):
+        import itertools
+        import json
+        runs = json.load(open(data("ucx-am-lat-runs.json")))["runs"]
+        passes = [dict(PASSES[0], **{"in": {"caller_of": "ucp_am_send_nbx"},
+                                     "call": "ucp_worker_progress"})]
+        r = costlib.count_fit(runs, passes)
+        # one empty pass: the loop's 12, the stub's 1, ucp_worker_progress's
+        # 44, the rc interface's 61, two empty polls of rxe (2 x 41)
+        self.assertEqual(r["prices"]["progress"]["price"], 200.0)
+        self.assertAlmostEqual(r["per_op"], 1138.8, delta=0.1)
+        # every four of the six runs (two n) within 0.2 % of it
+        for sub in itertools.combinations(runs, 4):
+            if len({p["n"] for p in sub}) == 2:
+                self.assertAlmostEqual(costlib.count_fit(list(sub), passes)["per_op"], 1138.8,
+                                       delta=2.5)
+        # with the once-a-second report left in, the same runs spread by 15 %
+        with_report = [dict(p, ir=p["ir_with_report"]) for p in runs]
+        self.assertGreater(costlib.count_fit(with_report, passes)["per_op"], 1250)
+
+
 class Guard(unittest.TestCase):
     """bench/cost's comparison with the committed baseline (no runs)."""
 
