@@ -269,24 +269,33 @@ def _parse(lines):
 
 def loop_functions(prof, loop):
     """The functions a run's measured loop is: loop {"name": N} (the
-    function N, any object; a clone's suffix such as ".lto_priv.0" is
-    ignored) or {"caller_of": F} (every function that calls F: a stripped
+    function N, any object, or each of a list of names; a clone's suffix
+    such as ".lto_priv.0" is ignored) or {"caller_of": F} (every function that calls F: a stripped
     program's loop, found by the library call it makes)."""
     if "name" in loop:
-        return sorted(f for f in prof.functions()
-                      if f[1] == loop["name"] or plain_name(f[1]) == loop["name"])
+        names = loop["name"] if isinstance(loop["name"], list) else [loop["name"]]
+        return sorted(f for f in prof.functions() if f[1] in names or plain_name(f[1]) in names)
     return sorted({caller for (caller, callee) in prof.edges
                    if callee[1] == loop["caller_of"] and caller[1] != loop["caller_of"]})
 
 
 def loop_excluded(prof, fns, loop):
     """The inclusive cost of the loop's calls that reach loop["minus_callers_of"]
-    (at any depth): ucx_perftest's loop prints a line of results every
-    second of wall time, work that grows with the run's length (with the
-    passes), not with n. Nothing when the spec names none."""
+    (at any depth), and of its calls of loop["minus_calls_to"]:
+    ucx_perftest's loop prints a line of results every second of wall time,
+    work that grows with the run's length (with the passes), not with n;
+    and it ends with ucp_worker_flush, a wait for the last message's send
+    completion, once a run (from 2 to 226 passes of ucp_worker_progress in
+    runs of the same n). Nothing when the spec names neither."""
+    i = prof.ev("Ir")
+    v = 0
+    stop = loop.get("minus_calls_to")
+    if stop:
+        v += sum(c[1 + i] for (a, b), c in prof.edges.items()
+                 if a in fns and b not in fns and plain_name(b[1]) == stop)
     target = loop.get("minus_callers_of")
     if not target:
-        return 0
+        return v
     callees = {}
     for (a, b) in prof.edges:
         if a != b:
@@ -303,10 +312,9 @@ def loop_excluded(prof, fns, loop):
         reaches[f] = r
         return r
 
-    i = prof.ev("Ir")
-    return sum(c[1 + i] for (a, b), c in prof.edges.items()
-               if a in fns and a != b and b not in fns
-               and (b[1].split("@")[0] == target or reach(b, set())))
+    return v + sum(c[1 + i] for (a, b), c in prof.edges.items()
+                   if a in fns and a != b and b not in fns
+                   and (b[1].split("@")[0] == target or reach(b, set())))
 
 
 def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None, passes=None):
@@ -544,21 +552,24 @@ def fmt_num(v, digits=0):
 # Where a client goes round its poll loop tens of times per operation (two
 # hosts, one CPU each: the answer takes a millisecond), the fit above prices
 # a pass from the whole run's instructions, and an error of one instruction
-# in that price moves the figure by the tens of passes per operation. Here
-# the waiting is counted apart instead: each pass kind names the function
-# its loop lives in ("in") and the function it calls once per pass ("call":
-# the provider's poll, ucp_worker_progress, ...). The loop's own cost (the
-# self cost of "in" plus the inclusive cost of its calls of "call") depends
-# on nothing but the number of passes and the operations, so its
-# least-squares fit on (passes, n, 1) over the runs is exact: the price of
-# an empty pass is a whole number of instructions (a fixed path through the
-# loop and the callee), and the fit lands within a hundredth of it. That
-# integer is the price; a fit that lands further from one is reported as
-# not exact (a loop whose empty pass takes more than one path). Work per
-# operation is then the plain slope of the run's instructions less
-# price * (passes - kept * n) for every kind.
+# in that price moves the figure by the tens of passes per operation; where
+# a client waits in several loops whose passes differ in price, one price
+# for all of them is wrong by tens of instructions. Here the waiting is
+# counted apart instead (count_fit). Each pass kind names the function its
+# loop lives in ("in") and the function it calls once per pass ("call": the
+# provider's poll, ucp_worker_progress, ...). A loop's own cost (the self
+# cost of "in" plus the inclusive cost of its calls of "call") depends on
+# nothing but its counts (passes, calls, fallbacks) and n, so its least-
+# squares fit on them over the runs is all but exact: an empty pass is a
+# fixed path, a whole number of instructions, and the fit lands within a
+# tenth of it (then the integer is the price, "exact"), or on a fraction
+# where a pass reads the clock every so many passes. The work per
+# operation is the plain slope of each run's instructions less
+# price * (count - kept * n) for every kind: no price is fitted on the
+# whole run, whose other parts (a wire-up finished inside the loop, a
+# report) do not follow the passes.
 
-INTEGER_TOLERANCE = 0.05
+INTEGER_TOLERANCE = 0.1  # a fit this close to a whole number is taken as it
 
 
 _SUFFIX_RE = re.compile(r"(\.(lto_priv|constprop|isra|part|cold)\.\d+)+$")
@@ -628,15 +639,20 @@ def pass_figures(prof, passes, provider=None, poll_fns=()):
 
 
 def loop_key(spec):
-    return spec.get("name") or "caller of " + spec["caller_of"]
+    name = spec.get("name")
+    if isinstance(name, list):
+        return "+".join(name)
+    return name or "caller of " + spec["caller_of"]
 
 
 def pass_prices(points, passes):
     """The price of an empty pass of each kind, from the runs' pass_figures
     (points[i]["passes"]): per loop function, least squares of its cost on
     its kinds' counts, n and 1. Returns {kind: {"price", "fitted",
-    "exact", "residual"}}: price is the nearest integer when the fit lands
-    within INTEGER_TOLERANCE of one (exact), else the fitted value."""
+    "exact", "residual", "unpriced"}}: price is the nearest integer when the
+    fit lands within INTEGER_TOLERANCE of one (exact), else the fitted value;
+    0 for a count that follows another kind's (priced with it) or that does
+    not vary apart from n (unpriced: its waiting stays in the work)."""
     groups = {}
     for p in passes:
         groups.setdefault(loop_key(p["in"]), []).append(p["name"])
@@ -652,12 +668,19 @@ def pass_prices(points, passes):
         for k in sorted(kinds, key=lambda k: k not in priced):
             x = [float(pt["passes"]["count"][k]) for pt in points]
             if residual(cols, x) < MIN_RESIDUAL:
-                if k in priced and any(x):
-                    raise ValueError("the passes %r do not vary apart from n: no price" % k)
-                out[k] = {"price": 0.0, "fitted": None, "exact": k in priced, "residual": None}
+                # A count that follows a kind already in (a call of spin()
+                # per look at the fds) is priced with that kind; waiting
+                # whose count follows n (or is the same in every run) cannot
+                # be told from the work and stays in it ("unpriced").
+                alone = k in priced and any(x) and residual(cols[:2], x) < MIN_RESIDUAL
+                out[k] = {"price": 0.0, "fitted": None, "exact": k in priced and not alone,
+                          "residual": None, "unpriced": alone}
                 continue
-            if len(points) < len(cols) + 2:
-                raise ValueError("%d runs cannot price the passes of %s" % (len(points), key))
+            if len(points) < len(cols) + 2:  # no degree of freedom left for it
+                if k in priced:
+                    raise ValueError("%d runs cannot price the passes of %s" % (len(points), key))
+                out[k] = {"price": 0.0, "fitted": None, "exact": False, "residual": None}
+                continue
             cols.append(x)
             names.append(k)
         rows = [list(r) for r in zip(*cols)]
@@ -677,6 +700,8 @@ def count_fit(points, passes, key="ir"):
     kind), waiting_per_op (the mean of the waiting taken out, per op) and
     extra passes per op (per kind)."""
     prices = pass_prices(points, passes)
+    if not any(prices[p["name"]]["fitted"] is not None for p in passes if p.get("kept") is not None):
+        raise ValueError("no pass of %d runs could be priced" % len(points))
     adj = []
     waits = [p for p in passes if p.get("kept") is not None]
     for pt in points:
@@ -685,6 +710,7 @@ def count_fit(points, passes, key="ir"):
         adj.append(dict(pt, _work=pt[key] - w, _wait=w))
     return {"raw": slope(points, key), "per_op": slope(adj, "_work"), "method": "count",
             "poll_cost": None, "second": None, "prices": prices,
+            "unpriced": sorted(k for k, v in prices.items() if v.get("unpriced")),
             "waiting_per_op": sum(a["_wait"] / a["n"] for a in adj) / len(adj),
             "extra_passes_per_op": {p["name"]: sum((pt["passes"]["count"][p["name"]] - p["kept"] * pt["n"])
                                                    / pt["n"] for pt in points) / len(points)
