@@ -616,7 +616,9 @@ def pass_figures(prof, passes, provider=None, poll_fns=()):
     of every pass edge out of them. A kind with "via" (a loop spec) counts
     the calls of "call" made from those functions instead and adds no cost:
     a path through the loop function that the fit must know of (its calls,
-    how often it falls back to a slower wait), not a pass. Returns
+    how often it falls back to a slower wait), not a pass. A kind with
+    "cost_only" adds its calls' cost to the loop's and is no count of the
+    fit (the clock reading of every fallback: its count is the fallbacks'). Returns
     {"count": {kind: calls}, "cost": {in-name: Ir}}."""
     count, cost = {}, {}
     i = prof.ev("Ir")
@@ -657,6 +659,7 @@ def pass_prices(points, passes):
     for p in passes:
         groups.setdefault(loop_key(p["in"]), []).append(p["name"])
     priced = {p["name"] for p in passes if p.get("kept") is not None}
+    cost_only = {p["name"] for p in passes if p.get("cost_only")}
     out = {}
     for key, kinds in groups.items():
         y = [float(pt["passes"]["cost"][key]) for pt in points]
@@ -666,6 +669,8 @@ def pass_prices(points, passes):
         # in (every call fell back to the slower wait, or none did) is left
         # out; a pass kind that does not cannot be priced.
         for k in sorted(kinds, key=lambda k: k not in priced):
+            if k in cost_only:
+                continue
             x = [float(pt["passes"]["count"][k]) for pt in points]
             if residual(cols, x) < MIN_RESIDUAL:
                 # A count that follows a kind already in (a call of spin()

@@ -295,7 +295,7 @@ class Passes(unittest.TestCase):
         passes = [dict(PASSES[0], **{"in": {"caller_of": "ucp_am_send_nbx"},
                                      "call": "ucp_worker_progress"})]
         figures = []
-        for runs in (doc["ucx"], doc["ucx_earlier"]):
+        for runs in (doc["ucx"], doc["ucx_earlier"], doc["ucx_boot2"]):
             r = costlib.count_fit(runs, passes)
             # one empty pass: the loop's 12, the stub's 1, ucp_worker_progress's
             # 44, the rc interface's 61, two empty polls of rxe (2 x 41)
@@ -307,7 +307,8 @@ class Passes(unittest.TestCase):
                 self.assertAlmostEqual(costlib.count_fit(list(sub), passes)["per_op"], r["per_op"],
                                        delta=1.2)
         self.assertAlmostEqual(figures[0], 1138.6, delta=0.1)
-        self.assertAlmostEqual(figures[1], 1138.8, delta=0.1)  # another boot
+        self.assertAlmostEqual(figures[1], 1138.8, delta=0.1)  # other boots
+        self.assertAlmostEqual(figures[2], 1138.6, delta=0.1)
         # with its report and its final flush left in, the earlier boot's
         # runs give 120 more, and every four of them spread by 15 %
         whole = [dict(p, ir=p["ir_whole_loop"]) for p in doc["ucx_earlier"]]
@@ -330,6 +331,7 @@ class Passes(unittest.TestCase):
             self.assertEqual(r["prices"]["spin"]["price"], 51.0)  # rk's spin: 10 + rxe's empty poll
             self.assertEqual(r["prices"]["set_poll"]["price"], 80.0)  # rk_wait's: rk_cq_poll's 29 more
         self.assertAlmostEqual(two["per_op"], 948.4, delta=0.1)  # 78 extra passes a call
+        self.assertAlmostEqual(costlib.count_fit(doc["rk_boot2"], passes)["per_op"], 949.5, delta=0.1)
         self.assertAlmostEqual(one["per_op"], 941.6, delta=0.1)  # 14
         # the fit's one price for three kinds of pass (51, 80, 173) on the same one-host runs
         self.assertAlmostEqual(costlib.fit(doc["rpc_rtt_busy_one_host"], k=1)["per_op"], 864.1, delta=0.1)
