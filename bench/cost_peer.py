@@ -62,7 +62,7 @@ def run_ucx(ctx, spec, n, tag, timeout):
         port = ctx.next_port()
         srv = on_peer(envv + ["timeout", str(timeout), "ucx_perftest", "-p", str(port)],
                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        vc, out = ctx.cg(tag + "-cli")
+        vc, out = ctx.cg(tag + "-cli", spec.get("callgrind", ()))
         try:
             time.sleep(6.0 + 3 * attempt)
             cli = subprocess.run(vc + ["ucx_perftest", peer, "-p", str(port), "-w", "0",
@@ -73,7 +73,7 @@ def run_ucx(ctx, spec, n, tag, timeout):
             stop(srv, timeout)
         if cli.returncode == 0:
             return {"client": ctx.figures(out, exclude_clock_callers=False,
-                                          loop=spec.get("loop"))}
+                                          loop=spec.get("loop"), passes=spec.get("passes"))}
         last = cli.stdout[-400:]
         for f in (out, out + ".log"):
             if os.path.exists(f):
@@ -88,7 +88,7 @@ def run_rk_peer(ctx, spec, n, tag, timeout):
     srv = on_peer([ctx.rk, "bench", "--dev", ctx.dev, "--addr", peer, "-p", str(port),
                    "--wait", "120", "--watchdog", "60", *spec.get("server", [])],
                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    vc, out = ctx.cg(tag + "-cli")
+    vc, out = ctx.cg(tag + "-cli", spec.get("callgrind", ()))
     try:
         ctx.wait_line(srv, srv.stderr, "waiting", 90)
         cli = subprocess.run(vc + [ctx.rk, "bench", *spec["args"], "-n", str(n), "--watchdog", "60",
@@ -99,4 +99,4 @@ def run_rk_peer(ctx, spec, n, tag, timeout):
     if cli.returncode != 0:
         raise RuntimeError("rk bench %s (server on the peer) failed: %s"
                            % (" ".join(spec["args"]), cli.stdout[-400:]))
-    return {"client": ctx.figures(out, loop=spec.get("loop"))}
+    return {"client": ctx.figures(out, loop=spec.get("loop"), passes=spec.get("passes"))}

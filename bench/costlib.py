@@ -269,15 +269,55 @@ def _parse(lines):
 
 def loop_functions(prof, loop):
     """The functions a run's measured loop is: loop {"name": N} (the
-    function N, any object) or {"caller_of": F} (every function that calls
-    F: a stripped program's loop, found by the library call it makes)."""
+    function N, any object, or each of a list of names; a clone's suffix
+    such as ".lto_priv.0" is ignored) or {"caller_of": F} (every function that calls F: a stripped
+    program's loop, found by the library call it makes)."""
     if "name" in loop:
-        return sorted(f for f in prof.functions() if f[1] == loop["name"])
+        names = loop["name"] if isinstance(loop["name"], list) else [loop["name"]]
+        return sorted(f for f in prof.functions() if f[1] in names or plain_name(f[1]) in names)
     return sorted({caller for (caller, callee) in prof.edges
                    if callee[1] == loop["caller_of"] and caller[1] != loop["caller_of"]})
 
 
-def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None):
+def loop_excluded(prof, fns, loop):
+    """The inclusive cost of the loop's calls that reach loop["minus_callers_of"]
+    (at any depth), and of its calls of loop["minus_calls_to"]:
+    ucx_perftest's loop prints a line of results every second of wall time,
+    work that grows with the run's length (with the passes), not with n;
+    and it ends with ucp_worker_flush, a wait for the last message's send
+    completion, once a run (from 2 to 226 passes of ucp_worker_progress in
+    runs of the same n). Nothing when the spec names neither."""
+    i = prof.ev("Ir")
+    v = 0
+    stop = loop.get("minus_calls_to")
+    if stop:
+        v += sum(c[1 + i] for (a, b), c in prof.edges.items()
+                 if a in fns and b not in fns and plain_name(b[1]) == stop)
+    target = loop.get("minus_callers_of")
+    if not target:
+        return v
+    callees = {}
+    for (a, b) in prof.edges:
+        if a != b:
+            callees.setdefault(a, set()).add(b)
+    reaches = {}
+
+    def reach(f, seen):
+        if f in reaches:
+            return reaches[f]
+        if f in seen:
+            return False
+        seen.add(f)
+        r = any(c[1].split("@")[0] == target or reach(c, seen) for c in callees.get(f, ()))
+        reaches[f] = r
+        return r
+
+    return v + sum(c[1 + i] for (a, b), c in prof.edges.items()
+                   if a in fns and a != b and b not in fns
+                   and (b[1].split("@")[0] == target or reach(b, set())))
+
+
+def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None, passes=None):
     """The figures of one run that the fit needs.
 
     provider   basename of the verbs provider library (librxe-rdmav34.so)
@@ -293,6 +333,8 @@ def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None)
                UCX's asynchronous thread) is left out; ir_total keeps the
                whole. For the two-host cells, whose start-up varied by a
                million instructions between runs of the same n.
+    passes     None, or the pass kinds of the run's wait loops (see
+               pass_figures): then "passes" holds their counts and costs.
     Returns dict: ir (instructions without the excluded work), sys (system
     calls without the excluded ones and without clock reads), clock (the
     clock reads outside the excluded work), doorbells, polls (W),
@@ -318,9 +360,12 @@ def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None)
         fns = loop_functions(prof, loop)
         if not fns:
             raise ValueError("no loop function %r in the profile" % (loop,))
-        ir = sum(prof.inclusive(f) for f in fns)
-    return {"ir": ir, "ir_total": ir_total, "sys": prof.total("sysCount") - exc_sys - clock,
-            "clock": clock, "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls}
+        ir = sum(prof.inclusive(f) for f in fns) - loop_excluded(prof, fns, loop)
+    out = {"ir": ir, "ir_total": ir_total, "sys": prof.total("sysCount") - exc_sys - clock,
+           "clock": clock, "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls}
+    if passes:
+        out["passes"] = pass_figures(prof, passes, provider, poll_fns)
+    return out
 
 
 # --- the fit -----------------------------------------------------------------
@@ -500,3 +545,182 @@ def fmt_num(v, digits=0):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return ("%%.%df" % digits) % v
+
+
+# --- waiting counted apart: the price of an empty pass --------------------------
+#
+# Where a client goes round its poll loop tens of times per operation (two
+# hosts, one CPU each: the answer takes a millisecond), the fit above prices
+# a pass from the whole run's instructions, and an error of one instruction
+# in that price moves the figure by the tens of passes per operation; where
+# a client waits in several loops whose passes differ in price, one price
+# for all of them is wrong by tens of instructions. Here the waiting is
+# counted apart instead (count_fit). Each pass kind names the function its
+# loop lives in ("in") and the function it calls once per pass ("call": the
+# provider's poll, ucp_worker_progress, ...). A loop's own cost (the self
+# cost of "in" plus the inclusive cost of its calls of "call") depends on
+# nothing but its counts (passes, calls, fallbacks) and n, so its least-
+# squares fit on them over the runs is all but exact: an empty pass is a
+# fixed path, a whole number of instructions, and the fit lands within a
+# tenth of it (then the integer is the price, "exact"), or on a fraction
+# where a pass reads the clock every so many passes. The work per
+# operation is the plain slope of each run's instructions less
+# price * (count - kept * n) for every kind: no price is fitted on the
+# whole run, whose other parts (a wire-up finished inside the loop, a
+# report) do not follow the passes.
+
+INTEGER_TOLERANCE = 0.1  # a fit this close to a whole number is taken as it
+
+
+_SUFFIX_RE = re.compile(r"(\.(lto_priv|constprop|isra|part|cold)\.\d+)+$")
+
+
+def plain_name(name):
+    """A function's name without its symbol version ("@@GLIBC_2.17") and
+    the suffixes of gcc's clones (".lto_priv.0", ".constprop.0"): the same
+    function under the names different builds give it."""
+    return _SUFFIX_RE.sub("", name.split("@")[0])
+
+
+def _match(fn, name, provider=None, poll_fns=()):
+    """fn (object, name) against a pass spec's name: "@poll" is the
+    provider's poll function; other names match as plain_name()s."""
+    if name == "@poll":
+        return fn[0] == provider and fn[1] in poll_fns
+    return plain_name(fn[1]) == name
+
+
+def pass_edges(prof, ins, call, provider=None, poll_fns=()):
+    """The call edges (in -> X) through which the functions ins call `call`
+    once per pass: X is `call` itself, or a stub whose every callee is
+    `call` (a PLT entry: stripped programs call libraries through them)."""
+    out = []
+    callees = {}
+    for (a, b) in prof.edges:
+        if a != b:
+            callees.setdefault(a, set()).add(b)
+    for (a, b) in prof.edges:
+        if a not in ins or a == b:
+            continue
+        if _match(b, call, provider, poll_fns):
+            out.append((a, b))
+        elif b in callees and all(_match(c, call, provider, poll_fns) for c in callees[b]):
+            out.append((a, b))
+    return out
+
+
+def pass_figures(prof, passes, provider=None, poll_fns=()):
+    """Per pass kind (a spec's "passes": [{"name", "in", "call", "kept"}]):
+    its count (the calls through pass_edges) and, per loop function, the
+    loop's cost: the self cost of the "in" functions plus the inclusive cost
+    of every pass edge out of them. A kind with "via" (a loop spec) counts
+    the calls of "call" made from those functions instead and adds no cost:
+    a path through the loop function that the fit must know of (its calls,
+    how often it falls back to a slower wait), not a pass. A kind with
+    "cost_only" adds its calls' cost to the loop's and is no count of the
+    fit (the clock reading of every fallback: its count is the fallbacks'). Returns
+    {"count": {kind: calls}, "cost": {in-name: Ir}}."""
+    count, cost = {}, {}
+    i = prof.ev("Ir")
+    for p in passes:
+        ins = set(loop_functions(prof, p["in"]))
+        if not ins:
+            raise ValueError("no loop function %r in the profile" % (p["in"],))
+        key = loop_key(p["in"])
+        if key not in cost:
+            cost[key] = sum(prof.self_cost.get(f, [0] * len(prof.events))[i] for f in ins)
+        if "via" in p:
+            edges = pass_edges(prof, set(loop_functions(prof, p["via"])), p["call"], provider,
+                               poll_fns)
+            count[p["name"]] = sum(prof.edges[e][0] for e in edges)
+            continue
+        edges = pass_edges(prof, ins, p["call"], provider, poll_fns)
+        count[p["name"]] = sum(prof.edges[e][0] for e in edges)
+        cost[key] += sum(prof.edges[e][1 + i] for e in edges)
+    return {"count": count, "cost": cost}
+
+
+def loop_key(spec):
+    name = spec.get("name")
+    if isinstance(name, list):
+        return "+".join(name)
+    return name or "caller of " + spec["caller_of"]
+
+
+def pass_prices(points, passes):
+    """The price of an empty pass of each kind, from the runs' pass_figures
+    (points[i]["passes"]): per loop function, least squares of its cost on
+    its kinds' counts, n and 1. Returns {kind: {"price", "fitted",
+    "exact", "residual", "unpriced"}}: price is the nearest integer when the
+    fit lands within INTEGER_TOLERANCE of one (exact), else the fitted value;
+    0 for a count that follows another kind's (priced with it) or that does
+    not vary apart from n (unpriced: its waiting stays in the work)."""
+    groups = {}
+    for p in passes:
+        groups.setdefault(loop_key(p["in"]), []).append(p["name"])
+    priced = {p["name"] for p in passes if p.get("kept") is not None}
+    cost_only = {p["name"] for p in passes if p.get("cost_only")}
+    out = {}
+    for key, kinds in groups.items():
+        y = [float(pt["passes"]["cost"][key]) for pt in points]
+        cols = [[float(pt["n"]) for pt in points], [1.0] * len(points)]
+        names = []
+        # A path count that does not vary apart from n and the kinds already
+        # in (every call fell back to the slower wait, or none did) is left
+        # out; a pass kind that does not cannot be priced.
+        for k in sorted(kinds, key=lambda k: k not in priced):
+            if k in cost_only or (k not in priced
+                                  and any(k not in pt["passes"]["count"] for pt in points)):
+                continue  # a path count the runs were not taken with: none
+            x = [float(pt["passes"]["count"][k]) for pt in points]
+            if residual(cols, x) < MIN_RESIDUAL:
+                # A count that follows a kind already in (a call of spin()
+                # per look at the fds) is priced with that kind; waiting
+                # whose count follows n (or is the same in every run) cannot
+                # be told from the work and stays in it ("unpriced").
+                alone = k in priced and any(x) and residual(cols[:2], x) < MIN_RESIDUAL
+                out[k] = {"price": 0.0, "fitted": None, "exact": k in priced and not alone,
+                          "residual": None, "unpriced": alone}
+                continue
+            if len(points) < len(cols) + 2:  # no degree of freedom left for it
+                if k in priced:
+                    raise ValueError("%d runs cannot price the passes of %s" % (len(points), key))
+                out[k] = {"price": 0.0, "fitted": None, "exact": False, "residual": None}
+                continue
+            cols.append(x)
+            names.append(k)
+        rows = [list(r) for r in zip(*cols)]
+        coef = lstsq(rows, y)
+        res = max(abs(yy - sum(c * r for c, r in zip(coef, row))) for yy, row in zip(y, rows))
+        for k, c in zip(names, coef[2:]):
+            exact = abs(c - round(c)) <= INTEGER_TOLERANCE
+            out[k] = {"price": float(round(c)) if exact else c, "fitted": c, "exact": exact,
+                      "residual": res}
+    return out
+
+
+def count_fit(points, passes, key="ir"):
+    """Work per operation with the waiting counted apart (see above):
+    the plain slope of key - sum(price * (count - kept * n)) over the kinds.
+    Returns a dict like fit()'s: per_op, raw, method "count", prices (per
+    kind), waiting_per_op (the mean of the waiting taken out, per op) and
+    extra passes per op (per kind)."""
+    if len(points) < 4:
+        raise ValueError("%d runs cannot price a pass" % len(points))
+    # A client whose passes follow n (ucx_perftest's sender, 8 in flight:
+    # a progress call every 150 messages or so) does not wait: nothing is
+    # priced, and the figure is the plain slope.
+    prices = pass_prices(points, passes)
+    adj = []
+    waits = [p for p in passes if p.get("kept") is not None]
+    for pt in points:
+        w = sum(prices[p["name"]]["price"] * (pt["passes"]["count"][p["name"]] - p["kept"] * pt["n"])
+                for p in waits)
+        adj.append(dict(pt, _work=pt[key] - w, _wait=w))
+    return {"raw": slope(points, key), "per_op": slope(adj, "_work"), "method": "count",
+            "poll_cost": None, "second": None, "prices": prices,
+            "unpriced": sorted(k for k, v in prices.items() if v.get("unpriced")),
+            "waiting_per_op": sum(a["_wait"] / a["n"] for a in adj) / len(adj),
+            "extra_passes_per_op": {p["name"]: sum((pt["passes"]["count"][p["name"]] - p["kept"] * pt["n"])
+                                                   / pt["n"] for pt in points) / len(points)
+                                    for p in waits}}

@@ -185,6 +185,158 @@ class Fit(unittest.TestCase):
         self.assertEqual(g, [("f [x]", 5, 25), ("h [x]", 0, 4)])
 
 
+# A stripped program's loop (0x10) sends (f_send) and calls its progress
+# function through a stub (0x99, a PLT entry) once per pass; every second
+# of wall time it prints a report (0x20 -> 0x30 -> __printf_chk).
+LOOP_LINES = ["events: Ir", "ob=(1) /usr/bin/prog", "fn=(1) 0x10", "0 1000",
+              "cfn=(2) f_send", "calls=10 0", "0 500",
+              "cob=(3) ???", "cfn=(3) 0x99", "calls=40 0", "0 2400",
+              "cfn=(4) 0x20", "calls=2 0", "0 300",
+              "fn=(4)", "0 100", "cfn=(5) 0x30", "calls=2 0", "0 200",
+              "fn=(5)", "0 50", "cob=(4) /lib/libc.so.6", "cfn=(6) __printf_chk", "calls=2 0", "0 150",
+              "ob=(3)", "fn=(3)", "0 40", "cob=(5) /lib/libucp.so", "cfn=(7) progress", "calls=40 0",
+              "0 2360", "ob=(5)", "fn=(7)", "0 2360", "ob=(1)", "fn=(2)", "0 500"]
+PASSES = [{"name": "progress", "in": {"caller_of": "f_send"}, "call": "progress", "kept": 1}]
+
+
+class Passes(unittest.TestCase):
+    """The waiting counted apart (costlib.count_fit)."""
+
+    def test_pass_edges_go_through_a_stub(self):
+        p = costlib.parse(LOOP_LINES)
+        loop = costlib.loop_functions(p, {"caller_of": "f_send"})
+        self.assertEqual(loop, [("prog", "0x10")])
+        self.assertEqual(costlib.pass_edges(p, set(loop), "progress"),
+                         [(("prog", "0x10"), ("???", "0x99"))])
+        f = costlib.pass_figures(p, PASSES)
+        self.assertEqual(f["count"], {"progress": 40})
+        # the loop's own 1000 and its 40 calls through the stub
+        self.assertEqual(f["cost"], {"caller of f_send": 1000 + 2400})
+
+    def test_loop_without_its_report(self):
+        p = costlib.parse(LOOP_LINES)
+        whole = costlib.run_figures(p, RXE, POLL, loop={"caller_of": "f_send"})
+        less = costlib.run_figures(p, RXE, POLL, loop={"caller_of": "f_send",
+                                                       "minus_callers_of": "__printf_chk"},
+                                   passes=PASSES)
+        self.assertEqual(whole["ir"], 1000 + 500 + 2400 + 300)
+        self.assertEqual(less["ir"], whole["ir"] - 300)
+        self.assertEqual(less["passes"]["count"]["progress"], 40)
+
+    @staticmethod
+    def runs(price, work, ns, passes, noise=()):
+        """Runs whose loop costs work per op, price per pass, and a part
+        outside the loop's passes that varies by noise."""
+        out = []
+        for i, (n, c) in enumerate(zip(ns, passes)):
+            loop = 5000 + 300 * n + price * c
+            extra = noise[i] if noise else 0
+            out.append({"n": n, "ir": 9000 + work * n - 300 * n + loop + extra,
+                        "passes": {"count": {"progress": c}, "cost": {"caller of f_send": loop}}})
+        return out
+
+    def test_exact_price_from_the_loop_alone(self):
+        # the rest of the process varies (a report, a wire-up): the price
+        # comes from the loop's cost alone, a whole number
+        pts = self.runs(200, 1100, [2000, 4000] * 3, [61323, 154631, 78006, 177011, 82304, 376229],
+                        noise=[40000, -30000, 10000, 25000, -5000, 0])
+        r = costlib.count_fit(pts, PASSES)
+        self.assertEqual(r["method"], "count")
+        self.assertEqual(r["prices"]["progress"]["price"], 200.0)
+        self.assertTrue(r["prices"]["progress"]["exact"])
+        slope_noise = ((-30000 + 25000 + 0) / 3 - (40000 + 10000 - 5000) / 3) / 2000
+        self.assertAlmostEqual(r["per_op"], 1100 + 200 + slope_noise, places=6)
+
+    def test_inexact_price_is_said(self):
+        pts = self.runs(200, 1100, [2000, 4000] * 2, [61323, 154631, 78006, 177011])
+        pts[0]["passes"]["cost"]["caller of f_send"] += 30000  # a pass of another length
+        r = costlib.count_fit(pts, PASSES)
+        self.assertFalse(r["prices"]["progress"]["exact"])
+        self.assertNotEqual(r["prices"]["progress"]["price"], 200.0)
+
+    def test_too_few_runs(self):
+        pts = self.runs(200, 1100, [2000, 4000], [61323, 154631])
+        with self.assertRaises(ValueError):
+            costlib.count_fit(pts, PASSES)
+
+    def test_names_and_clones(self):
+        lines = ["events: Ir", "ob=(1) /usr/bin/rk", "fn=(1) wait_round", "0 58",
+                 "cfn=(2) on_wc_waited.lto_priv.0", "calls=1 0", "0 120", "fn=(2)", "0 120"]
+        p = costlib.parse(lines)
+        self.assertEqual(costlib.plain_name("poll_cqs.lto_priv.0"), "poll_cqs")
+        self.assertEqual(costlib.plain_name("memcpy@@GLIBC_2.14"), "memcpy")
+        both = {"name": ["wait_round", "on_wc_waited"]}
+        self.assertEqual(len(costlib.loop_functions(p, both)), 2)
+        f = costlib.pass_figures(p, [{"name": "r", "in": both, "via": {"name": "wait_round"},
+                                      "call": "on_wc_waited", "kept": 0}])
+        self.assertEqual(f, {"count": {"r": 1}, "cost": {"wait_round+on_wc_waited": 178}})
+
+    def test_loop_without_its_final_flush(self):
+        lines = LOOP_LINES + ["ob=(1)", "fn=(1)", "cob=(5)", "cfn=(8) ucp_worker_flush", "calls=1 0",
+                              "0 45000", "ob=(5)", "fn=(8)", "0 45000"]
+        p = costlib.parse(lines)
+        loop = {"caller_of": "f_send", "minus_calls_to": "ucp_worker_flush"}
+        self.assertEqual(costlib.run_figures(p, RXE, POLL, loop=loop)["ir"], 1000 + 500 + 2400 + 300)
+
+    def test_a_kind_that_follows_another_is_priced_with_it(self):
+        pts = self.runs(200, 1100, [2000, 4000] * 3, [61323, 154631, 78006, 177011, 82304, 376229])
+        for pt in pts:
+            pt["passes"]["count"]["twin"] = pt["passes"]["count"]["progress"] // 2
+            pt["passes"]["count"]["rare"] = 3
+        kinds = PASSES + [dict(PASSES[0], name="twin", kept=0), dict(PASSES[0], name="rare", kept=0)]
+        r = costlib.count_fit(pts, kinds)
+        self.assertEqual(r["prices"]["progress"]["price"] + 0.5 * r["prices"]["twin"]["price"], 200)
+        self.assertEqual(r["unpriced"], ["rare"])  # the same in every run: left in the work
+
+    def test_recorded_ucx_runs(self):
+        import itertools
+        import json
+        doc = json.load(open(data("rpc-ucx-lat-runs.json")))
+        passes = [dict(PASSES[0], **{"in": {"caller_of": "ucp_am_send_nbx"},
+                                     "call": "ucp_worker_progress"})]
+        figures = []
+        for runs in (doc["ucx"], doc["ucx_earlier"], doc["ucx_boot2"]):
+            r = costlib.count_fit(runs, passes)
+            # one empty pass: the loop's 12, the stub's 1, ucp_worker_progress's
+            # 44, the rc interface's 61, two empty polls of rxe (2 x 41)
+            self.assertEqual(r["prices"]["progress"]["price"], 200.0)
+            self.assertTrue(r["prices"]["progress"]["exact"])
+            figures.append(r["per_op"])
+            # every five of the six runs within 0.1 % of it
+            for sub in itertools.combinations(runs, 5):
+                self.assertAlmostEqual(costlib.count_fit(list(sub), passes)["per_op"], r["per_op"],
+                                       delta=1.2)
+        self.assertAlmostEqual(figures[0], 1138.6, delta=0.1)
+        self.assertAlmostEqual(figures[1], 1138.8, delta=0.1)  # other boots
+        self.assertAlmostEqual(figures[2], 1138.6, delta=0.1)
+        # with its report and its final flush left in, the earlier boot's
+        # runs give 120 more, and every four of them spread by 15 %
+        whole = [dict(p, ir=p["ir_whole_loop"]) for p in doc["ucx_earlier"]]
+        self.assertGreater(costlib.count_fit(whole, passes)["per_op"], 1250)
+
+    def test_recorded_rk_runs_one_and_two_hosts(self):
+        import importlib.machinery
+        import importlib.util
+        import json
+        loader = importlib.machinery.SourceFileLoader(
+            "cost", os.path.join(HERE, "..", "..", "bench", "cost"))
+        spec = importlib.util.spec_from_loader("cost", loader)
+        cost = importlib.util.module_from_spec(spec)
+        loader.exec_module(cost)
+        passes = cost.rk_rpc_passes("run_lat")
+        doc = json.load(open(data("rpc-ucx-lat-runs.json")))
+        two = costlib.count_fit(doc["rk"], passes)
+        one = costlib.count_fit(doc["rpc_rtt_busy_one_host"], passes)
+        for r in (one, two):
+            self.assertEqual(r["prices"]["spin"]["price"], 51.0)  # rk's spin: 10 + rxe's empty poll
+            self.assertEqual(r["prices"]["set_poll"]["price"], 80.0)  # rk_wait's: rk_cq_poll's 29 more
+        self.assertAlmostEqual(two["per_op"], 948.4, delta=0.1)  # 78 extra passes a call
+        self.assertAlmostEqual(costlib.count_fit(doc["rk_boot2"], passes)["per_op"], 949.5, delta=0.1)
+        self.assertAlmostEqual(one["per_op"], 941.6, delta=0.1)  # 14
+        # the fit's one price for three kinds of pass (51, 80, 173) on the same one-host runs
+        self.assertAlmostEqual(costlib.fit(doc["rpc_rtt_busy_one_host"], k=1)["per_op"], 864.1, delta=0.1)
+
+
 class Guard(unittest.TestCase):
     """bench/cost's comparison with the committed baseline (no runs)."""
 
