@@ -244,18 +244,19 @@ static int fds_ready(struct rk_rpc_server *srv)
  * completion at a time handed to rk_cq_take (the CQ layer's window: a
  * stale or foreign sequence number is dropped, never dereferenced), in a
  * loop whose every pass costs the same. Returns 1 with the completion in
- * @wc; -ETIMEDOUT when @timeout_ms (> 0, or < 0: none) has passed, the
+ * @wc; -ETIMEDOUT when *@timeout_ms (> 0, or < 0: none) has passed, the
  * clock read every SOLO_SPINS empty passes and the deadline set at the
  * first reading, so the wait ends up to twice that many passes late, never
  * early (as the wait set's spin); 0 for the wait set's wait: a wake-up or
  * an answer from another thread is pending, the poll failed (the wait
  * set's poll says why), or one of the wait set's fds (listener, CM
  * channel, wake-up eventfd), looked at every SOLO_SPINS empty passes and
- * every SOLO_LOOK_EVERY calls, is ready; then the wait set has every wait
- * until the fds are seen. Not inlined: bench/cost counts it as waiting.
+ * every SOLO_LOOK_EVERY calls, is ready (*@timeout_ms is then what is
+ * left of the wait once its deadline is set); then the wait set has every
+ * wait until the fds are seen. Not inlined: bench/cost counts it as waiting.
  */
 static __attribute__((noinline)) int solo_wait(struct rk_rpc_server *srv, struct sconn *c,
-					       int timeout_ms, struct ibv_wc *wc)
+					       int *timeout_ms, struct ibv_wc *wc)
 {
 	int64_t until = -1;
 
@@ -274,15 +275,19 @@ static __attribute__((noinline)) int solo_wait(struct rk_rpc_server *srv, struct
 		if (r < 0)
 			return 0;
 		if (spins % SOLO_SPINS == 0) {
-			if (fds_ready(srv))
-				return 0;
-			if (timeout_ms > 0) {
-				int64_t now = rk__now_ms();
+			int64_t now = 0;
 
+			if (*timeout_ms > 0) {
+				now = rk__now_ms();
 				if (until < 0)
-					until = now + timeout_ms;
+					until = now + *timeout_ms;
 				else if (now >= until)
 					return -ETIMEDOUT;
+			}
+			if (fds_ready(srv)) {
+				if (until >= 0) /* the wait set's wait: what is left of this one */
+					*timeout_ms = (int)(until - now);
+				return 0;
 			}
 		}
 	}
@@ -345,7 +350,7 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 		struct sconn *c = srv->solo;
 		struct ibv_wc wc;
 
-		n = solo_wait(srv, c, timeout_ms, &wc);
+		n = solo_wait(srv, c, &timeout_ms, &wc);
 		if (n == 1)
 			on_wc(srv, c, &wc);
 		else if (n < 0) /* the deadline: one more poll and look at the fds */
