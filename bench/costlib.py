@@ -48,6 +48,9 @@ import re
 EXCLUDE_CALLEES = ("qsort", "qsort_r", "bench_samples_fold")
 EXCLUDE_CALLERS_OF = ("__gettimeofday_syscall",)
 DOORBELL_CALLEES = ("write", "__write", "__libc_write")
+# The library's waits (the wait set's, the RPC server's for one connection):
+# their inclusive cost is the figure "outside the wait" leaves out (bench/cost).
+WAIT_FUNCTIONS = ("rk_wait", "solo_wait")
 # Functions that are vDSO calls natively (system calls only under valgrind).
 CLOCK_FUNCTIONS = ("clock_gettime", "__clock_gettime", "gettimeofday", "__gettimeofday",
                    "__gettimeofday_syscall", "time")
@@ -361,8 +364,12 @@ def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None,
         if not fns:
             raise ValueError("no loop function %r in the profile" % (loop,))
         ir = sum(prof.inclusive(f) for f in fns) - loop_excluded(prof, fns, loop)
+    # The library's waits, inclusive: what waiting costs a library program.
+    wait_ir = sum(prof.inclusive(f) for f in prof.functions()
+                  if f[1].split(".")[0] in WAIT_FUNCTIONS)
     out = {"ir": ir, "ir_total": ir_total, "sys": prof.total("sysCount") - exc_sys - clock,
-           "clock": clock, "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls}
+           "clock": clock, "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls,
+           "wait_ir": wait_ir}
     if passes:
         out["passes"] = pass_figures(prof, passes, provider, poll_fns)
     return out

@@ -6,6 +6,10 @@
  * writes no more than each WR's sequence number and the caller's id in
  * its slot. The completions are the CQ layer's as ever: the sequence
  * number is checked against the connection's window and translated back.
+ * The public rk_post_recv_prepared_list (recv_prep.c) does the same for
+ * any caller, so it checks each index and restores the chain's links
+ * after the post: 16 instructions a receive more for a receive set, whose
+ * own state byte already says which buffers may go (msgbuf.c).
  */
 #include <errno.h>
 

@@ -16,6 +16,7 @@
  * All connections and the pool live in a PD of the server's own.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -228,6 +229,101 @@ static int idle_cap(const struct rk_rpc_server *srv, int timeout_ms)
 	return timeout_ms < 0 || left < timeout_ms ? (int)left : timeout_ms;
 }
 
+/* A look at the wait set's fds (one poll(2) of its epoll fd): 1 when one is ready. */
+static int fds_ready(struct rk_rpc_server *srv)
+{
+	struct pollfd p = {.fd = rk_wait_fd(srv->ws), .events = POLLIN};
+
+	srv->solo_calls = 0;
+	srv->fds_ready = poll(&p, 1, 0) != 0; /* an error too: the wait set will say */
+	return srv->fds_ready;
+}
+
+/*
+ * The wait of a busy server with one connection: its CQ polled here, one
+ * completion at a time handed to rk_cq_take (the CQ layer's window: a
+ * stale or foreign sequence number is dropped, never dereferenced), in a
+ * loop whose every pass costs the same. Returns 1 with the completion in
+ * @wc; -ETIMEDOUT when *@timeout_ms (> 0, or < 0: none) has passed, the
+ * clock read every SOLO_SPINS empty passes and the deadline set at the
+ * first reading, so the wait ends up to twice that many passes late, never
+ * early (as the wait set's spin); 0 for the wait set's wait: a wake-up or
+ * an answer from another thread is pending, the poll failed (the wait
+ * set's poll says why), or one of the wait set's fds (listener, CM
+ * channel, wake-up eventfd), looked at every SOLO_SPINS empty passes and
+ * every SOLO_LOOK_EVERY calls, is ready (*@timeout_ms is then what is
+ * left of the wait once its deadline is set); then the wait set has every
+ * wait until the fds are seen. Not inlined: bench/cost counts it as waiting.
+ */
+static __attribute__((noinline)) int solo_wait(struct rk_rpc_server *srv, struct sconn *c,
+					       int *timeout_ms, struct ibv_wc *wc)
+{
+	int64_t until = -1;
+
+	if (__builtin_expect(++srv->solo_calls >= SOLO_LOOK_EVERY || srv->fds_ready, 0) &&
+	    fds_ready(srv))
+		return 0;
+	for (unsigned spins = 1;; spins++) {
+		int r;
+
+		if (__atomic_load_n(&srv->deferred_n, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&srv->wake_req, __ATOMIC_RELAXED))
+			return 0;
+		r = ibv_poll_cq(c->vcq, 1, wc);
+		if (r > 0 && rk_cq_take(c->cq, wc, 1) == 1)
+			return 1;
+		if (r < 0)
+			return 0;
+		if (spins % SOLO_SPINS == 0) {
+			int64_t now = 0;
+
+			if (*timeout_ms > 0) {
+				now = rk__now_ms();
+				if (until < 0)
+					until = now + *timeout_ms;
+				else if (now >= until)
+					return -ETIMEDOUT;
+			}
+			if (fds_ready(srv)) {
+				if (until >= 0) /* the wait set's wait: what is left of this one */
+					*timeout_ms = (int)(until - now);
+				return 0;
+			}
+		}
+	}
+}
+
+/* What rk_wait() reported: completions, connections, the listener, wake-ups. */
+static void handle_events(struct rk_rpc_server *srv, const struct rk_wait_event *ev, int n,
+			  int *woken)
+{
+	for (int k = 0; k < n; k++) {
+		uint64_t tag = ev[k].tag;
+		struct sconn *c;
+
+		if (ev[k].src == RK_SRC_WAKE) {
+			*woken = 1;
+			continue;
+		}
+		if (tag == TAG_LISTEN) {
+			rk__rpcs_accept_all(srv);
+			continue;
+		}
+		c = srv->conns[tag & 0xffff];
+		if (!c || c->dead)
+			continue;
+		if (ev[k].src == RK_SRC_CQ) {
+			/* A drop takes the CQ out of the set and frees these completions. */
+			for (int j = 0; j < ev[k].nwc && !c->dead; j++)
+				on_wc(srv, c, &ev[k].wc[j]);
+		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED &&
+			   ev[k].state != RK_CONN_CONNECTING) {
+			c->closed = ev[k].state == RK_CONN_DISCONNECTED;
+			rk__rpcs_conn_drop(srv, c, "connection %s", rk_conn_state_str(ev[k].state));
+		}
+	}
+}
+
 int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_error *err)
 {
 	struct rk_wait_event ev[MAX_EVENTS];
@@ -249,31 +345,20 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 		 * and costs no clock reading.
 		 */
 		timeout_ms = idle_cap(srv, timeout_ms);
-	n = rk_wait(srv->ws, ev, MAX_EVENTS, timeout_ms, err);
-	for (int k = 0; k < n; k++) {
-		uint64_t tag = ev[k].tag;
-		struct sconn *c;
+	n = 0;
+	if (srv->solo && timeout_ms) {
+		struct sconn *c = srv->solo;
+		struct ibv_wc wc;
 
-		if (ev[k].src == RK_SRC_WAKE) {
-			woken = 1;
-			continue;
-		}
-		if (tag == TAG_LISTEN) {
-			rk__rpcs_accept_all(srv);
-			continue;
-		}
-		c = srv->conns[tag & 0xffff];
-		if (!c || c->dead)
-			continue;
-		if (ev[k].src == RK_SRC_CQ) {
-			/* A drop takes the CQ out of the set and frees these completions. */
-			for (int j = 0; j < ev[k].nwc && !c->dead; j++)
-				on_wc(srv, c, &ev[k].wc[j]);
-		} else if (ev[k].src == RK_SRC_CONN && ev[k].state != RK_CONN_CONNECTED &&
-			   ev[k].state != RK_CONN_CONNECTING) {
-			c->closed = ev[k].state == RK_CONN_DISCONNECTED;
-			rk__rpcs_conn_drop(srv, c, "connection %s", rk_conn_state_str(ev[k].state));
-		}
+		n = solo_wait(srv, c, &timeout_ms, &wc);
+		if (n == 1)
+			on_wc(srv, c, &wc);
+		else if (n < 0) /* the deadline: one more poll and look at the fds */
+			timeout_ms = 0;
+	}
+	if (n != 1) {
+		n = rk_wait(srv->ws, ev, MAX_EVENTS, timeout_ms, err);
+		handle_events(srv, ev, n, &woken);
 	}
 	/* Answers from other threads, or work that waited for room: mostly none. */
 	if (__atomic_load_n(&srv->deferred_n, __ATOMIC_ACQUIRE) || srv->retry)

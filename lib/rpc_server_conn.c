@@ -83,6 +83,7 @@ void rk__rpcs_conn_drop(struct rk_rpc_server *srv, struct sconn *c, const char *
 	va_end(ap);
 	c->dead = 1;
 	srv->st.conns--;
+	rk__rpcs_solo_update(srv);
 	if (c->closed) { /* the peer left: not a failure of anyone's */
 		rk_dbg("rpc server: connection from %s closed: %s", c->peer, msg);
 		srv->st.conns_closed++;
@@ -132,6 +133,13 @@ void rk__rpcs_sweep_dead(struct rk_rpc_server *srv)
 	}
 }
 
+/*
+ * The sets of a connection. Answer buffers: the window and ANSWER_SPARE_BUF,
+ * at least SIGNAL_EVERY + 1: the send set signals an answer when its last
+ * free buffer goes, so with fewer a small window would signal more often
+ * than every SIGNAL_EVERY-th (at window 1 every 9th, each completion a
+ * progress round of its own); 8 buffers more at window 1.
+ */
 static int conn_prepare(struct rk_conn *conn, void *arg)
 {
 	struct sconn *c = arg;
@@ -139,7 +147,9 @@ static int conn_prepare(struct rk_conn *conn, void *arg)
 	struct rk_msgbuf_opts ro = {.count = c->window + RECV_SPARE,
 				    .size = srv->req_buf,
 				    .wr_id_base = wrid(TAG_RECV, c->idx, 0)};
-	struct rk_msgbuf_opts so = {.count = c->window + ANSWER_SPARE_BUF,
+	struct rk_msgbuf_opts so = {.count = c->window + ANSWER_SPARE_BUF > SIGNAL_EVERY
+						 ? c->window + ANSWER_SPARE_BUF
+						 : SIGNAL_EVERY + 1,
 				    .size = srv->lim.slot_size,
 				    .wr_id_base = wrid(TAG_ANSWER, c->idx, 0),
 				    .signal_every = SIGNAL_EVERY};
@@ -286,8 +296,32 @@ static void accept_one(struct rk_rpc_server *srv, struct rk_cm_request *req)
 	srv->st.conns++;
 	c->cq_id = rk_wait_add_cq(srv->ws, rk_conn_cq(c->conn), MAX_EVENTS, idx, &err);
 	c->conn_id = c->cq_id < 0 ? -1 : rk_wait_add_conn(srv->ws, c->conn, CONN_TAG | idx, &err);
-	if (c->cq_id < 0 || c->conn_id < 0)
+	if (c->cq_id < 0 || c->conn_id < 0) {
 		rk__rpcs_conn_drop(srv, c, "cannot wait on it: %s", err.msg);
+		return;
+	}
+	c->cq = rk_conn_cq(c->conn);
+	c->vcq = rk_cq_ibv(c->cq);
+	rk__rpcs_solo_update(srv);
+}
+
+void rk__rpcs_solo_update(struct rk_rpc_server *srv)
+{
+	struct sconn *one = NULL;
+
+	srv->solo = NULL;
+	if (srv->o.mode != RK_WAIT_BUSY || srv->st.conns != 1)
+		return;
+	for (unsigned i = 0; i < srv->o.max_conns; i++) {
+		struct sconn *c = srv->conns[i];
+
+		if (!c || c->dead || !c->vcq)
+			continue;
+		if (one)
+			return;
+		one = c;
+	}
+	srv->solo = one;
 }
 
 void rk__rpcs_accept_all(struct rk_rpc_server *srv)

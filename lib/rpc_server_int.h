@@ -42,12 +42,14 @@
  * posted again RECV_SPARE at a time (one ibv_post_recv), and the spares
  * keep a receive ready for every request the client may send meanwhile.
  */
-#define RECV_SPARE	 8
+#define RECV_SPARE	 16
 #define ESTABLISH_MS	 1000 /* data came first: how long ESTABLISHED may take */
 #define DEF_INLINE	 128  /* bytes an answer carries inline (header and 116 bytes) */
 #define SIGNAL_EVERY	 16   /* answers: a completion every this many frees them all */
 #define DEF_IDLE_MS	 60000
-#define IDLE_CHECK_EVERY 64 /* progress calls that found work between clock readings */
+#define IDLE_CHECK_EVERY 64   /* progress calls that found work between clock readings */
+#define SOLO_SPINS	 1024 /* busy, one connection: empty passes between looks at the fds */
+#define SOLO_LOOK_EVERY	 64   /* ... and calls that found work between looks */
 
 enum req_state { R_FREE = 0, R_READING, R_HANDLER };
 
@@ -110,6 +112,8 @@ struct sconn {
 	int64_t idle_since_ms;	 /* when the last sweep saw it change (or the accept) */
 	uint16_t host_len;	 /* peer[0..host_len): the address without its port */
 	int in_table;		 /* still in conns[] (until the end of a progress) */
+	struct rk_cq *cq;	 /* the connection's CQ, and its verbs CQ (solo polling) */
+	struct ibv_cq *vcq;
 	uint32_t window;
 	struct rk_rpc_limits lim; /* the server's, with this connection's window */
 	struct rk_rpc_req *reqs;
@@ -146,6 +150,9 @@ struct rk_rpc_server {
 	struct pending *deferred, **deferred_tail;
 	int deferred_n, wake_req; /* atomics */
 	unsigned idle_calls;	  /* progress calls since the last clock reading */
+	struct sconn *solo;	  /* busy mode: the one live connection, else NULL */
+	unsigned solo_calls;	  /* solo_wait calls since the fds' last look */
+	int fds_ready;		  /* that look found an fd ready: the wait set's turn */
 	uint32_t idle_slack_ms;	  /* a wait this short is not cut for an idle sweep */
 	int64_t idle_next_ms;	  /* the next idle sweep is due (0: none yet) */
 	struct rk_rpc_server_stats st;
@@ -210,6 +217,8 @@ void rk__rpcs_sweep_dead(struct rk_rpc_server *srv);
 unsigned rk__rpcs_idle_sweep(struct rk_rpc_server *srv, int64_t now_ms);
 /* Free what is left of dead @c; nobody may reference it any more. */
 void rk__rpcs_conn_free(struct rk_rpc_server *srv, struct sconn *c);
+/* srv->solo after an accept or a drop: the one live connection of a busy server, or NULL. */
+void rk__rpcs_solo_update(struct rk_rpc_server *srv);
 /* A request is done with: its staged body and answer go back, its slot is free. */
 void rk__rpcs_req_release(struct rk_rpc_server *srv, struct rk_rpc_req *q);
 /* The same, inline for the common request that staged nothing. */

@@ -155,8 +155,11 @@ RK_API int rk_rpc_server_add(struct rk_rpc_server *srv, uint16_t method, rk_rpc_
  * rendezvous bodies, drop broken or hostile connections, close idle ones
  * (a wait longer than a sixteenth of idle_ms ends early when one is due:
  * at most a quarter of idle_ms late). Cost: a poll of the wait set per
- * call, and a clock reading every 64 calls that found work (every call
- * that found none, and every wait longer than that sixteenth). Returns 0 after
+ * call (busy mode with one connection: a poll of that connection's CQ,
+ * and a poll(2) of the wait set's fds every 64 calls; a busy wait may end
+ * some thousand empty polls late, never early), and a clock reading every
+ * 64 calls that found work (every call that found none, and every wait
+ * longer than that sixteenth). Returns 0 after
  * doing some, -ETIMEDOUT when nothing happened, -EINTR after
  * rk_rpc_server_wake, or another negative errno for a failure of the
  * server itself (a lost connection is not one). One thread only.

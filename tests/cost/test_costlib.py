@@ -55,6 +55,19 @@ class Parser(unittest.TestCase):
         self.assertEqual(p.inclusive((None, "main")), 65)
         self.assertEqual(p.total(), 65)  # no summary: the self costs
 
+    def test_wait_ir_is_the_library_waits_inclusive(self):
+        # rk_wait and solo_wait (an LTO suffix too) with what they call; nothing else
+        lines = ["events: Ir", "ob=(1) /x/srv", "fn=(1) run", "0 7",
+                 "cfn=(2) rk_wait", "calls=1 0", "0 30",
+                 "cfn=(3) solo_wait.lto_priv.0", "calls=2 0", "0 50",
+                 "cfn=(4) on_wc", "calls=2 0", "0 11",
+                 "fn=(2)", "0 10", "cfn=(5) rk_cq_poll", "calls=3 0", "0 20",
+                 "fn=(5)", "0 20", "fn=(3)", "0 50", "fn=(4)", "0 11"]
+        f = costlib.run_figures(costlib.parse(lines), RXE, POLL)
+        self.assertEqual(f["wait_ir"], 80)
+        self.assertEqual(f["ir"] - f["wait_ir"], 18)
+        self.assertEqual(costlib.run_figures(self.rk500, RXE, POLL)["wait_ir"], 0)
+
     def test_cob_defaults_to_callers_object(self):
         lines = ["events: Ir sysCount", "ob=(1) /lib/a.so", "fn=(1) f",
                  "cob=(2) /lib/libc.so.6", "cfn=(2) write", "calls=4 0", "0 28 4",
