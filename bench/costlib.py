@@ -731,3 +731,155 @@ def count_fit(points, passes, key="ir"):
             "extra_passes_per_op": {p["name"]: sum((pt["passes"]["count"][p["name"]] - p["kept"] * pt["n"])
                                                    / pt["n"] for pt in points) / len(points)
                                     for p in waits}}
+
+
+# --- a wait that polls nothing (WRITE latency) --------------------------------
+#
+# Both WRITE latency programs wait for the peer's WRITE by reading a byte of
+# their buffer in a loop that calls nothing, so the poll function's calls do
+# not count its passes and the fit cannot price them. The profile can: run
+# with callgrind's --dump-instr=yes, it gives every instruction's execution
+# count (its Ir). In the function that holds the loop, the loop's load is the
+# most executed instruction (P: the passes); the loop is the function's
+# instructions executed at least P/2 times (the code around it runs once a
+# wait, the loop dozens of times). Its head (the load and the exit test)
+# runs P times, once a pass; the rest N times, once an idle pass (a pass
+# that found nothing and goes round again), N the most of them (an idle
+# pass may leave by a rare path). Taken out: every instruction of the loop
+# but one head per wait, (P - N) heads: the pass that found the WRITE
+# stays, one per wait, as the fit keeps k passes of a CQ poller. Work the
+# loop does now and then (rk's watchdog every 256 idle passes) is not in
+# the loop and stays in the figure.
+
+
+def _position(tok, last):
+    """One position of a cost line: absolute (0x.. or decimal), relative
+    (+N, -N) to the last, or * (the same)."""
+    if tok == "*":
+        return last
+    if tok[0] in "+-":
+        return last + int(tok, 0)
+    return int(tok, 0)
+
+
+def instr_counts(path_or_lines, pick):
+    """Per-instruction Ir of the functions pick((object basename, fn))
+    accepts, from a callgrind file written with --dump-instr=yes (positions
+    "instr ..."): {(obj, fn): {address: Ir}}. The cost lines of calls (the
+    callee's inclusive cost at the call instruction) are not counted."""
+    if isinstance(path_or_lines, (str, bytes, os.PathLike)):
+        with open(path_or_lines, encoding="utf-8", errors="replace") as f:
+            return instr_counts(f, pick)
+    names = {"ob": {}, "fn": {}}
+    out = {}
+    ob = fn = None
+    instr_pos = False
+    npos = 1
+    last = 0
+    after_calls = False
+
+    def name(kind, value):
+        m = _NAME_RE.match(value)
+        if not m:
+            return value
+        table = names[kind]
+        if m.group(2) is not None:
+            table[m.group(1)] = m.group(2)
+        return table.get(m.group(1), "(%s)" % m.group(1))
+
+    for raw in path_or_lines:
+        line = raw.rstrip("\n")
+        if not line or line.startswith("#"):
+            continue
+        if _POS_RE.match(line):
+            tokens = line.split()
+            if instr_pos:
+                last = _position(tokens[0], last)
+            if not after_calls and instr_pos and (ob, fn) in out and len(tokens) > npos:
+                cnt = out[(ob, fn)]
+                cnt[last] = cnt.get(last, 0) + int(tokens[npos], 0)
+            after_calls = False
+            continue
+        key, sep, val = line.partition("=")
+        if sep:
+            if key in ("ob", "cob"):
+                n = _base(name("ob", val))
+                if key == "ob":
+                    ob = n
+            elif key in ("fn", "cfn"):
+                n = name("fn", val)
+                if key == "fn":
+                    fn = n
+                    if pick((ob, fn)):
+                        out.setdefault((ob, fn), {})
+            elif key == "calls":
+                after_calls = True
+            continue
+        key, sep, val = line.partition(":")
+        if sep and key == "positions":
+            instr_pos = val.split()[0] == "instr"
+            npos = len(val.split())
+    if not instr_pos:
+        raise ValueError("no instruction positions: run callgrind with --dump-instr=yes")
+    return out
+
+
+def spin_loop(counts):
+    """The busy loop of one function's instruction counts ({address: Ir},
+    instr_counts()): dict load (the most executed instruction's address),
+    passes (P, its count), idle (N: the passes that found nothing), length
+    (instructions an idle pass runs), head (those every pass runs, the
+    exit test), ir (what is taken out: the loop's instructions less one
+    head per wait). Raises ValueError when no instruction of the loop ran
+    fewer than P times (too few idle passes to tell the loop apart)."""
+    if not counts:
+        raise ValueError("no instructions")
+    p = max(counts.values())
+    load = min(a for a, c in counts.items() if c == p)
+    loop = [c for c in counts.values() if 2 * c >= p]
+    tail = [c for c in loop if c < p]
+    if not tail:
+        raise ValueError("no idle pass of the loop at %#x to count (%d passes)" % (load, p))
+    idle = max(tail)
+    head = len(loop) - len(tail)
+    return {"load": load, "passes": p, "idle": idle, "length": len(loop), "head": head,
+            "ir": sum(loop) - (p - idle) * head}
+
+
+def spin_function(prof_counts, where, skip=()):
+    """The function that holds the loop: where {"fn": NAME} (by name, any
+    object) or {"hottest_in": OBJ} (a stripped program: the function of
+    object OBJ that holds its most executed instruction, of those not in
+    skip: perftest's clock calibration spins more than its WRITE wait, and
+    its cost is left out of the figures already)."""
+    if "fn" in where:
+        fns = [f for f in prof_counts if f[1] == where["fn"]]
+    else:
+        fns = [f for f in prof_counts
+               if f[0] == where["hottest_in"] and prof_counts[f] and f not in skip]
+        fns = sorted(fns, key=lambda f: -max(prof_counts[f].values()))[:1]
+    if len(fns) != 1:
+        raise ValueError("no single loop function for %r: %r" % (where, fns))
+    return fns[0]
+
+
+def spin_figures(path_or_lines, where, prof=None):
+    """The WRITE wait's idle passes in one profile (see above): spin_loop()
+    of the function where names, plus fn (its name). prof: the same file
+    parse()d (read again when not given); the callers of
+    EXCLUDE_CALLERS_OF in it, left out already, are not looked at."""
+    lines = path_or_lines
+    if not isinstance(lines, (str, bytes, os.PathLike)):
+        lines = list(lines)
+    if prof is None:
+        prof = parse(lines)
+    skip = {caller for (caller, callee) in prof.edges if callee[1] in EXCLUDE_CALLERS_OF}
+    if "fn" in where:
+        pick = lambda f: f[1] == where["fn"]  # noqa: E731
+    else:
+        pick = lambda f: f[0] == where["hottest_in"]  # noqa: E731
+    counts = instr_counts(lines, pick)
+    fn = spin_function(counts, where, skip)
+    out = spin_loop(counts[fn])
+    out["fn"] = "%s [%s]" % (fn[1], fn[0])
+    return out

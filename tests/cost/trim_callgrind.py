@@ -7,7 +7,9 @@ Writes the header and the blocks (fn= ... up to the next fn=) of the
 functions whose object's path holds one of the substrings; a compressed
 name first used in a dropped block is written out in full where the kept
 text first uses it. Made the test profiles in tests/cost/data from runs
-of bench/cost --keep.
+of bench/cost --keep. Positions written relative to the line before
+(callgrind's "+3", "-2", "*", as --dump-instr=yes writes them) are written
+out absolute first: a kept line may follow a dropped one.
 """
 import re
 import sys
@@ -17,11 +19,34 @@ KIND = {"ob": "ob", "cob": "ob", "fl": "fl", "fi": "fl", "fe": "fl", "cfi": "fl"
         "fn": "fn", "cfn": "fn"}
 
 
+POS = re.compile(r"^[0-9+\-*]")
+
+
+def absolute(lines):
+    """The lines with every cost line's positions absolute (instruction
+    addresses in hex)."""
+    npos, names, last, out = 1, [], [], []
+    for line in lines:
+        if line.startswith("positions:"):
+            names = line.split(":", 1)[1].split()
+            npos, last = len(names), [0] * len(names)
+        if not names or not POS.match(line):
+            out.append(line)
+            continue
+        tok = line.split()
+        for j in range(npos):
+            t = tok[j]
+            last[j] = last[j] if t == "*" else last[j] + int(t, 0) if t[0] in "+-" else int(t, 0)
+            tok[j] = hex(last[j]) if names[j] == "instr" else str(last[j])
+        out.append(" ".join(tok))
+    return out
+
+
 def main():
     src, dst, keep = sys.argv[1], sys.argv[2], sys.argv[3:]
     names = {"ob": {}, "fl": {}, "fn": {}}
     written = {"ob": set(), "fl": set(), "fn": set()}
-    lines = open(src).read().splitlines()
+    lines = absolute(open(src).read().splitlines())
     for line in lines:  # every compressed name's text
         m = REF.match(line)
         if m and m.group(3) is not None:
