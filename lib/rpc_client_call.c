@@ -192,7 +192,7 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 	 * free at once and no completion is needed (selective signaling asks
 	 * for one now and then to retire the queue; its wr_id names no slot).
 	 */
-	if (len > RK_RPC_REQ_HDR) /* check_args: a body has a buffer */
+	if (len > RK_RPC_REQ_HDR && a->req) /* check_args: a body has a buffer */
 		copy_small(buf + RK_RPC_REQ_HDR, a->req, req_len);
 	sge->addr = (uintptr_t)buf;
 	sge->length = len;

@@ -30,7 +30,7 @@
 #define MAX_EVENTS     8
 #define POLL_BATCH     16
 #define CLOCK_EVERY    64 /* progress calls with completions between looks at the clock */
-#define SPIN_POLLS     64 /* busy: empty CQ polls before the wait set's round */
+#define SPIN_POLLS     64 /* busy: empty CQ polls before a look at the clock (and the wait set) */
 /*
  * Answers come as WRITE WITH IMMEDIATE into 0-byte receives, which carry
  * no buffer: they are posted again in chains of RECV_BATCH (one
