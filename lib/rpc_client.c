@@ -123,8 +123,9 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 		cl->req_base = rk_mr_addr(cl->reqs);
 		cl->slot_base = rk_mr_addr(cl->slots);
 		cl->req_wr.opcode = IBV_WR_SEND;
-		cl->req_wr.sg_list = cl->req_sge;
-		cl->req_sge[0].lkey = rk_mr_lkey(cl->reqs);
+		cl->req_wr.sg_list = &cl->req_sge;
+		cl->req_wr.num_sge = 1;
+		cl->req_sge.lkey = rk_mr_lkey(cl->reqs);
 	}
 	for (uint32_t i = 0; !r && i < cl->window; i++) {
 		/*

@@ -125,16 +125,16 @@ static __attribute__((noinline)) int place_far(struct rk_rpc_client *cl, struct 
  * max_msg: decided against limits computed at connect) writes five header
  * fields; the slot's own are there since the connect, the far ones zero
  * unless the slot's last call was not a common one. Its SEND is the
- * client's WR, built at connect: inline, the header and the caller's body
- * are its two SGEs, and the provider copies both into the work request
- * (the body is copied once, not into the slot's buffer first).
+ * client's WR, built at connect, of one SGE: the header and the body
+ * copied beside it; inline, the provider copies that into the work
+ * request.
  */
 static inline __attribute__((always_inline)) int
 call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t deadline,
 	   int timeout_ms, rk_rpc_done_fn done, void *arg, struct rk_error *err)
 {
 	struct ibv_send_wr *wr = &cl->req_wr;
-	struct ibv_sge *sge = cl->req_sge;
+	struct ibv_sge *sge = &cl->req_sge;
 	const uint32_t req_len = a->req_len;
 	unsigned send_flags;
 	uint64_t wr_id;
@@ -183,26 +183,23 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 					 .resp_cap = a->resp_cap};
 
 	rk__rpc_req_encode_call(&h, buf);
-	sge[0].addr = (uintptr_t)buf;
 	len = RK_RPC_REQ_HDR + ((flags & RK_RPC_F_RDV) ? 0 : req_len);
 	/*
-	 * Inline, the request is copied into the work request: the buffers
-	 * are free at once and no completion is needed (selective signaling
-	 * asks for one now and then to retire the queue; its wr_id names no
-	 * slot). Otherwise the body joins the header in the slot's buffer.
+	 * The body joins the header in the slot's buffer (local memory, no
+	 * peer can write it), a small one by a few moves: the SEND is one
+	 * SGE, which the provider copies into the work request in one piece
+	 * when it is inline (cheaper than a second SGE). Inline, the buffer is
+	 * free at once and no completion is needed (selective signaling asks
+	 * for one now and then to retire the queue; its wr_id names no slot).
 	 */
+	if (len > RK_RPC_REQ_HDR && a->req) /* check_args: a body has a buffer */
+		copy_small(buf + RK_RPC_REQ_HDR, a->req, req_len);
+	sge->addr = (uintptr_t)buf;
+	sge->length = len;
 	if (len <= cl->max_inline) {
-		sge[0].length = RK_RPC_REQ_HDR;
-		sge[1].addr = (uintptr_t)a->req;
-		sge[1].length = req_len;
-		wr->num_sge = len > RK_RPC_REQ_HDR ? 2 : 1;
 		send_flags = IBV_SEND_INLINE;
 		wr_id = TAG_REQ_INLINE << 48;
 	} else {
-		if (len > RK_RPC_REQ_HDR && a->req) /* check_args: a body has a buffer */
-			memcpy(buf + RK_RPC_REQ_HDR, a->req, req_len);
-		sge[0].length = len;
-		wr->num_sge = 1;
 		send_flags = IBV_SEND_SIGNALED;
 		wr_id = TAG_REQ << 48 | i;
 	}
@@ -279,11 +276,7 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 	if (r)
 		return r;
 	cl->in_progress = 1;
-	while (!s.finished) {
-		r = rk__rpc_cl_handle(cl, -1, err);
-		if (r < 0 && !s.finished) /* the wait itself failed: the call cannot end */
-			rk__rpc_cl_fail_all(cl, r, err);
-	}
+	rk__rpc_cl_wait_call(cl, &s, err);
 	cl->in_progress = 0;
 	if (resp_len)
 		*resp_len = s.len;

@@ -14,6 +14,7 @@
 #define RK_RPC_CLIENT_INT_H
 
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "rk_internal.h"
@@ -29,7 +30,7 @@
 #define MAX_EVENTS     8
 #define POLL_BATCH     16
 #define CLOCK_EVERY    64 /* progress calls with completions between looks at the clock */
-#define SPIN_POLLS     64 /* busy: empty CQ polls before the wait set's round */
+#define SPIN_POLLS     64 /* busy: empty CQ polls before a look at the clock (and the wait set) */
 /*
  * Answers come as WRITE WITH IMMEDIATE into 0-byte receives, which carry
  * no buffer: they are posted again in chains of RECV_BATCH (one
@@ -91,11 +92,11 @@ struct rk_rpc_client {
 	 */
 	uint32_t small_req, small_resp;
 	/*
-	 * The request's SEND, built at connect: per call only its SGEs (the
-	 * slot's header; inline, the caller's body as a second SGE) and flags.
+	 * The request's SEND, built at connect (one SGE): per call only the
+	 * SGE (the slot's buffer, the header and the body) and the flags.
 	 */
 	struct ibv_send_wr req_wr;
-	struct ibv_sge req_sge[2];
+	struct ibv_sge req_sge;
 	struct call *calls;
 	uint16_t *free_slots;
 	uint32_t nfree, inflight;
@@ -131,6 +132,31 @@ static inline int coarse_left(int64_t deadline_ms)
 	return left > 0 ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0;
 }
 
+/*
+ * Copy @n bytes of a small message without a call into libc: 16 to 128
+ * bytes as two pairs of fixed-size moves that overlap (what a call's body
+ * or answer usually is), any other length by memcpy. The bytes are data,
+ * never parsed.
+ */
+static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src, uint32_t n)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	if (n > 64 && n <= 128) {
+		memcpy(d, s, 64);
+		memcpy(d + n - 64, s + n - 64, 64);
+	} else if (n >= 32 && n <= 64) {
+		memcpy(d, s, 32);
+		memcpy(d + n - 32, s + n - 32, 32);
+	} else if (n >= 16 && n < 32) {
+		memcpy(d, s, 16);
+		memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n) {
+		memcpy(d, s, n);
+	}
+}
+
 /* rpc_client_answer.c */
 int rk__rpc_cl_post_answer_recvs(struct rk_conn *conn, uint32_t n, struct rk_error *err);
 void rk__rpc_cl_fail_all(struct rk_rpc_client *cl, int e, const struct rk_error *why);
@@ -142,5 +168,11 @@ int rk__rpc_cl_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_erro
  * errno of the wait.
  */
 int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err);
+/*
+ * rk_rpc_call's wait, in_progress held: until @s finished (its answer, its
+ * deadline or the connection's end).
+ */
+void rk__rpc_cl_wait_call(struct rk_rpc_client *cl, const struct sync_result *s,
+			  struct rk_error *err);
 
 #endif

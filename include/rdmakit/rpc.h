@@ -303,10 +303,13 @@ RK_API void rk_rpc_client_destroy(struct rk_rpc_client *cl);
  * calls of the same client complete meanwhile. Cost for a small call (the
  * 52-byte header and the body within the connection's inline size, 128
  * bytes by default; the answer in the slot): one SEND posted (the body
- * copied once, into the work request), one write with immediate received,
- * one memcpy of the answer; no clock reading when the answer comes within
- * the wait's first spin (the deadline counts from the wait's first clock
- * reading, microseconds after the call). In event mode a wait that sleeps
+ * copied beside the header in the client's own request buffer, and the
+ * two in one piece into the work request), one write with immediate
+ * received, one copy of the answer; no clock reading when the answer comes
+ * within the wait's first spin (the deadline counts from the wait's first
+ * clock reading, microseconds after the call). Busy, the wait spins on the
+ * CQ and looks at the clock every 64 empty polls and at the connection's
+ * channel (a disconnect) every 1024, one poll(2). In event mode a wait that sleeps
  * costs one clock reading, the CQ's arming (when it is not armed), one
  * poll(2) of the CQ's and the connection's channels and one read of the
  * CQ's channel.
