@@ -349,6 +349,25 @@ class Passes(unittest.TestCase):
         # the fit's one price for three kinds of pass (51, 80, 173) on the same one-host runs
         self.assertAlmostEqual(costlib.fit(doc["rpc_rtt_busy_one_host"], k=1)["per_op"], 864.1, delta=0.1)
 
+    def test_recorded_busy_call_runs(self):
+        import importlib.machinery
+        import importlib.util
+        import json
+        loader = importlib.machinery.SourceFileLoader(
+            "cost", os.path.join(HERE, "..", "..", "bench", "cost"))
+        spec = importlib.util.spec_from_loader("cost", loader)
+        cost = importlib.util.module_from_spec(spec)
+        loader.exec_module(cost)
+        passes = cost.rk_rpc_call_passes()
+        with open(data("rpc-call-busy-runs.json")) as f:
+            runs = json.load(f)["runs"]
+        r = costlib.count_fit(runs, passes)
+        # one kind of pass, an empty poll of the verbs CQ and its share of busy_look
+        self.assertAlmostEqual(r["prices"]["spin"]["price"], 52.46, delta=0.01)
+        self.assertAlmostEqual(r["per_op"], 849.0, delta=0.1)
+        # every pass one price: the fit of the whole run agrees within 0.5 %
+        self.assertAlmostEqual(costlib.fit(runs, k=1)["per_op"], r["per_op"], delta=0.005 * r["per_op"])
+
 
 class Guard(unittest.TestCase):
     """bench/cost's comparison with the committed baseline (no runs)."""
