@@ -497,6 +497,26 @@ static int clock_passed(int64_t *until_us, int64_t after_us)
 }
 
 /*
+ * spin()'s look at the fds: one epoll pass that does not sleep. A spin
+ * reads the wake-up eventfd when the counter says a wake-up is pending;
+ * one whose counter was taken before its write reached the eventfd
+ * (rk_wait_wake adds, then writes; a spinning waiter is that quick) leaves
+ * it readable with nothing to report, and so the set's fd, for every
+ * caller that polls rk_wait_fd() (the RPC server's one-connection wait:
+ * a poll(2) on every call), until the next wake-up. Read here once seen,
+ * as sleep_wait() does; it reports a wake-up only when one is counted.
+ */
+static int spin_look(struct rk_wait *ws, struct rk_wait_event *out, int n, int *got,
+		     struct rk_error *err)
+{
+	int r = epoll_pass(ws, out, n, got, 0, err);
+
+	if (r > 0 && ws->wake_pending && *got < n)
+		take_wakes(ws, out, got);
+	return r;
+}
+
+/*
  * Spin until something fires or @until_us passes (-1 = forever,
  * UNTIL_LAZY = @after_us from the first look at the clock; @once: one pass
  * only). The fds cost a system call (epoll_wait) to look at, the CQs none:
@@ -529,7 +549,7 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 		if (due && n == 1 && !got) {
 			ws->fd_spins = 0;
 			looked = 1;
-			r = epoll_pass(ws, out, n, &got, 0, err);
+			r = spin_look(ws, out, n, &got, err);
 			if (r < 0)
 				return r;
 		}
@@ -542,7 +562,7 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 		if (!looked && ws->nfds && got < n && ws->fd_spins >= FD_EVERY) {
 			ws->fd_spins = 0;
 			looked = 1;
-			r = epoll_pass(ws, out, n, &got, 0, err);
+			r = spin_look(ws, out, n, &got, err);
 			if (r < 0)
 				return r;
 		}
@@ -551,7 +571,7 @@ static int spin(struct rk_wait *ws, struct rk_wait_event *out, int n, int64_t un
 		if (once || (spins % clock_every == clock_every - 1 && until_us != -1 &&
 			     clock_passed(&until_us, after_us))) {
 			if (ws->nfds && !looked) {
-				r = epoll_pass(ws, out, n, &got, 0, err);
+				r = spin_look(ws, out, n, &got, err);
 				if (r < 0)
 					return r;
 			}
