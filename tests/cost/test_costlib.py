@@ -18,6 +18,18 @@ RXE = "librxe-rdmav34.so"
 POLL = ["0x0000000000002ca0"]  # rxe's poll_cq, as cost_probe names it
 
 
+def load_cost():
+    """bench/cost (a script without .py) as a module: its cells and guard."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader(
+        "cost", os.path.join(HERE, "..", "..", "bench", "cost"))
+    spec = importlib.util.spec_from_loader("cost", loader)
+    cost = importlib.util.module_from_spec(spec)
+    loader.exec_module(cost)
+    return cost
+
+
 def data(name):
     return os.path.join(HERE, "data", name)
 
@@ -328,14 +340,8 @@ class Passes(unittest.TestCase):
         self.assertGreater(costlib.count_fit(whole, passes)["per_op"], 1250)
 
     def test_recorded_rk_runs_one_and_two_hosts(self):
-        import importlib.machinery
-        import importlib.util
         import json
-        loader = importlib.machinery.SourceFileLoader(
-            "cost", os.path.join(HERE, "..", "..", "bench", "cost"))
-        spec = importlib.util.spec_from_loader("cost", loader)
-        cost = importlib.util.module_from_spec(spec)
-        loader.exec_module(cost)
+        cost = load_cost()
         passes = cost.rk_rpc_passes("run_lat")
         doc = json.load(open(data("rpc-ucx-lat-runs.json")))
         two = costlib.count_fit(doc["rk"], passes)
@@ -350,14 +356,8 @@ class Passes(unittest.TestCase):
         self.assertAlmostEqual(costlib.fit(doc["rpc_rtt_busy_one_host"], k=1)["per_op"], 864.1, delta=0.1)
 
     def test_recorded_busy_call_runs(self):
-        import importlib.machinery
-        import importlib.util
         import json
-        loader = importlib.machinery.SourceFileLoader(
-            "cost", os.path.join(HERE, "..", "..", "bench", "cost"))
-        spec = importlib.util.spec_from_loader("cost", loader)
-        cost = importlib.util.module_from_spec(spec)
-        loader.exec_module(cost)
+        cost = load_cost()
         passes = cost.rk_rpc_call_passes()
         with open(data("rpc-call-busy-runs.json")) as f:
             runs = json.load(f)["runs"]
@@ -375,13 +375,7 @@ class Guard(unittest.TestCase):
     def setUp(self):
         import copy
         import io
-        import importlib.machinery
-        import importlib.util
-        path = os.path.join(HERE, "..", "..", "bench", "cost")
-        loader = importlib.machinery.SourceFileLoader("cost", path)
-        spec = importlib.util.spec_from_loader("cost", loader)
-        self.cost = importlib.util.module_from_spec(spec)
-        loader.exec_module(self.cost)
+        self.cost = load_cost()
         self.file = os.path.join(HERE, "baseline.json")
         import json
         self.base = json.load(open(self.file))
