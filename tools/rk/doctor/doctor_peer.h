@@ -8,8 +8,10 @@
  *                    an rk doctor hello, in time, with the token
  *   doctor_peer.c    the control channel, this side's facts, the exchange
  *                    and the comparison of both sides (the client's run)
- *   doctor_link.c    the rdma_cm connection and the verified transfers,
- *                    both ends of each step
+ *   doctor_link.c    the link: the rdma_cm connection's resources and the
+ *                    verified transfers both ends use (doctor_link_int.h)
+ *   doctor_link_client.c  the client's side of each step, and its report
+ *   doctor_link_serve.c   the listener's side of each step
  *   doctor_listen.c  the listener: every connection at once until it has
  *                    proven itself, then one test at a time
  *   doctor_session.c the listener's side of one admitted client's test
@@ -91,7 +93,7 @@ struct json_object *doc_facts_json(const struct doc_facts *f);
  */
 void doc_peer_run(struct doc_report *r, const char *target, int step_ms, const uint8_t *token);
 
-/* ---- the link test (doctor_link.c) -------------------------------------- */
+/* ---- the link test (doctor_link*.c) ------------------------------------- */
 
 struct doc_link;
 
