@@ -328,12 +328,10 @@ int rk_rpc_server_progress(struct rk_rpc_server *srv, int timeout_ms, struct rk_
 {
 	struct rk_wait_event ev[MAX_EVENTS];
 	int n, woken = 0;
-	pthread_t self;
 
 	if (srv->in_progress) /* from a handler: the completions being handled would be lost */
 		return rk__err_set(err, EBUSY, "rk_rpc_server_progress", "called from a handler");
-	self = pthread_self();
-	__atomic_store(&srv->progress_thread, &self, __ATOMIC_RELAXED);
+	__atomic_store_n(&srv->progress_thread, rk__rpcs_self(), __ATOMIC_RELAXED);
 	__atomic_store_n(&srv->in_progress, 1, __ATOMIC_RELEASE);
 	if (srv->retry)
 		timeout_ms = 0; /* work waits for room: look again soon */

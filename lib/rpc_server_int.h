@@ -144,7 +144,7 @@ struct rk_rpc_server {
 	struct sconn *dead;		     /* dropped: out of conns[] and freed after progress */
 	struct rk_rpc_req *oom;		     /* replies that found no memory (under lock) */
 	int in_progress;		     /* atomic: a progress runs, on progress_thread */
-	pthread_t progress_thread;	     /* atomic (relaxed): the thread of the last progress */
+	uintptr_t progress_thread;	     /* atomic (relaxed): rk__rpcs_self() of its thread */
 	struct pending *retry, **retry_tail; /* progress thread only */
 	pthread_mutex_t lock;		     /* guards deferred */
 	struct pending *deferred, **deferred_tail;
@@ -159,6 +159,26 @@ struct rk_rpc_server {
 };
 
 /*
+ * This thread, as a number no other live thread has: the thread pointer
+ * where the compiler reads it in one instruction (x86-64's %fs:0 and
+ * aarch64's tpidr_el0 hold it by their ABIs), else pthread_self(), a call
+ * into libc per use.
+ */
+#if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
+#if __has_builtin(__builtin_thread_pointer)
+#define RK_RPCS_SELF_TP 1
+#endif
+#endif
+static inline uintptr_t rk__rpcs_self(void)
+{
+#ifdef RK_RPCS_SELF_TP
+	return (uintptr_t)__builtin_thread_pointer();
+#else
+	return (uintptr_t)pthread_self();
+#endif
+}
+
+/*
  * Whether this thread runs @srv's progress now (a reply from it posts at
  * once; the pool and the connections are that thread's alone). A field of
  * the server, not a thread-local: a library's thread-local costs a call of
@@ -166,12 +186,9 @@ struct rk_rpc_server {
  */
 static inline int rk__rpcs_on_progress(const struct rk_rpc_server *srv)
 {
-	pthread_t t;
-
 	if (!__atomic_load_n(&srv->in_progress, __ATOMIC_ACQUIRE))
 		return 0;
-	__atomic_load(&srv->progress_thread, &t, __ATOMIC_RELAXED);
-	return pthread_equal(t, pthread_self());
+	return __atomic_load_n(&srv->progress_thread, __ATOMIC_RELAXED) == rk__rpcs_self();
 }
 
 /* @c's free send slots, as rk_sq_room() counts them, without the call. */
