@@ -204,6 +204,8 @@ static void on_wc(struct rk_rpc_server *srv, struct sconn *c, const struct ibv_w
 		rk__rpcs_conn_drop(srv, c, "%s", err.msg);
 		return;
 	}
+	/* TAG_INLINE: an inline answer's WR; its queue slot is all it held (rk_cq_take freed it).
+	 */
 	if (tag == TAG_ANSWER) {
 		rk_send_set_complete(c->ss, wc);
 	} else if (tag == TAG_READ) {

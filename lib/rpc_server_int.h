@@ -25,6 +25,7 @@
 #define TAG_READ	 0x5244ull /* a rendezvous body's READ; low bits the slot */
 #define TAG_DATA	 0x5257ull /* an answer's data WRITE */
 #define TAG_STAGE	 0x5253ull /* the last WRITE from a staged answer: free it */
+#define TAG_INLINE	 0x5249ull /* an inline answer (sconn's kept WR): nothing to free */
 #define TAG_LISTEN	 (~0ull)
 #define CONN_TAG	 (1ull << 32)
 #define CHUNK		 (8u << 20) /* bytes per READ / WRITE: Soft-RoCE's limit */
@@ -50,6 +51,7 @@
 #define IDLE_CHECK_EVERY 64   /* progress calls that found work between clock readings */
 #define SOLO_SPINS	 1024 /* busy, one connection: empty passes between looks at the fds */
 #define SOLO_LOOK_EVERY	 64   /* ... and calls that found work between looks */
+#define ANS_INLINE_MAX	 256  /* the most bytes an answer sent inline from sconn may hold */
 
 enum req_state { R_FREE = 0, R_READING, R_HANDLER };
 
@@ -118,7 +120,19 @@ struct sconn {
 	struct rk_rpc_limits lim; /* the server's, with this connection's window */
 	struct rk_rpc_req *reqs;
 	struct stage *stages, **stages_tail; /* staged answers in posting order */
+	/*
+	 * Answers that go inline (header and data within ans_inline bytes,
+	 * the connection's max_inline): encoded in ans_buf and posted from
+	 * one verbs WR built at the accept, its length, the caller's slot
+	 * and the immediate written per answer. The provider copies an
+	 * inline WR's bytes when it is posted, so ans_buf is free again at
+	 * once: no send buffer, no FIFO of buffers in flight. 0: none go so.
+	 */
+	uint32_t ans_inline;
+	struct ibv_send_wr ans_wr;
+	struct ibv_sge ans_sge;
 	char peer[64];
+	uint8_t ans_buf[ANS_INLINE_MAX] __attribute__((aligned(8)));
 };
 
 struct handler {
