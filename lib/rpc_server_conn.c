@@ -134,11 +134,12 @@ void rk__rpcs_sweep_dead(struct rk_rpc_server *srv)
 }
 
 /*
- * The sets of a connection. Answer buffers: the window and ANSWER_SPARE_BUF,
- * at least SIGNAL_EVERY + 1: the send set signals an answer when its last
- * free buffer goes, so with fewer a small window would signal more often
- * than every SIGNAL_EVERY-th (at window 1 every 9th, each completion a
- * progress round of its own); 8 buffers more at window 1.
+ * The sets of a connection. Answer buffers (for answers that do not go
+ * inline from ans_buf): the window and ANSWER_SPARE_BUF, at least
+ * SIGNAL_EVERY + 1: the send set signals an answer when its last free
+ * buffer goes, so with fewer a small window would signal more often than
+ * every SIGNAL_EVERY-th (at window 1 every 9th, each completion a progress
+ * round of its own); 8 buffers more at window 1.
  */
 static int conn_prepare(struct rk_conn *conn, void *arg)
 {
