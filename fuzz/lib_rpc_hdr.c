@@ -12,6 +12,9 @@
  *    rendezvous body of 1..max_msg with no inline bytes, and a response
  *    capacity the slot (or max_msg, when direct) can hold; and it encodes
  *    back to the same header bytes;
+ *  - the usual request's short path (rk__rpc_req_decode_usual) accepts
+ *    exactly the requests the decoder accepts without flags, and gives the
+ *    same fields;
  *  - an accepted answer has a known status, a length within the call's
  *    capacity and exactly what came in the slot, its data in the slot
  *    unless the call was direct, and data only when OK or an application
@@ -27,7 +30,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct rk_rpc_limits lim;
-	struct rk_rpc_req_hdr h;
+	struct rk_rpc_req_hdr h, u;
+	int full;
 	struct rk_rpc_ans_hdr a;
 	struct rk_rpc_accept acc;
 	uint8_t again[RK_RPC_REQ_HDR];
@@ -44,7 +48,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data++;
 	size--;
 
-	if (rk__rpc_req_decode(data, size, &lim, &h, &why) == 0) {
+	full = rk__rpc_req_decode(data, size, &lim, &h, &why);
+	memset(&u, 0, sizeof(u));
+	if (rk__rpc_req_decode_usual(data, size, &lim, &u) == 0) {
+		FUZZ_CHECK(full == 0 && h.flags == 0);
+		FUZZ_CHECK(u.version == h.version && u.flags == 0 && u.method == h.method &&
+			   u.slot == h.slot && u.gen == h.gen && u.req_len == h.req_len &&
+			   u.resp_cap == h.resp_cap && u.slot_addr == h.slot_addr &&
+			   u.slot_rkey == h.slot_rkey);
+	} else {
+		FUZZ_CHECK(full != 0 || h.flags != 0);
+	}
+	if (full == 0) {
 		FUZZ_CHECK(h.slot < lim.window);
 		FUZZ_CHECK((h.flags & ~RK_RPC_F_ALL) == 0);
 		if (h.flags & RK_RPC_F_RDV) {

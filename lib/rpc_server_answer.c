@@ -10,6 +10,7 @@
  * other threads are copied onto the deferred queue under the lock, and the
  * progress thread posts them: the connections and the pool are its alone.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,53 @@ stage_answer(struct rk_rpc_server *srv, struct rk_rpc_req *q, const void *data, 
 }
 
 /*
+ * answer_now() for an answer that goes inline (@a in the slot, header and
+ * data within c->ans_inline): encoded in the connection's ans_buf and
+ * posted from its kept WR, which the provider copies as it is posted; no
+ * send buffer is taken, none is in flight. The connection's rule signals
+ * every signal_every-th and when its queue nears full (rk__post_kept); the
+ * completion names TAG_INLINE and frees nothing but its queue slot.
+ */
+static inline __attribute__((always_inline)) int answer_inline(struct rk_rpc_server *srv,
+							       struct rk_rpc_req *q,
+							       const struct rk_rpc_ans_hdr *a,
+							       const void *data, uint32_t len)
+{
+	struct sconn *c = q->c;
+	struct rk_error err;
+	int r;
+
+	if (rk__rpcs_sq_room(c->conn) < 1)
+		return 0;
+	rk__rpc_ans_encode(a, c->ans_buf);
+	if (len) /* @data may lie in the request's receive buffer: copy it first */
+		memcpy(c->ans_buf + RK_RPC_ANS_HDR, data, len);
+	/* Then the receive, as answer_now() says. */
+	if (q->has_buf) {
+		q->has_buf = 0;
+		r = rk__recv_set_release_batch(c->rs, q->buf_index, RECV_SPARE, &err);
+		if (r)
+			goto fail;
+	}
+	c->ans_sge.length = RK_RPC_ANS_HDR + len;
+	c->ans_wr.imm_data = htonl(rk__rpc_imm(q->slot, q->h.gen));
+	c->ans_wr.wr.rdma.remote_addr = q->h.slot_addr;
+	c->ans_wr.wr.rdma.rkey = q->h.slot_rkey;
+	r = rk__post_kept(c->conn, &c->ans_wr, wrid(TAG_INLINE, c->idx, 0), IBV_SEND_INLINE, &err);
+	if (r)
+		goto fail;
+	srv->st.calls++;
+	if (a->status != RK_RPC_OK)
+		srv->st.errors_sent++;
+	rk__rpcs_req_done(srv, q);
+	return 1;
+fail:
+	rk__rpcs_req_release(srv, q);
+	rk__rpcs_conn_drop(srv, c, "posting an answer failed: %s", err.msg);
+	return -EIO;
+}
+
+/*
  * Answer @q now if the send queue has room: 1 posted (q released), 0 no
  * room (nothing done), negative when the connection failed (dropped).
  * Inlined into its callers: every answer's path.
@@ -143,6 +191,8 @@ static inline __attribute__((always_inline)) int answer_now(struct rk_rpc_server
 	}
 	/* What fits the slot goes in it, even for a direct call: one write, not two. */
 	a.in_slot = len <= srv->lim.slot_size - RK_RPC_ANS_HDR;
+	if (__builtin_expect(a.in_slot && RK_RPC_ANS_HDR + len <= c->ans_inline, 1))
+		return answer_inline(srv, q, &a, data, len);
 	if (rk__rpcs_sq_room(c->conn) < 1 + (a.in_slot ? 0 : chunks(len)) ||
 	    rk_send_set_free_count(c->ss) == 0)
 		return 0;

@@ -134,11 +134,12 @@ void rk__rpcs_sweep_dead(struct rk_rpc_server *srv)
 }
 
 /*
- * The sets of a connection. Answer buffers: the window and ANSWER_SPARE_BUF,
- * at least SIGNAL_EVERY + 1: the send set signals an answer when its last
- * free buffer goes, so with fewer a small window would signal more often
- * than every SIGNAL_EVERY-th (at window 1 every 9th, each completion a
- * progress round of its own); 8 buffers more at window 1.
+ * The sets of a connection. Answer buffers (for answers that do not go
+ * inline from ans_buf): the window and ANSWER_SPARE_BUF, at least
+ * SIGNAL_EVERY + 1: the send set signals an answer when its last free
+ * buffer goes, so with fewer a small window would signal more often than
+ * every SIGNAL_EVERY-th (at window 1 every 9th, each completion a progress
+ * round of its own); 8 buffers more at window 1.
  */
 static int conn_prepare(struct rk_conn *conn, void *arg)
 {
@@ -155,7 +156,18 @@ static int conn_prepare(struct rk_conn *conn, void *arg)
 				    .signal_every = SIGNAL_EVERY};
 	int r = rk_recv_set_create(conn, srv->pool, &ro, NULL, &c->rs);
 
-	return r ? r : rk_send_set_create(conn, srv->pool, &so, NULL, &c->ss);
+	if (r)
+		return r;
+	/* The inline answers' WR (rpc_server_answer.c): from ans_buf, into the caller's slot. */
+	c->ans_inline =
+	    conn->max_inline < srv->lim.slot_size ? conn->max_inline : srv->lim.slot_size;
+	if (c->ans_inline > ANS_INLINE_MAX)
+		c->ans_inline = ANS_INLINE_MAX;
+	c->ans_sge.addr = (uintptr_t)c->ans_buf;
+	c->ans_wr.sg_list = &c->ans_sge;
+	c->ans_wr.num_sge = 1;
+	c->ans_wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	return rk_send_set_create(conn, srv->pool, &so, NULL, &c->ss);
 }
 
 /* The hello's token against ours, in time that does not depend on where they differ. */

@@ -25,6 +25,7 @@
 #define TAG_READ	 0x5244ull /* a rendezvous body's READ; low bits the slot */
 #define TAG_DATA	 0x5257ull /* an answer's data WRITE */
 #define TAG_STAGE	 0x5253ull /* the last WRITE from a staged answer: free it */
+#define TAG_INLINE	 0x5249ull /* an inline answer (sconn's kept WR): nothing to free */
 #define TAG_LISTEN	 (~0ull)
 #define CONN_TAG	 (1ull << 32)
 #define CHUNK		 (8u << 20) /* bytes per READ / WRITE: Soft-RoCE's limit */
@@ -50,6 +51,7 @@
 #define IDLE_CHECK_EVERY 64   /* progress calls that found work between clock readings */
 #define SOLO_SPINS	 1024 /* busy, one connection: empty passes between looks at the fds */
 #define SOLO_LOOK_EVERY	 64   /* ... and calls that found work between looks */
+#define ANS_INLINE_MAX	 256  /* the most bytes an answer sent inline from sconn may hold */
 
 enum req_state { R_FREE = 0, R_READING, R_HANDLER };
 
@@ -118,7 +120,19 @@ struct sconn {
 	struct rk_rpc_limits lim; /* the server's, with this connection's window */
 	struct rk_rpc_req *reqs;
 	struct stage *stages, **stages_tail; /* staged answers in posting order */
+	/*
+	 * Answers that go inline (header and data within ans_inline bytes,
+	 * the connection's max_inline): encoded in ans_buf and posted from
+	 * one verbs WR built at the accept, its length, the caller's slot
+	 * and the immediate written per answer. The provider copies an
+	 * inline WR's bytes when it is posted, so ans_buf is free again at
+	 * once: no send buffer, no FIFO of buffers in flight. 0: none go so.
+	 */
+	uint32_t ans_inline;
+	struct ibv_send_wr ans_wr;
+	struct ibv_sge ans_sge;
 	char peer[64];
+	uint8_t ans_buf[ANS_INLINE_MAX] __attribute__((aligned(8)));
 };
 
 struct handler {
@@ -144,7 +158,7 @@ struct rk_rpc_server {
 	struct sconn *dead;		     /* dropped: out of conns[] and freed after progress */
 	struct rk_rpc_req *oom;		     /* replies that found no memory (under lock) */
 	int in_progress;		     /* atomic: a progress runs, on progress_thread */
-	pthread_t progress_thread;	     /* atomic (relaxed): the thread of the last progress */
+	uintptr_t progress_thread;	     /* atomic (relaxed): rk__rpcs_self() of its thread */
 	struct pending *retry, **retry_tail; /* progress thread only */
 	pthread_mutex_t lock;		     /* guards deferred */
 	struct pending *deferred, **deferred_tail;
@@ -159,6 +173,26 @@ struct rk_rpc_server {
 };
 
 /*
+ * This thread, as a number no other live thread has: the thread pointer
+ * where the compiler reads it in one instruction (x86-64's %fs:0 and
+ * aarch64's tpidr_el0 hold it by their ABIs), else pthread_self(), a call
+ * into libc per use.
+ */
+#if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
+#if __has_builtin(__builtin_thread_pointer)
+#define RK_RPCS_SELF_TP 1
+#endif
+#endif
+static inline uintptr_t rk__rpcs_self(void)
+{
+#ifdef RK_RPCS_SELF_TP
+	return (uintptr_t)__builtin_thread_pointer();
+#else
+	return (uintptr_t)pthread_self();
+#endif
+}
+
+/*
  * Whether this thread runs @srv's progress now (a reply from it posts at
  * once; the pool and the connections are that thread's alone). A field of
  * the server, not a thread-local: a library's thread-local costs a call of
@@ -166,12 +200,9 @@ struct rk_rpc_server {
  */
 static inline int rk__rpcs_on_progress(const struct rk_rpc_server *srv)
 {
-	pthread_t t;
-
 	if (!__atomic_load_n(&srv->in_progress, __ATOMIC_ACQUIRE))
 		return 0;
-	__atomic_load(&srv->progress_thread, &t, __ATOMIC_RELAXED);
-	return pthread_equal(t, pthread_self());
+	return __atomic_load_n(&srv->progress_thread, __ATOMIC_RELAXED) == rk__rpcs_self();
 }
 
 /* @c's free send slots, as rk_sq_room() counts them, without the call. */

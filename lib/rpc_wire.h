@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <rdmakit/wire.h>
+
 #define RK_RPC_WIRE_VERSION 1
 #define RK_RPC_REQ_HDR	    52
 #define RK_RPC_ANS_HDR	    12
@@ -110,6 +112,37 @@ void rk__rpc_req_encode_far(const struct rk_rpc_req_hdr *h, uint8_t *buf);
  */
 int rk__rpc_req_decode(const uint8_t *buf, size_t len, const struct rk_rpc_limits *lim,
 		       struct rk_rpc_req_hdr *h, const char **why);
+
+/*
+ * rk__rpc_req_decode_usual - the usual request (this version, no flags: an
+ * inline body, the answer in the slot) in fewer steps: 0 when @buf, @len
+ * bytes, is such a request that rk__rpc_req_decode accepts, with every
+ * field it writes written the same but resp_rkey, resp_addr, req_addr and
+ * req_rkey (left as they were: they mean something only with their flags);
+ * -1 for anything else, @h then partly written: rk__rpc_req_decode says
+ * whether it is a request at all. @buf must be memory no peer can write
+ * any more (a receive buffer handed out, or a copy).
+ */
+static inline int rk__rpc_req_decode_usual(const uint8_t *buf, size_t len,
+					   const struct rk_rpc_limits *lim,
+					   struct rk_rpc_req_hdr *h)
+{
+	if (len < RK_RPC_REQ_HDR || rk_get16(buf) != RK_RPC_WIRE_VERSION << 8)
+		return -1;
+	h->slot = rk_get16(buf + 4);
+	h->req_len = rk_get32(buf + 8);
+	h->resp_cap = rk_get32(buf + 12);
+	if (h->slot >= lim->window || h->req_len != len - RK_RPC_REQ_HDR ||
+	    h->req_len > lim->req_inline || h->resp_cap > lim->slot_size - RK_RPC_ANS_HDR)
+		return -1;
+	h->version = RK_RPC_WIRE_VERSION;
+	h->flags = 0;
+	h->method = rk_get16(buf + 2);
+	h->gen = rk_get16(buf + 6);
+	h->slot_addr = rk_get64(buf + 16);
+	h->slot_rkey = rk_get32(buf + 24);
+	return 0;
+}
 
 void rk__rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *buf);
 /*

@@ -220,8 +220,13 @@ RK_API void *rk_rpc_reply_buf(struct rk_rpc_req *req, uint32_t len);
  * (copied before return, unless @data is the request's rk_rpc_reply_buf()).
  * More than resp_cap bytes answer -EMSGSIZE.
  * Frees @req: do not touch it afterwards. From the progress thread the
- * answer is posted at once; from another thread it is queued and the
- * progress thread woken (one malloc and memcpy of the data, one write(2)).
+ * answer is posted at once: one WRITE WITH IMMEDIATE, its header and data
+ * copied once, sent inline from a WR the connection keeps when they fit
+ * its inline size (the conn options' max_inline up to 256 bytes; 128 by
+ * default: 116 bytes of data), else from one of its answer buffers (and WRITEs of
+ * staged data when it is larger than the slot). From another thread it is
+ * queued and the progress thread woken (one malloc and memcpy of the
+ * data, one write(2)).
  * Returns 0, or -ENOMEM when there was no memory for the copy: the caller
  * then gets the handler code -ENOMEM instead; -EINVAL for @len past the end
  * of rk_rpc_reply_buf(): the caller gets code -EINVAL and no data (the
