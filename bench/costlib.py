@@ -45,7 +45,11 @@ import re
 
 # Names (in the callgrind file) of functions whose inclusive cost is not
 # per-operation work: taken out of every profile (see the module comment).
-EXCLUDE_CALLEES = ("qsort", "qsort_r", "bench_samples_fold")
+EXCLUDE_CALLEES = ("qsort", "qsort_r", "bench_samples_fold",
+                   # rk bench's watchdog: a look at the clock and the control
+                   # channel every 10 ms of wall time and every 64th empty
+                   # poll of a wait, work that follows the run's time, not n
+                   "wait_tick", "tick", "bench_watch_tick_slow", "bench_watch_check")
 EXCLUDE_CALLERS_OF = ("__gettimeofday_syscall",)
 DOORBELL_CALLEES = ("write", "__write", "__libc_write")
 # The library's waits (the wait set's, the RPC server's for one connection):
@@ -883,3 +887,75 @@ def spin_figures(path_or_lines, where, prof=None):
     out = spin_loop(counts[fn])
     out["fn"] = "%s [%s]" % (fn[1], fn[0])
     return out
+
+
+# --- every poller counted apart (the one-host busy cells) ---------------------
+#
+# On one host a busy side waits in every loop that polls its CQ: the measured
+# loop (rk bench's, perftest's run_iter function), and the few short waits
+# around it (perftest's connection and teardown polls). Each such function
+# is a loop of its own whose cost, its self cost plus the inclusive cost of
+# its poll calls, follows its own pass count, n and 1 exactly (an empty pass
+# is a fixed path), so count_fit prices each one's empty pass on that cost
+# alone, instead of the fit's single price for all passes on the whole run's
+# instructions (bench/README.md "The counting method, round four"). The
+# measured loop is the poller with the most polls and keeps k passes per
+# operation; the others keep none.
+
+def poller_figures(prof, provider, poll_fns, found=None):
+    """Per function outside the provider that calls its poll function:
+    {"obj:fn": [calls of poll, self cost + the polls' inclusive cost,
+    calls of `found`]}: found names the function a poll that found
+    completions hands them to (rk_cq_take), whose calls count the passes
+    that found something (a pass that asks for several may find one or
+    two: a path of the loop whose count the timing sets)."""
+    i = prof.ev("Ir")
+    out = {}
+    for (a, b), c in prof.edges.items():
+        if a[0] == provider or not (b[0] == provider and b[1] in poll_fns):
+            continue
+        key = "%s:%s" % a
+        if key not in out:
+            out[key] = [0, prof.self_cost.get(a, [0] * len(prof.events))[i], 0]
+            if found:
+                out[key][2] = sum(e[0] for (x, y), e in prof.edges.items()
+                                  if x == a and plain_name(y[1]) == found)
+        out[key][0] += c[0]
+        out[key][1] += c[1 + i]
+    return out
+
+
+def poller_passes(points, kept):
+    """From runs with "pollers" (poller_figures), the pass kinds of
+    count_fit (one per poller, its loop its own: the measured loop, the one
+    whose polls grow fastest with n, keeps
+    `kept` passes per op, the others none) and each run's "passes" counts and costs (0 in a run where
+    that poller did not poll). Returns the kinds; sets points[i]["passes"]."""
+    total = {}
+    for pt in points:
+        for key, fig in pt["pollers"].items():
+            total[key] = total.get(key, 0) + fig[0]
+    if not total:
+        raise ValueError("no poller in the runs")
+    # The measured loop's polls grow with n; a wait around it (perftest's
+    # at the start and the end) may poll more in one run, but not more per
+    # operation: the poller whose count has the steepest plain slope.
+    for pt in points:
+        for key in total:
+            pt["_polls " + key] = pt["pollers"].get(key, [0])[0]
+    main = max(sorted(total), key=lambda k: slope(points, "_polls " + k))
+    for pt in points:
+        for key in total:
+            del pt["_polls " + key]
+    kinds = [{"name": key, "in": {"name": key}, "call": "@poll",
+              "kept": kept if key == main else 0} for key in sorted(total)]
+    found = [key for key in sorted(total) if any(len(pt["pollers"].get(key, ())) > 2
+                                                  and pt["pollers"][key][2] for pt in points)]
+    kinds += [{"name": key + " found", "in": {"name": key}, "call": "@poll", "kept": None}
+              for key in found]
+    for pt in points:
+        pt["passes"] = {"count": {key: pt["pollers"].get(key, [0, 0])[0] for key in total},
+                        "cost": {key: pt["pollers"].get(key, [0, 0])[1] for key in total}}
+        for key in found:
+            pt["passes"]["count"][key + " found"] = pt["pollers"].get(key, [0, 0, 0])[2]
+    return kinds
