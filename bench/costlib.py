@@ -928,7 +928,7 @@ def poller_figures(prof, provider, poll_fns, found=None):
 def poller_passes(points, kept):
     """From runs with "pollers" (poller_figures), the pass kinds of
     count_fit (one per poller, its loop its own: the measured loop, the one
-    whose polls grow fastest with n, keeps
+    whose cost, less its passes, grows most with n, keeps
     `kept` passes per op, the others none) and each run's "passes" counts and costs (0 in a run where
     that poller did not poll). Returns the kinds; sets points[i]["passes"]."""
     total = {}
@@ -937,16 +937,22 @@ def poller_passes(points, kept):
             total[key] = total.get(key, 0) + fig[0]
     if not total:
         raise ValueError("no poller in the runs")
-    # The measured loop's polls grow with n; a wait around it (perftest's
-    # at the start and the end) may poll more in one run, but not more per
-    # operation: the poller whose count has the steepest plain slope.
-    for pt in points:
-        for key in total:
-            pt["_polls " + key] = pt["pollers"].get(key, [0])[0]
-    main = max(sorted(total), key=lambda k: slope(points, "_polls " + k))
-    for pt in points:
-        for key in total:
-            del pt["_polls " + key]
+    # The measured loop does the work per operation: of each poller's cost,
+    # fitted on its passes, n and 1, the part that follows n is largest for
+    # it, and about 0 for a wait around it (perftest's at the start and the
+    # end), whose passes may outnumber the loop's in a run (a slow start).
+    def work_per_op(key):
+        ns = [float(pt["n"]) for pt in points]
+        cnt = [float(pt["pollers"].get(key, [0])[0]) for pt in points]
+        cols = [ns, [1.0] * len(points)]
+        if len(points) > 3 and residual(cols, cnt) >= MIN_RESIDUAL:
+            cols.append(cnt)
+        try:
+            return lstsq([list(r) for r in zip(*cols)],
+                         [float(pt["pollers"].get(key, [0, 0])[1]) for pt in points])[0]
+        except ZeroDivisionError:
+            return 0.0
+    main = max(sorted(total), key=work_per_op)
     kinds = [{"name": key, "in": {"name": key}, "call": "@poll",
               "kept": kept if key == main else 0} for key in sorted(total)]
     found = [key for key in sorted(total) if any(len(pt["pollers"].get(key, ())) > 2

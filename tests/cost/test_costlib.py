@@ -474,5 +474,70 @@ class Spin(unittest.TestCase):
         self.assertEqual(polls, 2000)
 
 
+class Pollers(unittest.TestCase):
+    """Every CQ poller of a one-host busy side counted apart
+    (costlib.poller_figures, poller_passes, count_fit). data/lat-busy-
+    pollers.json: send_lat_busy and read_lat_busy runs (n 2000 / 4000, two
+    of each) of eight sandbox boots, the same perftest in each, rk's from
+    the last boot."""
+
+    @classmethod
+    def setUpClass(cls):
+        import json
+        with open(data("lat-busy-pollers.json")) as f:
+            cls.doc = json.load(f)
+
+    def test_poller_figures(self):
+        lines = ["events: Ir", "ob=(1) /bin/p", "fn=(1) loop", "0 1000",
+                 "cob=(2) /usr/lib/librxe-rdmav34.so", "cfn=(3) 0x0000000000002ca0", "calls=30 0",
+                 "0 1230", "cob=(4) /usr/lib/librdmakit.so.0", "cfn=(5) rk_cq_take", "calls=4 0",
+                 "0 200", "fn=(6) other", "0 50", "cob=(2)", "cfn=(3)", "calls=2 0", "0 82",
+                 "ob=(2)", "fn=(3)", "0 1312", "ob=(4)", "fn=(5)", "0 200"]
+        p = costlib.parse(lines)
+        f = costlib.poller_figures(p, RXE, POLL, "rk_cq_take")
+        self.assertEqual(f, {"p:loop": [30, 1000 + 1230, 4], "p:other": [2, 50 + 82, 0]})
+
+    def test_measured_loop_is_the_one_that_grows_with_n(self):
+        # a wait before the loop polls more in one run than the loop does
+        pts = [{"n": 500, "pollers": {"w": [9000, 0, 0], "loop": [500, 0, 0]}},
+               {"n": 1500, "pollers": {"w": [2000, 0, 0], "loop": [1500, 0, 0]}}]
+        kinds = costlib.poller_passes(pts, 1)
+        self.assertEqual({k["name"]: k["kept"] for k in kinds}, {"loop": 1, "w": 0})
+        self.assertEqual(pts[0]["passes"]["count"], {"loop": 500, "w": 9000})
+
+    def test_perftest_over_eight_boots(self):
+        figures = {"client": [], "server": []}
+        fits = {"client": [], "server": []}
+        for boot, sides in sorted(self.doc["ib_send_lat"].items()):
+            for side, runs in sides.items():
+                r = costlib.count_fit(runs, costlib.poller_passes(runs, 1))
+                main = [p for p in r["prices"] if p.endswith("0x0000000000023100")][0]
+                # the measured loop's empty pass: exact, in every boot
+                self.assertEqual(r["prices"][main]["price"], 54.0)
+                self.assertTrue(r["prices"][main]["exact"])
+                figures[side].append(r["per_op"])
+                fits[side].append(costlib.fit(runs, k=1)["per_op"])
+        self.assertLess(costlib.spread(figures["client"]), 0.05)
+        self.assertLess(costlib.spread(figures["server"]), 0.6)
+        self.assertAlmostEqual(sum(figures["client"]) / 8, 553.0, delta=0.1)
+        # the fit's price of a pass over the whole run spread by 6 % and more
+        self.assertGreater(costlib.spread(fits["client"]), 6)
+        self.assertGreater(costlib.spread(fits["server"]), 6)
+
+    def test_read_lat_main_loop(self):
+        for boot, sides in self.doc["ib_read_lat"].items():
+            runs = sides["client"]
+            r = costlib.count_fit(runs, costlib.poller_passes(runs, 1))
+            self.assertAlmostEqual(r["per_op"], 353.0, delta=0.15, msg=boot)
+
+    def test_rk_send_lat(self):
+        for side, want in (("client", 538.0), ("server", 556.5)):
+            runs = self.doc["rk_send_lat"][side]
+            r = costlib.count_fit(runs, costlib.poller_passes(runs, 1))
+            self.assertAlmostEqual(r["per_op"], want, delta=0.1)
+            # one empty pass: the loop's 12 and rxe's empty poll, 41
+            self.assertAlmostEqual(r["prices"]["rk:bench_lat_run"]["fitted"], 53, delta=0.15)
+
+
 if __name__ == "__main__":
     unittest.main()
