@@ -651,6 +651,57 @@ def pass_figures(prof, passes, provider=None, poll_fns=()):
     return {"count": count, "cost": cost}
 
 
+def exact_pass_prices(path_or_lines, prof, passes, provider=None, poll_fns=()):
+    """{kind: price} for the kinds of passes priced from the instruction
+    counts of a --dump-instr=yes profile ("exact": see pass_price);
+    {} when there are none."""
+    kinds = [p for p in passes if p.get("exact")]
+    if not kinds:
+        return {}
+    counts = instr_counts(path_or_lines, lambda f: True)
+    out = {}
+    for p in kinds:
+        loop = loop_functions(prof, p["in"])
+        callee = [b for (a, b) in pass_edges(prof, set(loop), p["call"], provider, poll_fns)]
+        if len(loop) != 1 or len(set(callee)) != 1:
+            raise ValueError("%s: no single loop and callee (%r, %r)" % (p["name"], loop, callee))
+        out[p["name"]] = pass_price(counts, prof, loop[0], callee[0])
+    return out
+
+
+def empty_call_price(counts, prof, fn, memo=None):
+    """The instructions one call of fn runs when it finds nothing, from the
+    instruction counts (instr_counts) of a run in which most of its calls
+    find nothing (an empty poll): fn's instructions executed in more than
+    half of its C calls, each round(count / C) times a call, and the same
+    of its callees called in more than half of them (their price per call
+    from their own counts, or their inclusive cost per call)."""
+    memo = {} if memo is None else memo
+    if fn in memo:
+        return memo[fn]
+    c_fn = sum(c[0] for (a, b), c in prof.edges.items() if b == fn and a != b)
+    if not c_fn or fn not in counts:
+        raise ValueError("no calls of %r to price" % (fn,))
+    e = sum(round(c / c_fn) for c in counts[fn].values() if 2 * c > c_fn)
+    i = prof.ev("Ir")
+    for (a, b), c in prof.edges.items():
+        if a == fn and b != fn and 2 * c[0] > c_fn:
+            per = round(c[0] / c_fn)
+            e += per * (empty_call_price(counts, prof, b, memo) if b in counts and b[1] != "???"
+                        else c[1 + i] / c[0])
+    memo[fn] = e
+    return e
+
+
+def pass_price(counts, prof, loop_fn, callee):
+    """An empty pass of the busy loop in loop_fn that calls callee once a
+    pass: the instructions of the loop an idle pass runs (spin_loop's
+    length) and an empty call of callee (empty_call_price). The RPC
+    client's spins: rk__rpc_cl_handle 10 + rxe's empty poll 41; rk_wait's
+    one-CQ spin 19 + rk_cq_poll's empty 61; spin()'s 50 + poll_cqs's 123."""
+    return spin_loop(counts[loop_fn])["length"] + empty_call_price(counts, prof, callee)
+
+
 def loop_key(spec):
     name = spec.get("name")
     if isinstance(name, list):
@@ -672,14 +723,28 @@ def pass_prices(points, passes):
     priced = {p["name"] for p in passes if p.get("kept") is not None}
     cost_only = {p["name"] for p in passes if p.get("cost_only")}
     out = {}
+    # Kinds priced from the instruction counts: the same price in every run
+    # (else the path is not what the spec says), taken out of their loop's
+    # cost before the rest of it is fitted.
+    counted = {p["name"] for p in passes if p.get("exact")}
+    for k in counted:
+        seen = {pt["passes"]["price"][k] for pt in points}
+        if len(seen) != 1:
+            raise ValueError("the price of a %s pass differs between runs: %r" % (k, sorted(seen)))
+        out[k] = {"price": float(seen.pop()), "fitted": None, "exact": True, "residual": None,
+                  "counted": True}
     for key, kinds in groups.items():
-        y = [float(pt["passes"]["cost"][key]) for pt in points]
+        y = [float(pt["passes"]["cost"][key])
+             - sum(out[k]["price"] * pt["passes"]["count"][k] for k in kinds if k in counted)
+             for pt in points]
         cols = [[float(pt["n"]) for pt in points], [1.0] * len(points)]
         names = []
         # A path count that does not vary apart from n and the kinds already
         # in (every call fell back to the slower wait, or none did) is left
         # out; a pass kind that does not cannot be priced.
         for k in sorted(kinds, key=lambda k: k not in priced):
+            if k in counted:
+                continue
             if k in cost_only or (k not in priced
                                   and any(k not in pt["passes"]["count"] for pt in points)):
                 continue  # a path count the runs were not taken with: none

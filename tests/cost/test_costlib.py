@@ -539,5 +539,66 @@ class Pollers(unittest.TestCase):
             self.assertAlmostEqual(r["prices"]["rk:bench_lat_run"]["fitted"], 53, delta=0.15)
 
 
+class ExactPasses(unittest.TestCase):
+    """Kinds of pass priced from the instruction counts (costlib.pass_price)
+    and the rpc_ucx_bw client's figure with them."""
+
+    def test_empty_call_price(self):
+        # 100 calls of f, 90 find nothing: 4 instructions every call, 2 only
+        # when empty (90), one twice a call, 5 only when something came (10),
+        # a lock (3 instructions) every call
+        prof = costlib.parse(["events: Ir", "ob=(1) /bin/p", "fn=(1) loop", "0 10",
+                              "cfn=(2) f", "calls=100 0", "0 1090",
+                              "fn=(2)", "0 720", "cfn=(3) lock", "calls=100 0", "0 300",
+                              "fn=(3)", "0 300"])
+        counts = {("p", "f"): {0x10: 100, 0x11: 100, 0x12: 100, 0x13: 100, 0x14: 90, 0x15: 90,
+                               0x16: 200, 0x20: 10, 0x21: 10, 0x22: 10, 0x23: 10, 0x24: 10}}
+        self.assertEqual(costlib.empty_call_price(counts, prof, ("p", "f")), 4 + 2 + 2 + 3)
+        # the loop: head 3 every pass (1000), the rest 7 on an idle pass (900)
+        loop = {a: 1000 for a in range(3)}
+        loop.update({a: 900 for a in range(3, 10)})
+        loop[0x40] = 100
+        counts[("p", "loop")] = loop
+        self.assertEqual(costlib.pass_price(counts, prof, ("p", "loop"), ("p", "f")), 10 + 11)
+
+    def test_recorded_client_prices(self):
+        import gzip
+        cost = load_cost()
+        with gzip.open(data("rk-rpc-bw-2000.cg.gz"), "rt") as f:
+            lines = f.read().splitlines()
+        prof = costlib.parse(lines)
+        got = costlib.exact_pass_prices(lines, prof, cost.rk_rpc_bw_passes(), RXE, POLL)
+        # rk__rpc_cl_handle's spin 10 + rxe's empty poll 41; rk_wait's 19 +
+        # rk_cq_poll's empty 61 (the poll's 41 in it); spin()'s 50 + poll_cqs's 123
+        self.assertEqual(got, {"spin": 51, "set_poll": 80, "set_spin": 173})
+
+    def test_recorded_bw_runs(self):
+        import itertools
+        import json
+        cost = load_cost()
+        passes = cost.rk_rpc_bw_passes()
+        with open(data("rpc-ucx-bw-runs.json")) as f:
+            doc = json.load(f)
+        r = costlib.count_fit(doc["rk"], passes)
+        self.assertEqual([r["prices"][k]["price"] for k in ("spin", "set_poll", "set_spin")],
+                         [51.0, 80.0, 173.0])
+        self.assertAlmostEqual(r["per_op"], 775.8, delta=0.1)
+        self.assertGreater(r["waiting_per_op"], 3 * r["per_op"])  # the waiting: 2,467 a call
+        # every five of the six runs within 1.1 % (767.9-781.0): where an
+        # answer is found (in the spin or after a wait) moves the work a little
+        for sub in itertools.combinations(doc["rk"], 5):
+            self.assertAlmostEqual(costlib.count_fit(list(sub), passes)["per_op"], r["per_op"],
+                                   delta=0.011 * r["per_op"])
+        # a run whose pass is another path is refused, not priced
+        bad = [dict(p, passes=dict(p["passes"], price=dict(p["passes"]["price"], spin=52)))
+               if i == 0 else p for i, p in enumerate(doc["rk"])]
+        with self.assertRaises(ValueError):
+            costlib.count_fit(bad, passes)
+        # UCX's sender: the four runs that did not wait give 747.4 by the
+        # plain slope; with the two that waited, priced by the fit, 743.7
+        quiet = [p for p in doc["ucx"] if p["passes"]["count"]["progress"] < 100]
+        self.assertAlmostEqual(costlib.slope(quiet, "ir"), 747.4, delta=0.1)
+
+
 if __name__ == "__main__":
     unittest.main()
