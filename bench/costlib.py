@@ -768,10 +768,16 @@ def pass_prices(points, passes):
         rows = [list(r) for r in zip(*cols)]
         coef = lstsq(rows, y)
         res = max(abs(yy - sum(c * r for c, r in zip(coef, row))) for yy, row in zip(y, rows))
+        nonneg = {p["name"] for p in passes if p.get("nonneg")}
         for k, c in zip(names, coef[2:]):
             exact = abs(c - round(c)) <= INTEGER_TOLERANCE
             out[k] = {"price": float(round(c)) if exact else c, "fitted": c, "exact": exact,
                       "residual": res}
+            if c < 0 and k in nonneg:
+                # Waiting costs something: a function whose polls price out
+                # negative is no loop the runs can tell (a CQ look that
+                # translates what it finds): its cost stays in the work.
+                out[k].update(price=0.0, exact=False, unpriced=True)
     return out
 
 
@@ -1018,7 +1024,7 @@ def poller_passes(points, kept):
         except ZeroDivisionError:
             return 0.0
     main = max(sorted(total), key=work_per_op)
-    kinds = [{"name": key, "in": {"name": key}, "call": "@poll",
+    kinds = [{"name": key, "in": {"name": key}, "call": "@poll", "nonneg": True,
               "kept": kept if key == main else 0} for key in sorted(total)]
     found = [key for key in sorted(total) if any(len(pt["pollers"].get(key, ())) > 2
                                                   and pt["pollers"][key][2] for pt in points)]
