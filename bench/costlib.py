@@ -45,7 +45,11 @@ import re
 
 # Names (in the callgrind file) of functions whose inclusive cost is not
 # per-operation work: taken out of every profile (see the module comment).
-EXCLUDE_CALLEES = ("qsort", "qsort_r", "bench_samples_fold")
+EXCLUDE_CALLEES = ("qsort", "qsort_r", "bench_samples_fold",
+                   # rk bench's watchdog: a look at the clock and the control
+                   # channel every 10 ms of wall time and every 64th empty
+                   # poll of a wait, work that follows the run's time, not n
+                   "wait_tick", "tick", "bench_watch_tick_slow", "bench_watch_check")
 EXCLUDE_CALLERS_OF = ("__gettimeofday_syscall",)
 DOORBELL_CALLEES = ("write", "__write", "__libc_write")
 # The library's waits (the wait set's, the RPC server's for one connection):
@@ -647,6 +651,57 @@ def pass_figures(prof, passes, provider=None, poll_fns=()):
     return {"count": count, "cost": cost}
 
 
+def exact_pass_prices(path_or_lines, prof, passes, provider=None, poll_fns=()):
+    """{kind: price} for the kinds of passes priced from the instruction
+    counts of a --dump-instr=yes profile ("exact": see pass_price);
+    {} when there are none."""
+    kinds = [p for p in passes if p.get("exact")]
+    if not kinds:
+        return {}
+    counts = instr_counts(path_or_lines, lambda f: True)
+    out = {}
+    for p in kinds:
+        loop = loop_functions(prof, p["in"])
+        callee = [b for (a, b) in pass_edges(prof, set(loop), p["call"], provider, poll_fns)]
+        if len(loop) != 1 or len(set(callee)) != 1:
+            raise ValueError("%s: no single loop and callee (%r, %r)" % (p["name"], loop, callee))
+        out[p["name"]] = pass_price(counts, prof, loop[0], callee[0])
+    return out
+
+
+def empty_call_price(counts, prof, fn, memo=None):
+    """The instructions one call of fn runs when it finds nothing, from the
+    instruction counts (instr_counts) of a run in which most of its calls
+    find nothing (an empty poll): fn's instructions executed in more than
+    half of its C calls, each round(count / C) times a call, and the same
+    of its callees called in more than half of them (their price per call
+    from their own counts, or their inclusive cost per call)."""
+    memo = {} if memo is None else memo
+    if fn in memo:
+        return memo[fn]
+    c_fn = sum(c[0] for (a, b), c in prof.edges.items() if b == fn and a != b)
+    if not c_fn or fn not in counts:
+        raise ValueError("no calls of %r to price" % (fn,))
+    e = sum(round(c / c_fn) for c in counts[fn].values() if 2 * c > c_fn)
+    i = prof.ev("Ir")
+    for (a, b), c in prof.edges.items():
+        if a == fn and b != fn and 2 * c[0] > c_fn:
+            per = round(c[0] / c_fn)
+            e += per * (empty_call_price(counts, prof, b, memo) if b in counts and b[1] != "???"
+                        else c[1 + i] / c[0])
+    memo[fn] = e
+    return e
+
+
+def pass_price(counts, prof, loop_fn, callee):
+    """An empty pass of the busy loop in loop_fn that calls callee once a
+    pass: the instructions of the loop an idle pass runs (spin_loop's
+    length) and an empty call of callee (empty_call_price). The RPC
+    client's spins: rk__rpc_cl_handle 10 + rxe's empty poll 41; rk_wait's
+    one-CQ spin 19 + rk_cq_poll's empty 61; spin()'s 50 + poll_cqs's 123."""
+    return spin_loop(counts[loop_fn])["length"] + empty_call_price(counts, prof, callee)
+
+
 def loop_key(spec):
     name = spec.get("name")
     if isinstance(name, list):
@@ -668,14 +723,28 @@ def pass_prices(points, passes):
     priced = {p["name"] for p in passes if p.get("kept") is not None}
     cost_only = {p["name"] for p in passes if p.get("cost_only")}
     out = {}
+    # Kinds priced from the instruction counts: the same price in every run
+    # (else the path is not what the spec says), taken out of their loop's
+    # cost before the rest of it is fitted.
+    counted = {p["name"] for p in passes if p.get("exact")}
+    for k in counted:
+        seen = {pt["passes"]["price"][k] for pt in points}
+        if len(seen) != 1:
+            raise ValueError("the price of a %s pass differs between runs: %r" % (k, sorted(seen)))
+        out[k] = {"price": float(seen.pop()), "fitted": None, "exact": True, "residual": None,
+                  "counted": True}
     for key, kinds in groups.items():
-        y = [float(pt["passes"]["cost"][key]) for pt in points]
+        y = [float(pt["passes"]["cost"][key])
+             - sum(out[k]["price"] * pt["passes"]["count"][k] for k in kinds if k in counted)
+             for pt in points]
         cols = [[float(pt["n"]) for pt in points], [1.0] * len(points)]
         names = []
         # A path count that does not vary apart from n and the kinds already
         # in (every call fell back to the slower wait, or none did) is left
         # out; a pass kind that does not cannot be priced.
         for k in sorted(kinds, key=lambda k: k not in priced):
+            if k in counted:
+                continue
             if k in cost_only or (k not in priced
                                   and any(k not in pt["passes"]["count"] for pt in points)):
                 continue  # a path count the runs were not taken with: none
@@ -699,10 +768,16 @@ def pass_prices(points, passes):
         rows = [list(r) for r in zip(*cols)]
         coef = lstsq(rows, y)
         res = max(abs(yy - sum(c * r for c, r in zip(coef, row))) for yy, row in zip(y, rows))
+        nonneg = {p["name"] for p in passes if p.get("nonneg")}
         for k, c in zip(names, coef[2:]):
             exact = abs(c - round(c)) <= INTEGER_TOLERANCE
             out[k] = {"price": float(round(c)) if exact else c, "fitted": c, "exact": exact,
                       "residual": res}
+            if c < 0 and k in nonneg:
+                # Waiting costs something: a function whose polls price out
+                # negative is no loop the runs can tell (a CQ look that
+                # translates what it finds): its cost stays in the work.
+                out[k].update(price=0.0, exact=False, unpriced=True)
     return out
 
 
@@ -883,3 +958,81 @@ def spin_figures(path_or_lines, where, prof=None):
     out = spin_loop(counts[fn])
     out["fn"] = "%s [%s]" % (fn[1], fn[0])
     return out
+
+
+# --- every poller counted apart (the one-host busy cells) ---------------------
+#
+# On one host a busy side waits in every loop that polls its CQ: the measured
+# loop (rk bench's, perftest's run_iter function), and the few short waits
+# around it (perftest's connection and teardown polls). Each such function
+# is a loop of its own whose cost, its self cost plus the inclusive cost of
+# its poll calls, follows its own pass count, n and 1 exactly (an empty pass
+# is a fixed path), so count_fit prices each one's empty pass on that cost
+# alone, instead of the fit's single price for all passes on the whole run's
+# instructions (bench/README.md "The counting method, round four"). The
+# measured loop is the poller with the most polls and keeps k passes per
+# operation; the others keep none.
+
+def poller_figures(prof, provider, poll_fns, found=None):
+    """Per function outside the provider that calls its poll function:
+    {"obj:fn": [calls of poll, self cost + the polls' inclusive cost,
+    calls of `found`]}: found names the function a poll that found
+    completions hands them to (rk_cq_take), whose calls count the passes
+    that found something (a pass that asks for several may find one or
+    two: a path of the loop whose count the timing sets)."""
+    i = prof.ev("Ir")
+    out = {}
+    for (a, b), c in prof.edges.items():
+        if a[0] == provider or not (b[0] == provider and b[1] in poll_fns):
+            continue
+        key = "%s:%s" % a
+        if key not in out:
+            out[key] = [0, prof.self_cost.get(a, [0] * len(prof.events))[i], 0]
+            if found:
+                out[key][2] = sum(e[0] for (x, y), e in prof.edges.items()
+                                  if x == a and plain_name(y[1]) == found)
+        out[key][0] += c[0]
+        out[key][1] += c[1 + i]
+    return out
+
+
+def poller_passes(points, kept):
+    """From runs with "pollers" (poller_figures), the pass kinds of
+    count_fit (one per poller, its loop its own: the measured loop, the one
+    whose cost, less its passes, grows most with n, keeps
+    `kept` passes per op, the others none) and each run's "passes" counts and costs (0 in a run where
+    that poller did not poll). Returns the kinds; sets points[i]["passes"]."""
+    total = {}
+    for pt in points:
+        for key, fig in pt["pollers"].items():
+            total[key] = total.get(key, 0) + fig[0]
+    if not total:
+        raise ValueError("no poller in the runs")
+    # The measured loop does the work per operation: of each poller's cost,
+    # fitted on its passes, n and 1, the part that follows n is largest for
+    # it, and about 0 for a wait around it (perftest's at the start and the
+    # end), whose passes may outnumber the loop's in a run (a slow start).
+    def work_per_op(key):
+        ns = [float(pt["n"]) for pt in points]
+        cnt = [float(pt["pollers"].get(key, [0])[0]) for pt in points]
+        cols = [ns, [1.0] * len(points)]
+        if len(points) > 3 and residual(cols, cnt) >= MIN_RESIDUAL:
+            cols.append(cnt)
+        try:
+            return lstsq([list(r) for r in zip(*cols)],
+                         [float(pt["pollers"].get(key, [0, 0])[1]) for pt in points])[0]
+        except ZeroDivisionError:
+            return 0.0
+    main = max(sorted(total), key=work_per_op)
+    kinds = [{"name": key, "in": {"name": key}, "call": "@poll", "nonneg": True,
+              "kept": kept if key == main else 0} for key in sorted(total)]
+    found = [key for key in sorted(total) if any(len(pt["pollers"].get(key, ())) > 2
+                                                  and pt["pollers"][key][2] for pt in points)]
+    kinds += [{"name": key + " found", "in": {"name": key}, "call": "@poll", "kept": None}
+              for key in found]
+    for pt in points:
+        pt["passes"] = {"count": {key: pt["pollers"].get(key, [0, 0])[0] for key in total},
+                        "cost": {key: pt["pollers"].get(key, [0, 0])[1] for key in total}}
+        for key in found:
+            pt["passes"]["count"][key + " found"] = pt["pollers"].get(key, [0, 0, 0])[2]
+    return kinds
