@@ -241,7 +241,7 @@ static __attribute__((noinline)) int take_any(struct rk_cq *cq, struct ibv_wc *w
  * loop to set up, nothing to save, and the rest is a tail call with the
  * arguments where they came (take() inline here would move them aside).
  */
-int rk_cq_take(struct rk_cq *cq, struct ibv_wc *wc, int n)
+inline int rk_cq_take(struct rk_cq *cq, struct ibv_wc *wc, int n)
 {
 	struct rk_cq_member *m = cq->last;
 

@@ -600,7 +600,8 @@ static inline __attribute__((always_inline)) unsigned prepared_signal(struct rk_
  * 43 instructions of its own per post (gcc 12, -O2, callgrind), where
  * rk_post takes 88.
  */
-int rk_post_prepared(struct rk_prepared *p, uint64_t wr_id, unsigned flags, struct rk_error *err)
+inline int rk_post_prepared(struct rk_prepared *p, uint64_t wr_id, unsigned flags,
+			     struct rk_error *err)
 {
 	struct prepared_call call;
 	struct rk_conn *c = p->conn;
