@@ -216,8 +216,8 @@ wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 			if (r < 0)
 				return r;
 		}
-		r = bench_lat_tick(c, s, c->is_client ? "waiting for the pong" : "waiting for a ping",
-				   err);
+		r = bench_lat_tick(
+		    c, s, c->is_client ? "waiting for the pong" : "waiting for a ping", err);
 		if (r)
 			return r;
 	}
@@ -315,10 +315,11 @@ static inline __attribute__((always_inline)) int answered(const struct ibv_wc *w
  * pass is one call, into the provider (rk_cq_take only sees what came).
  * Otherwise a pass is bench_poll_wait(), a sleep of up to 10 ms.
  */
-static inline __attribute__((always_inline)) int
-client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
-	    struct bench_run *out, struct rk_error *err, const int busy, const int tsc,
-	    const int timed)
+static inline __attribute__((always_inline)) int client_loop(struct bench_ctx *c,
+							     struct lat_state *s, uint64_t iters,
+							     uint64_t end, struct bench_run *out,
+							     struct rk_error *err, const int busy,
+							     const int tsc, const int timed)
 {
 	struct rk_prepared *prep = s->prep;
 	struct rk_cq *cq = c->cq;
@@ -369,8 +370,8 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 				}
 				if (spins & 63)
 					continue;
-				r = bench_lat_wait_tick(c, s, spins, count,
-							"waiting for the pong", err);
+				r = bench_lat_wait_tick(c, s, spins, count, "waiting for the pong",
+							err);
 				if (r)
 					return r;
 			}
