@@ -260,9 +260,9 @@ def case_ops(port, combos, extra):
         port += 1
     bench_json(port, ["--op", "read", "-t", "8", "-s", "4096", "-n", "64", *extra], [4096],
                "read -t 8 %s" % " ".join(extra))
-    # WRITE latency takes its send completions only now and then (a rare look
-    # of its wait, or a full queue): 64 round trips through a queue of 8 find
-    # it full again and again, and post_full() reaps before posting.
+    # WRITE latency takes its send completions in batches, once half the send
+    # queue holds WRITEs not yet taken (reap_writes): 64 round trips through a
+    # queue of 8 go through that look again and again.
     bench_json(port + 1, ["--op", "write", "--mode", "lat", "-t", "8", "-s", "64", "-n", "64",
                           *extra], [64], "write lat -t 8 %s" % " ".join(extra))
 

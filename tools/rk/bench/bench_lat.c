@@ -3,12 +3,8 @@
  *
  * send, write-imm: a ping-pong of SENDs (WRITE_IMMs); each side waits for
  * the receive completion of the other's message before answering.
- * write: a ping-pong of RDMA WRITEs, each side spinning on the last byte
- * of its buffer, which the peer's WRITE sets to a marker that changes
- * every iteration (no completion involved, as in perftest's write_lat).
- * Latency is half the round trip.
- * read: the client READs, waits for the completion: the whole round trip;
- * the server's CPU is not involved and it waits on the control channel.
+ * Latency is half the round trip. The one-sided ops, read and write, have
+ * their loops in bench_lat_onesided.c; this file runs them too.
  *
  * Both ends finish with DONE and their counts, which must agree.
  */
@@ -17,34 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench_run.h"
+#include "bench_lat.h"
 
-/*
- * Times in this engine are raw clock ticks (bench_clock.h): the loops
- * compare readings with deadlines converted once, when the run starts, and
- * convert to nanoseconds only every BENCH_CHECK_NS, for the watchdog.
- */
 #define REPOST_BATCH 32u
-
-struct lat_state {
-	uint32_t size;
-	uint64_t count;	      /* pings sent (client) or answered (server) */
-	uint64_t pending_rx;  /* receive completions not yet consumed */
-	uint64_t to_repost;   /* consumed receives to post again */
-	uint64_t t_end;	      /* tick: the run ended (client: last answer; server: DONE) */
-	uint64_t cpu_end;     /* bench_cpu_ns() then: the CPU share is of the same window */
-	uint64_t wait_from;   /* tick: the current wait began */
-	uint64_t yield_ticks; /* YIELD_AFTER_NS in ticks */
-	uint64_t repost_min;  /* consumed receives that make a batch to post */
-	struct rk_wr wr;
-	struct rk_prepared *prep; /* wr, prepared: a post writes its wr_id only */
-	struct bench_watch w;
-};
-
-static uint8_t marker(uint64_t i)
-{
-	return (uint8_t)(i % 255 + 1);
-}
 
 void bench_lat_reset(struct bench_ctx *c, uint32_t size)
 {
@@ -143,8 +114,7 @@ static inline __attribute__((always_inline)) int repost(struct bench_ctx *c, str
  */
 #define YIELD_AFTER_NS 250000ull
 
-/* Periodic work while waiting: 1 = the peer said DONE and all is answered. */
-static int tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
+int bench_lat_tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
 {
 	uint64_t t = bench_ticks();
 	int r;
@@ -176,7 +146,7 @@ static __attribute__((noinline)) int post_full(struct bench_ctx *c, struct lat_s
 		r = reap(c, s, err);
 		if (r < 0)
 			return r;
-		r = tick(c, s, "waiting for send completions", err);
+		r = bench_lat_tick(c, s, "waiting for send completions", err);
 		if (r)
 			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
 	} while (rk_sq_room(conn) == 0);
@@ -187,48 +157,11 @@ static __attribute__((noinline)) int post_full(struct bench_ctx *c, struct lat_s
 static inline __attribute__((always_inline)) int post(struct bench_ctx *c, struct lat_state *s,
 						      struct rk_error *err)
 {
-	int r;
+	int r = rk_post_prepared(s->prep, s->count, 0, err);
 
-	if (c->p->op == BENCH_OP_WRITE) {
-		c->base[s->size - 1] = marker(s->count);
-		/*
-		 * Nothing takes a WRITE's completion on its way but the wait's
-		 * rare look at the CQ: the queue fills every so often. Reap
-		 * first then, rather than have the post refused (and its
-		 * error's text written) each time.
-		 */
-		if (__builtin_expect(!rk_sq_room(c->qps[0].conn), 0))
-			return post_full(c, s, err);
-	}
-	r = rk_post_prepared(s->prep, s->count, 0, err);
 	if (__builtin_expect(r == 1, 1))
 		return 0;
 	return r != -ENOBUFS ? r : post_full(c, s, err);
-}
-
-/* WRITE: spin on the last byte of the buffer, which the peer's WRITE sets. */
-static int wait_write(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
-{
-	const volatile uint8_t *flag = c->qps[0].rx + s->size - 1;
-	uint8_t want = marker(s->count);
-	int r;
-
-	for (unsigned spins = 1;; spins++) {
-		if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
-			return 0;
-		if (spins & 255)
-			continue;
-		/* The clock is first read when the wait turns out to be long. */
-		if (spins == 256)
-			s->wait_from = bench_ticks();
-		/* The send queue drains through completions we never wait for. */
-		r = rk_cq_poll(c->cq, c->wc, BENCH_WC_BATCH, err);
-		if (r < 0)
-			return r;
-		r = tick(c, s, c->is_client ? "waiting for the pong" : "waiting for a ping", err);
-		if (r)
-			return r;
-	}
 }
 
 /*
@@ -246,8 +179,6 @@ wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 	int busy = c->l->poll == RK_WAIT_BUSY;
 	int r;
 
-	if (c->p->op == BENCH_OP_WRITE)
-		return wait_write(c, s, err);
 	s->wait_from = 0;
 	for (unsigned spins = 1;; spins++) {
 		if (s->pending_rx) {
@@ -285,31 +216,22 @@ wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 			if (r < 0)
 				return r;
 		}
-		r = tick(c, s, c->is_client ? "waiting for the pong" : "waiting for a ping", err);
+		r = bench_lat_tick(
+		    c, s, c->is_client ? "waiting for the pong" : "waiting for a ping", err);
 		if (r)
 			return r;
 	}
 }
 
-/*
- * The busy loops look at the watchdog every WATCH_EVERY round trips (and
- * every 64th empty poll of a wait), not after each: a round trip is far
- * shorter than BENCH_CHECK_NS, and a duration run's deadline is still
- * compared with the clock reading every sample takes anyway.
- */
-#define WATCH_EVERY 16u
-
-/* A wait that went round 64 times: the clock, the yield, the watchdog. */
-static __attribute__((noinline)) int wait_tick(struct bench_ctx *c, struct lat_state *s,
-					       unsigned spins, uint64_t count, const char *what,
-					       struct rk_error *err)
+int bench_lat_wait_tick(struct bench_ctx *c, struct lat_state *s, unsigned spins, uint64_t count,
+			const char *what, struct rk_error *err)
 {
 	int r;
 
 	if (spins == 64)
 		s->wait_from = bench_ticks();
 	s->count = count;
-	r = tick(c, s, what, err);
+	r = bench_lat_tick(c, s, what, err);
 	return r < 0 ? r : r ? bench_fail(err, EPROTO, "the peer stopped mid-run") : 0;
 }
 
@@ -335,64 +257,31 @@ static inline __attribute__((always_inline)) int post_one(struct bench_ctx *c, s
 	return r;
 }
 
-/*
- * A run that keeps no samples (the warm-up) stores them here, overwritten
- * block after block: the loop's store then needs no test.
- */
-#define SCRATCH_SAMPLES 256u
-static uint64_t scratch_samples[SCRATCH_SAMPLES];
+uint64_t bench_lat_scratch[BENCH_LAT_SCRATCH];
 
-/*
- * The sample block is full: fold it into the histogram (bench_samples_fold,
- * outside the timed loop as perftest's sort of its samples) and start
- * again at the buffer's start; a run without a histogram starts its scratch
- * block again. Returns the block's first free sample.
- */
-static __attribute__((noinline)) uint64_t *samples_next(struct bench_run *out, uint64_t *smp)
+uint64_t *bench_lat_samples_next(struct bench_run *out, uint64_t *smp)
 {
 	if (!out->hist)
-		return scratch_samples;
+		return bench_lat_scratch;
 	out->nsamples = (size_t)(smp - out->samples);
 	if (out->nsamples == out->cap_samples)
 		bench_samples_fold(out);
 	return out->samples + out->nsamples;
 }
 
-/* Where a block of samples ends at the latest: the end of the sample buffer. */
-static inline uint64_t *samples_end(const struct bench_run *out)
-{
-	return out->hist ? out->samples + out->cap_samples : scratch_samples + SCRATCH_SAMPLES;
-}
-
-/* bench_ticks() with the clock source a constant of the loop. */
-static inline __attribute__((always_inline)) uint64_t loop_ticks(const int tsc)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	if (tsc)
-		return __rdtsc();
-#endif
-	(void)tsc;
-	return bench_clock_mono_ns();
-}
-
 /*
  * What a poll brought, every completion a success (or the error): 1 when
- * it holds the answer (READ: the completion of this round trip's READ,
- * wr_id @count; a message: a receive, counted in *@pending), else 0. One
- * completion, a busy poll's usual catch (and a busy READ's only one), is
- * tested without a loop.
+ * it holds the answer (a receive, counted in *@pending), else 0. One
+ * completion, a busy poll's usual catch, is tested without a loop.
  */
 static inline __attribute__((always_inline)) int answered(const struct ibv_wc *wc, int n,
-							  uint64_t count, uint64_t *pending,
-							  struct rk_error *err, const int read)
+							  uint64_t *pending, struct rk_error *err)
 {
 	uint64_t got = 0;
 
 	if (__builtin_expect(n == 1, 1)) {
 		if (__builtin_expect(wc->status != IBV_WC_SUCCESS, 0))
 			return bench_wc_failed(wc, err);
-		if (read)
-			return wc->wr_id == count;
 		if (!(wc->opcode & IBV_WC_RECV))
 			return *pending != 0;
 		++*pending;
@@ -401,17 +290,15 @@ static inline __attribute__((always_inline)) int answered(const struct ibv_wc *w
 	for (int i = 0; i < n; i++) {
 		if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0))
 			return bench_wc_failed(&wc[i], err);
-		got += read ? wc[i].wr_id == count : (wc[i].opcode & IBV_WC_RECV) != 0;
+		got += (wc[i].opcode & IBV_WC_RECV) != 0;
 	}
-	if (read)
-		return got != 0;
 	*pending += got;
 	return *pending != 0;
 }
 
 /*
- * client_loop - run_client() for send, write-imm and read: the loop
- * that latency figures are made of. Everything it
+ * client_loop - run_client() for send and write-imm: the loop that
+ * latency figures are made of. Everything it
  * changes on every round trip (count, receives, the sample pointer) lives
  * in locals, kept in registers across the library calls, and goes back
  * to @s only around the rare calls that use it (a full send queue, a
@@ -420,26 +307,25 @@ static inline __attribute__((always_inline)) int answered(const struct ibv_wc *w
  * when it is counted), and the buffer is folded into the histogram
  * between blocks. @timed (a duration run) compares each sample's first
  * clock reading with the run's end; a counted run compares nothing but
- * the sample pointer with its block's end. The answer is the
- * pong's receive completion (send, write-imm), or the READ's own
- * completion, which carries this round trip's count as its wr_id. Busy,
- * a pass asks the provider for one completion, as perftest's loops do:
- * a round trip brings one (READ) or two (the SEND's, the pong), and the
+ * the sample pointer with its block's end. The answer is the pong's
+ * receive completion. Busy, a pass asks the provider for one completion,
+ * as perftest's loops do: a round trip brings two (the SEND's, the
+ * pong), and the
  * provider's poll stops at the first instead of looking again; an empty
  * pass is one call, into the provider (rk_cq_take only sees what came).
  * Otherwise a pass is bench_poll_wait(), a sleep of up to 10 ms.
  */
-static inline __attribute__((always_inline)) int
-client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
-	    struct bench_run *out, struct rk_error *err, const int busy, const int read,
-	    const int tsc, const int timed)
+static inline __attribute__((always_inline)) int client_loop(struct bench_ctx *c,
+							     struct lat_state *s, uint64_t iters,
+							     uint64_t end, struct bench_run *out,
+							     struct rk_error *err, const int busy,
+							     const int tsc, const int timed)
 {
 	struct rk_prepared *prep = s->prep;
 	struct rk_cq *cq = c->cq;
 	struct ibv_cq *vcq = c->vcq;
 	struct ibv_wc *wc = c->wc;
-	const char *what = read ? "waiting for a READ" : "waiting for the pong";
-	uint64_t *smp = out->hist ? out->samples + out->nsamples : scratch_samples;
+	uint64_t *smp = bench_lat_samples_at(out);
 	const uint64_t repost_min = s->repost_min;
 	uint64_t count = s->count, pending = s->pending_rx, t0, t1 = s->t_end;
 	int r;
@@ -447,13 +333,13 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 	if (!timed && count >= iters)
 		goto out;
 	for (;;) {
-		uint64_t *const buf_end = samples_end(out);
+		uint64_t *const buf_end = bench_lat_samples_end(out);
 		uint64_t *blk_end = buf_end;
 
 		if (!timed && iters - count < (uint64_t)(buf_end - smp))
 			blk_end = smp + (iters - count);
 		while (smp != blk_end) {
-			t0 = loop_ticks(tsc);
+			t0 = bench_lat_ticks(tsc);
 			if (timed && t0 >= end)
 				goto out;
 			r = post_one(c, s, prep, count, &pending, err);
@@ -475,7 +361,7 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 				}
 				if (n > 0) {
 					/* Busy, one was asked for: rk_cq_take kept it or not. */
-					r = answered(wc, busy ? 1 : n, count, &pending, err, read);
+					r = answered(wc, busy ? 1 : n, &pending, err);
 					if (r > 0)
 						break;
 					if (__builtin_expect(r < 0, 0))
@@ -484,22 +370,21 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 				}
 				if (spins & 63)
 					continue;
-				r = wait_tick(c, s, spins, count, what, err);
+				r = bench_lat_wait_tick(c, s, spins, count, "waiting for the pong",
+							err);
 				if (r)
 					return r;
 			}
-			t1 = loop_ticks(tsc);
-			if (!read) {
-				pending--;
-				if (++s->to_repost >= repost_min) {
-					r = repost_batch(c, s, repost_min, err);
-					if (r)
-						return r;
-				}
+			t1 = bench_lat_ticks(tsc);
+			pending--;
+			if (++s->to_repost >= repost_min) {
+				r = repost_batch(c, s, repost_min, err);
+				if (r)
+					return r;
 			}
 			/* A clock read backwards (t1 < t0) is a 0 in the fold. */
 			*smp++ = t1 - t0;
-			if (!(++count & (WATCH_EVERY - 1))) {
+			if (!(++count & (BENCH_LAT_WATCH_EVERY - 1))) {
 				r = bench_watch_tick(c, &s->w, t1, count, "measuring latency", err);
 				if (r)
 					return r;
@@ -507,7 +392,7 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 		}
 		if (!timed && count >= iters)
 			break;
-		smp = samples_next(out, smp);
+		smp = bench_lat_samples_next(out, smp);
 	}
 out:
 	s->count = count;
@@ -519,27 +404,22 @@ out:
 }
 
 /*
- * The client's loop with the poll mode, the op (READ or a message), the
- * clock and the run's end (a count or a time) known when it is compiled:
- * a pass of the spin tests none of them.
+ * The client's loop with the poll mode, the clock and the run's end (a
+ * count or a time) known when it is compiled: a pass of the spin tests
+ * none of them.
  */
-#define CLIENT_LOOP(busy, read, tsc)                                                               \
-	(iters ? client_loop(c, s, iters, end, out, err, busy, read, tsc, 0)                       \
-	       : client_loop(c, s, iters, end, out, err, busy, read, tsc, 1))
+#define CLIENT_LOOP(busy, tsc)                                                                     \
+	(iters ? client_loop(c, s, iters, end, out, err, busy, tsc, 0)                             \
+	       : client_loop(c, s, iters, end, out, err, busy, tsc, 1))
 
 static int run_client_fast(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
 			   struct bench_run *out, struct rk_error *err)
 {
-	const int busy = c->l->poll == RK_WAIT_BUSY, read = c->p->op == BENCH_OP_READ;
+	const int busy = c->l->poll == RK_WAIT_BUSY;
 
-	if (bench_clk.tsc) {
-		if (busy)
-			return read ? CLIENT_LOOP(1, 1, 1) : CLIENT_LOOP(1, 0, 1);
-		return read ? CLIENT_LOOP(0, 1, 1) : CLIENT_LOOP(0, 0, 1);
-	}
-	if (busy)
-		return read ? CLIENT_LOOP(1, 1, 0) : CLIENT_LOOP(1, 0, 0);
-	return read ? CLIENT_LOOP(0, 1, 0) : CLIENT_LOOP(0, 0, 0);
+	if (bench_clk.tsc)
+		return busy ? CLIENT_LOOP(1, 1) : CLIENT_LOOP(0, 1);
+	return busy ? CLIENT_LOOP(1, 0) : CLIENT_LOOP(0, 0);
 }
 
 /*
@@ -578,7 +458,7 @@ static int run_server_busy(struct bench_ctx *c, struct lat_state *s, struct rk_e
 			if (spins == 64)
 				s->wait_from = bench_ticks();
 			s->count = count;
-			r = tick(c, s, "waiting for a ping", err);
+			r = bench_lat_tick(c, s, "waiting for a ping", err);
 			if (r) {
 				s->pending_rx = pending;
 				return r;
@@ -600,37 +480,14 @@ static int run_server_busy(struct bench_ctx *c, struct lat_state *s, struct rk_e
 static int run_client(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
 		      struct bench_run *out, struct rk_error *err)
 {
-	uint64_t t0, t1;
 	int r;
 
-	if (c->p->op != BENCH_OP_WRITE) {
+	if (c->p->op == BENCH_OP_READ || c->p->op == BENCH_OP_WRITE)
+		r = bench_lat_onesided_client(c, s, iters, end, out, err);
+	else
 		r = run_client_fast(c, s, iters, end, out, err);
-		if (r)
-			return r;
-		goto done;
-	}
-	/* WRITE: the peer's WRITE sets the last byte of our buffer. */
-	for (;;) {
-		/* A sample costs two TSC reads (bench_clock.h). */
-		t0 = bench_ticks();
-		if (iters ? s->count >= iters : t0 >= end)
-			break;
-		r = post(c, s, err);
-		if (r)
-			return r;
-		r = wait_write(c, s, err);
-		if (r)
-			return r < 0 ? r : bench_fail(err, EPROTO, "the peer stopped mid-run");
-		t1 = bench_ticks();
-		if (out->hist)
-			bench_sample(out, t0, t1);
-		s->count++;
-		s->t_end = t1;
-		r = bench_watch_tick(c, &s->w, t1, s->count, "measuring latency", err);
-		if (r)
-			return r;
-	}
-done:
+	if (r)
+		return r;
 	s->cpu_end = bench_cpu_ns();
 	r = repost(c, s, 1, err);
 	r = r ?: bench_send_done(c, s->count, err);
@@ -662,8 +519,9 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 		s->cpu_end = bench_cpu_ns();
 		return r ?: bench_send_done(c, 0, err);
 	}
-	if (c->l->poll == RK_WAIT_BUSY && c->p->op != BENCH_OP_WRITE) {
-		r = run_server_busy(c, s, err);
+	if (c->p->op == BENCH_OP_WRITE || c->l->poll == RK_WAIT_BUSY) {
+		r = c->p->op == BENCH_OP_WRITE ? bench_lat_write_server(c, s, err)
+					       : run_server_busy(c, s, err);
 		if (r < 0)
 			return r;
 		goto done;
