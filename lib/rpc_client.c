@@ -23,9 +23,13 @@ static int alloc_slots(struct rk_rpc_client *cl, struct rk_error *err)
 	cl->free_slots = calloc(cl->window, sizeof(*cl->free_slots));
 	if (!cl->calls || !cl->free_slots)
 		return rk__err_set(err, ENOMEM, "rk_rpc_client_connect", NULL);
-	for (uint32_t i = 0; i < cl->window; i++)
+	for (uint32_t i = 0; i < cl->window; i++) {
 		cl->free_slots[i] = (uint16_t)(cl->window - 1 - i);
+		cl->calls[i].want = WANT_NONE;
+	}
 	cl->nfree = cl->window;
+	for (unsigned k = 0; k < RECV_BATCH; k++) /* 0-byte receives: no SGE */
+		cl->ans_rx[k].next = k + 1 < RECV_BATCH ? &cl->ans_rx[k + 1] : NULL;
 	return 0;
 }
 

@@ -40,7 +40,7 @@ static inline void slot_release(struct rk_rpc_client *cl, uint16_t i)
 {
 	struct call *c = &cl->calls[i];
 
-	if (c->req_stage || c->resp_stage) { /* a rendezvous or a large answer only */
+	if (__builtin_expect(c->far, 0)) { /* a rendezvous or a large answer only: stages */
 		rk_mr_dereg(c->req_stage);
 		rk_mr_dereg(c->resp_stage);
 		c->req_stage = c->resp_stage = NULL;
@@ -95,7 +95,7 @@ static inline void maybe_release(struct rk_rpc_client *cl, uint16_t i)
 {
 	struct call *c = &cl->calls[i];
 
-	if (c->state == C_ZOMBIE && c->send_done && c->ans_done)
+	if (c->state == C_ZOMBIE && c->send_done && c->want == WANT_NONE)
 		slot_release(cl, i);
 }
 
@@ -119,7 +119,8 @@ void rk__rpc_cl_fail_all(struct rk_rpc_client *cl, int e, const struct rk_error 
 		finish(cl, (uint16_t)i, -ECONNRESET, 0, 0, &cl->why);
 }
 
-static void protocol_error(struct rk_rpc_client *cl, const char *what, uint32_t imm)
+static __attribute__((noinline, cold)) void protocol_error(struct rk_rpc_client *cl,
+							   const char *what, uint32_t imm)
 {
 	struct rk_error e;
 
@@ -150,28 +151,32 @@ static __attribute__((noinline, cold)) void answer_failed(struct rk_rpc_client *
 
 /*
  * An answer arrived in a slot: @wc is its receive's successful completion.
- * The immediate names the call (slot and generation); the slot's header,
- * written by the server at any time, is copied before it is believed.
+ * The immediate names the call (slot and generation): within the window,
+ * it must be the one its slot awaits (c->want: a call in flight or timed
+ * out, of that generation, not answered yet), one compare; any other
+ * fails the connection, never touching a slot. The slot's header, written
+ * by the server at any time, is copied before it is believed.
  */
 static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client *cl,
 							    const struct ibv_wc *wc)
 {
 	uint32_t imm = ntohl(wc->imm_data);
-	uint16_t i = (uint16_t)(imm >> 16), gen = (uint16_t)imm;
+	uint16_t i = (uint16_t)(imm >> 16);
 	uint8_t hdr[RK_RPC_ANS_HDR];
 	struct rk_rpc_ans_hdr h;
 	const char *why = NULL;
 	const uint8_t *slot;
 	struct call *c;
 
-	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
-	    i >= cl->window || cl->calls[i].state == C_FREE || cl->calls[i].gen != gen ||
-	    cl->calls[i].ans_done) {
+	if (__builtin_expect(wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+				 !(wc->wc_flags & IBV_WC_WITH_IMM) || i >= cl->window ||
+				 cl->calls[i].want != imm,
+			     0)) {
 		protocol_error(cl, "an answer for no call in flight", imm);
 		return;
 	}
 	c = &cl->calls[i];
-	c->ans_done = 1;
+	c->want = WANT_NONE;
 	/* The slot is the server's to write at any time: copy, then check. */
 	slot = cl->slot_base + (size_t)i * cl->acc.slot_size;
 	memcpy(hdr, slot, sizeof(hdr));
@@ -215,14 +220,21 @@ static __attribute__((noinline, cold)) void wc_failed(struct rk_rpc_client *cl,
 	rk__rpc_cl_fail_all(cl, -EIO, &e);
 }
 
-/* The answers' receives used, RECV_BATCH of them, posted again. */
+/*
+ * The answers' receives used, RECV_BATCH of them, posted again: the
+ * client's chain (built at connect), each WR's id set again (the post
+ * replaces it by its sequence number).
+ */
 static __attribute__((noinline)) void repost_answer_recvs(struct rk_rpc_client *cl)
 {
 	struct rk_error e;
-	int r = rk__rpc_cl_post_answer_recvs(cl->conn, RECV_BATCH, &e);
+	int r;
 
-	if (r)
-		rk__rpc_cl_fail_all(cl, r, &e);
+	for (unsigned k = 0; k < RECV_BATCH; k++)
+		cl->ans_rx[k].wr_id = WRID_ANS;
+	r = rk__post_recv_kept(cl->conn, cl->ans_rx, RECV_BATCH, &e);
+	if (r != RECV_BATCH)
+		rk__rpc_cl_fail_all(cl, r < 0 ? r : -EIO, &e);
 	cl->rx_consumed = 0;
 }
 
@@ -281,20 +293,11 @@ static __attribute__((noinline)) void on_wc_waited(struct rk_rpc_client *cl,
  * The first clock reading after synchronous calls started without one:
  * their deadlines count from it (rpc_client_int.h, DEADLINE_PENDING).
  */
-static __attribute__((noinline)) void settle_deadlines(struct rk_rpc_client *cl, int64_t now)
+static __attribute__((noinline)) void settle_walk(struct rk_rpc_client *cl, int64_t now)
 {
-	struct call *c = &cl->calls[cl->pending_last];
-
-	/* The usual one: rk_rpc_call's, the last call that started pending. */
-	if (cl->npending == 1 && c->state == C_BUSY && c->deadline == DEADLINE_PENDING) {
-		c->deadline = now + c->timeout_ms;
-		if (cl->soonest < 0 || c->deadline < cl->soonest)
-			cl->soonest = c->deadline;
-		cl->npending = 0;
-		return;
-	}
 	for (uint32_t i = 0; i < cl->window && cl->npending; i++) {
-		c = &cl->calls[i];
+		struct call *c = &cl->calls[i];
+
 		if (c->state != C_BUSY || c->deadline != DEADLINE_PENDING)
 			continue;
 		c->deadline = now + c->timeout_ms;
@@ -303,6 +306,27 @@ static __attribute__((noinline)) void settle_deadlines(struct rk_rpc_client *cl,
 			cl->soonest = c->deadline;
 	}
 	cl->npending = 0;
+}
+
+/*
+ * The usual one inline (event mode settles one on almost every call):
+ * rk_rpc_call's, the last call that started pending; any other walks the
+ * window.
+ */
+static inline __attribute__((always_inline)) void settle_deadlines(struct rk_rpc_client *cl,
+								   int64_t now)
+{
+	struct call *c = &cl->calls[cl->pending_last];
+
+	if (__builtin_expect(
+		cl->npending == 1 && c->state == C_BUSY && c->deadline == DEADLINE_PENDING, 1)) {
+		c->deadline = now + c->timeout_ms;
+		if (cl->soonest < 0 || c->deadline < cl->soonest)
+			cl->soonest = c->deadline;
+		cl->npending = 0;
+		return;
+	}
+	settle_walk(cl, now);
 }
 
 /*
@@ -474,14 +498,16 @@ static __attribute__((noinline)) void look_at_clock(struct rk_rpc_client *cl)
  * polled first (no system call): a completion already there needs no
  * wait set, and the answer's completion is handled in this loop. A clock
  * reading only when the CQ had nothing, and every CLOCK_EVERY rounds
- * that found completions.
+ * that found completions. @look_first 0 (event mode's first round of a
+ * call, its CQ not armed): no poll first, the sleep's arming polls it.
  */
-int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+static inline __attribute__((always_inline)) int handle(struct rk_rpc_client *cl, int timeout_ms,
+							int look_first, struct rk_error *err)
 {
 	struct ibv_wc wc[POLL_BATCH];
 	uint64_t done = cl->completed;
 	int64_t now;
-	int n;
+	int n = 0;
 
 	/*
 	 * Completions already there first: no clock, no system call. The
@@ -494,8 +520,9 @@ int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error 
 	 * the provider; what came goes through rk_cq_take at once, which
 	 * checks each completion against the connection's window.
 	 */
-	n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
-	if (!n && timeout_ms && cl->busy)
+	if (look_first)
+		n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+	if (!n && look_first && timeout_ms && cl->busy)
 		for (unsigned k = 0; k < SPIN_POLLS && !n; k++)
 			n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
 	if (__builtin_expect(n < 0, 0))
@@ -528,6 +555,11 @@ int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error 
 	if (!cl->busy && (timeout_ms == 0 || rk_cq_mode(cl->cq) == RK_WAIT_EVENT))
 		return sleep_round(cl, timeout_ms, err);
 	return wait_round(cl, timeout_ms, err);
+}
+
+int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err)
+{
+	return handle(cl, timeout_ms, 1, err);
 }
 
 /*
@@ -587,6 +619,21 @@ void rk__rpc_cl_wait_call(struct rk_rpc_client *cl, const struct sync_result *s,
 			if (s->finished)
 				return;
 		}
+	}
+	/*
+	 * Event mode, a CQ not armed: the answer to a call just posted is not
+	 * there yet (a round trip takes microseconds, a poll tens of
+	 * nanoseconds), so the first round skips its look at the CQ and goes
+	 * to the sleep, whose arming polls the CQ once (what came before the
+	 * arming raises no event, and what came after does). An armed CQ may
+	 * hold completions an earlier round left (it took POLL_BATCH): the
+	 * usual round looks first.
+	 */
+	if (!cl->busy && !cl->cq->armed && rk_cq_mode(cl->cq) == RK_WAIT_EVENT) {
+		int r = handle(cl, -1, 0, err);
+
+		if (r < 0 && !s->finished)
+			rk__rpc_cl_fail_all(cl, r, err);
 	}
 	while (!s->finished) {
 		int r = rk__rpc_cl_handle(cl, -1, err);

@@ -141,7 +141,7 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 	uint32_t len;
 	uint8_t *buf;
 	struct call *c;
-	uint16_t i;
+	uint16_t i, gen;
 	int r, flags = 0, small;
 
 	if (cl->dead) {
@@ -173,12 +173,12 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 		if (flags < 0)
 			return flags;
 	}
-	c->gen++;
+	gen = ++c->gen;
 
 	/* Local, never addressed elsewhere: its fields stay in registers. */
 	const struct rk_rpc_req_hdr h = {.flags = (uint8_t)flags,
 					 .method = a->method,
-					 .gen = c->gen,
+					 .gen = gen,
 					 .req_len = req_len,
 					 .resp_cap = a->resp_cap};
 
@@ -215,7 +215,7 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 	cl->nfree--;
 	c->state = C_BUSY;
 	c->send_done = (uint8_t)(len <= cl->max_inline);
-	c->ans_done = 0;
+	c->want = (uint32_t)i << 16 | gen; /* the immediate its answer carries */
 	c->resp = a->resp;
 	c->resp_cap = a->resp_cap;
 	c->done = done;

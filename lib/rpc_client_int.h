@@ -48,6 +48,17 @@
 
 enum call_state { C_FREE = 0, C_BUSY, C_ZOMBIE };
 
+/*
+ * A slot's awaited answer, packed: the immediate its answer carries (the
+ * slot in the high half, the call's generation in the low) while the
+ * answer is awaited, WANT_NONE when no answer may come (the slot free, or
+ * its answer came). The answer's one check of slot state, generation and
+ * "not answered yet". WANT_NONE names slot 0xffff, never within a window
+ * (RK_RPC_MAX_WINDOW): no immediate that passed the window check matches.
+ */
+#define WANT_NONE UINT32_MAX
+_Static_assert(RK_RPC_MAX_WINDOW < 0xffff, "WANT_NONE names no slot");
+
 /* A synchronous call's outcome; the error goes straight to the caller's object. */
 struct sync_result {
 	int finished, status;
@@ -59,8 +70,13 @@ struct sync_result {
 struct call {
 	enum call_state state;
 	uint16_t gen;
-	uint8_t send_done, ans_done, direct;
-	uint8_t far; /* the request buffer holds a rendezvous or direct call's addresses */
+	uint8_t send_done, direct;
+	/*
+	 * The request buffer holds a rendezvous or direct call's addresses;
+	 * the only calls that may have stages (req_stage, resp_stage).
+	 */
+	uint8_t far;
+	uint32_t want; /* the answer's immediate while awaited, else WANT_NONE */
 	uint32_t resp_cap;
 	void *resp;
 	struct rk_mr *req_stage, *resp_stage; /* library-registered, or NULL */
@@ -97,6 +113,12 @@ struct rk_rpc_client {
 	 */
 	struct ibv_send_wr req_wr;
 	struct ibv_sge req_sge;
+	/*
+	 * The answers' receives posted again, RECV_BATCH at a time: a chain
+	 * built at connect (0-byte receives, no SGE), linked once; a post
+	 * writes only each WR's id (rk__post_recv_kept).
+	 */
+	struct ibv_recv_wr ans_rx[RECV_BATCH];
 	struct call *calls;
 	uint16_t *free_slots;
 	uint32_t nfree, inflight;

@@ -314,10 +314,13 @@ RK_API void rk_rpc_client_destroy(struct rk_rpc_client *cl);
  * within the wait's first spin (the deadline counts from the wait's first
  * clock reading, microseconds after the call). Busy, the wait spins on the
  * CQ and looks at the clock every 64 empty polls and at the connection's
- * channel (a disconnect) every 1024, one poll(2). In event mode a wait that sleeps
- * costs one clock reading, the CQ's arming (when it is not armed), one
- * poll(2) of the CQ's and the connection's channels and one read of the
- * CQ's channel.
+ * channel (a disconnect) every 1024, one poll(2). In event mode the call
+ * does not poll the CQ before it sleeps (its answer cannot be there yet)
+ * unless the CQ is still armed from an earlier wait; a wait that sleeps
+ * costs one clock reading, the CQ's arming (when it is not armed) and
+ * one poll of the CQ after it, one poll(2) of the CQ's and the
+ * connection's channels and one read of the CQ's channel. The answers'
+ * receives are posted again 16 at a time, as one chain built at connect.
  */
 RK_API int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
 		       uint32_t *resp_len, int32_t *app_code, struct rk_error *err);
