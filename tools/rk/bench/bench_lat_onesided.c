@@ -217,7 +217,11 @@ static inline __attribute__((always_inline)) int wait_read(struct bench_ctx *c, 
  * the run, when it is counted), and the buffer is folded into the
  * histogram between blocks. @timed (a duration run) compares each
  * sample's first clock reading with the run's end; a counted run compares
- * nothing but the sample pointer with its block's end.
+ * nothing but the sample pointer with its block's end. A READ round trip
+ * reads the clock once, as perftest's loop does: its sample runs from the
+ * end of the one before (the clock is read again after a fold and after
+ * the watchdog, whose time belongs to no sample). A WRITE's reaping of
+ * completions comes between two round trips, so it reads it twice.
  */
 static inline __attribute__((always_inline)) int
 client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t end,
@@ -242,6 +246,8 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 
 		if (!timed && iters - count < (uint64_t)(buf_end - smp))
 			blk_end = smp + (iters - count);
+		if (!write) /* after the fold: a READ's sample starts where the last ended */
+			t0 = bench_lat_ticks(tsc);
 		while (smp != blk_end) {
 			if (write && __builtin_expect(!until_reap, 0)) {
 				int64_t n = reap_writes(c, s, count, keep, err);
@@ -250,7 +256,8 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 					return (int)n;
 				until_reap = (uint32_t)n;
 			}
-			t0 = bench_lat_ticks(tsc);
+			if (write)
+				t0 = bench_lat_ticks(tsc);
 			if (timed && t0 >= end)
 				goto out;
 			if (write) {
@@ -275,10 +282,13 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 			t1 = bench_lat_ticks(tsc);
 			/* A clock read backwards (t1 < t0) is a 0 in the fold. */
 			*smp++ = t1 - t0;
+			t0 = t1;
 			if (!(++count & (BENCH_LAT_WATCH_EVERY - 1))) {
 				r = bench_watch_tick(c, &s->w, t1, count, "measuring latency", err);
 				if (r)
 					return r;
+				if (!write) /* the watchdog's time is no sample's */
+					t0 = bench_lat_ticks(tsc);
 			}
 		}
 		if (!timed && count >= iters)
