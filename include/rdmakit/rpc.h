@@ -220,11 +220,13 @@ RK_API void *rk_rpc_reply_buf(struct rk_rpc_req *req, uint32_t len);
  * (copied before return, unless @data is the request's rk_rpc_reply_buf()).
  * More than resp_cap bytes answer -EMSGSIZE.
  * Frees @req: do not touch it afterwards. From the progress thread the
- * answer is posted at once: one WRITE WITH IMMEDIATE, its header and data
- * copied once, sent inline from a WR the connection keeps when they fit
- * its inline size (the conn options' max_inline up to 256 bytes; 128 by
- * default: 116 bytes of data), else from one of its answer buffers (and WRITEs of
- * staged data when it is larger than the slot). From another thread it is
+ * answer is posted at once (or, when the send queue is full, once it has
+ * room): one WRITE WITH IMMEDIATE, its header and data copied once, sent
+ * inline from a WR the connection keeps when they fit its inline size
+ * (what the device granted for the conn options' max_inline, 128 asked
+ * by default, at most 256 bytes: 116 bytes of data when 128 is granted;
+ * a device may grant more), else from one of its answer buffers (and
+ * WRITEs of staged data when it is larger than the slot). From another thread it is
  * queued and the progress thread woken (one malloc and memcpy of the
  * data, one write(2)).
  * Returns 0, or -ENOMEM when there was no memory for the copy: the caller

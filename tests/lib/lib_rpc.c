@@ -7,7 +7,9 @@
  * 10,000 async calls with 64 in flight, each matched to its caller; an
  * unknown method; a handler's error code; an answer deferred to another
  * thread; a deadline that passes (and the late answer dropped); answers
- * larger than the caller accepts; hostile clients (a slot beyond the
+ * larger than the caller accepts; answers at both edges of the inline
+ * size (116 / 117 and 244 / 245 bytes), from the progress thread and the
+ * worker at once; hostile clients (a slot beyond the
  * window, a busy slot, a length beyond the buffer, garbage, a write where
  * a SEND belongs) each served once, then dropped for the reason the server
  * logs, with the good client unaffected; a server that answers with a forged
@@ -1020,6 +1022,110 @@ static void limits(struct rk_device *dev, const char *addr)
 	printf("limits: ok\n");
 }
 
+/*
+ * Answers at the inline edge. The server's answers whose header and data
+ * fit its connection's inline size go from a WR the connection keeps, the
+ * rest from a send buffer: a server whose connections ask 256 bytes inline
+ * (244 bytes of data inline, 245 not) and the main one (128 asked: 116 and
+ * 117 when the provider grants what is asked) echo every size around both
+ * edges, each byte checked. Then calls of 65..264 bytes with INFLIGHT in
+ * flight on the 256-byte server, every third answered by the worker thread
+ * (queued, posted by the progress thread between its own answers), each
+ * answer matched to its call.
+ */
+#define EDGE_CALLS 2000u
+#define EDGE_MAX   264u
+
+struct edge_call {
+	uint32_t id, len;
+	int done;
+	uint8_t req[EDGE_MAX], resp[EDGE_MAX];
+};
+
+static unsigned edge_done;
+
+static void edge_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
+{
+	struct edge_call *c = arg;
+
+	if (status || code || len != c->len)
+		LT_FAIL("call %u of %u bytes at the inline edge: %d, code %d, %u bytes: %s", c->id,
+			c->len, status, code, len, rk_error_str(e));
+	if (lt_check(c->resp, len, c->id) >= 0)
+		LT_FAIL("call %u of %u bytes at the inline edge: byte %ld is not its own", c->id,
+			len, lt_check(c->resp, len, c->id));
+	c->done = 1;
+	edge_done++;
+}
+
+static void inline_edges(struct rk_device *dev, const char *addr, struct rk_rpc_client *main_cl,
+			 int quick)
+{
+	static const uint32_t edges[] = {0, 1, 115, 116, 117, 243, 244, 245, 246, 255, 256, 257};
+	static struct edge_call calls[EDGE_CALLS];
+	const struct rk_conn_opts copts = {.max_inline = 256};
+	struct rk_rpc_server_opts so = {
+	    .addr = addr, .port = "7596", .window = INFLIGHT, .conn = &copts, .mode = wait_mode};
+	struct rk_rpc_client_opts co = {
+	    .host = addr, .port = "7596", .timeout_ms = CONNECT_MS, .mode = wait_mode};
+	unsigned n = quick ? 200 : EDGE_CALLS, next = 0;
+	struct rk_rpc_client *cl;
+	struct rk_error e;
+	pthread_t th;
+	int64_t t0 = lt_now_ms();
+
+	for (unsigned i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		echo(main_cl, edges[i], 0);
+
+	stop2 = 0;
+	LT_CHECK(rk_rpc_server_create(dev, &so, &e, &srv2), &e);
+	LT_CHECK(rk_rpc_server_add(srv2, M_ECHO, h_echo, NULL), NULL);
+	LT_CHECK(rk_rpc_server_add(srv2, M_DEFER, h_defer, NULL), NULL);
+	if (pthread_create(&th, NULL, server2_loop, NULL))
+		LT_FAIL("pthread_create");
+	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+	for (unsigned i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		echo(cl, edges[i], 0);
+
+	edge_done = 0;
+	while (edge_done < n) {
+		while (next < n && rk_rpc_client_inflight(cl) < INFLIGHT) {
+			struct edge_call *c = &calls[next];
+			/* 65..264: past the deferred handler's delay (<= 64 bytes) */
+			struct rk_rpc_call_args a = {.method = next % 3 ? M_ECHO : M_DEFER,
+						     .req = c->req,
+						     .resp = c->resp,
+						     .timeout_ms = 30000};
+			int r;
+
+			c->id = next;
+			c->len = 65 + (next * 37) % (EDGE_MAX - 64);
+			c->done = 0;
+			lt_fill(c->req, c->len, c->id);
+			memset(c->resp, 0xee, sizeof(c->resp));
+			a.req_len = a.resp_cap = c->len;
+			r = rk_rpc_call_async(cl, &a, edge_cb, c, &e);
+			if (r == -EAGAIN)
+				break;
+			LT_CHECK(r, &e);
+			next++;
+		}
+		LT_CHECK(rk_rpc_client_progress(cl, 1000, &e), &e);
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (!calls[i].done)
+			LT_FAIL("call %u at the inline edge never completed", i);
+	rk_rpc_client_destroy(cl);
+	stop2 = 1;
+	pthread_join(th, NULL);
+	rk_rpc_server_destroy(srv2);
+	srv2 = NULL;
+	stop2 = 0;
+	printf("inline edge: %u calls of 65..%u bytes, a third answered from the worker: all "
+	       "matched (%lld ms)\n",
+	       n, EDGE_MAX, (long long)(lt_now_ms() - t0));
+}
+
 static unsigned flight_n;
 
 static void flight_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
@@ -1103,6 +1209,7 @@ int main(int argc, char **argv)
 	errors(cl);
 	async_deadline(cl);
 	late_answer(cl);
+	inline_edges(dev, addr, cl, quick);
 	nhostile = hostile(dev, addr, port, cl, quick);
 	limits(dev, addr);
 	forged_answers(dev, addr, quick);

@@ -209,12 +209,90 @@ static void accept_reply(void **state)
 	assert_int_equal(rk__rpc_accept_decode(buf, sizeof(buf), &d), -EBADMSG);
 }
 
+/*
+ * The usual request's short path (rk__rpc_req_decode_usual) against the
+ * decoder at every edge of each field it checks: it accepts exactly what
+ * the decoder accepts without flags, with the same fields, and refuses
+ * the rest (other versions, any flag, the window's edge, a length one off
+ * what came, req_inline and the slot one byte past).
+ */
+struct usual_case {
+	uint8_t version, flags;
+	uint16_t slot;
+	uint32_t req_len, resp_cap;
+	size_t came; /* body bytes that came */
+};
+
+static void usual_agrees(void **state)
+{
+	static const struct usual_case cases[] = {
+	    {1, 0, 0, 0, 0, 0}, /* accepted from here ... */
+	    {1, 0, 63, 5, 4084, 5},
+	    {1, 0, 63, 4044, 4084, 4044}, /* ... to every limit */
+	    {0, 0, 0, 0, 0, 0},		  /* refused from here on */
+	    {2, 0, 0, 0, 0, 0},
+	    {1, RK_RPC_F_RDV, 0, 5, 0, 0},
+	    {1, RK_RPC_F_DIRECT, 0, 5, 4084, 5},
+	    {1, RK_RPC_F_DIRECT, 0, 5, 8192, 5},
+	    {1, 4, 0, 5, 0, 5},
+	    {1, 0x80, 0, 5, 0, 5},
+	    {1, 0, 64, 5, 0, 5},
+	    {1, 0, 0xffff, 5, 0, 5},
+	    {1, 0, 0, 5, 0, 4},
+	    {1, 0, 0, 5, 0, 6},
+	    {1, 0, 0, 4045, 0, 4045},
+	    {1, 0, 0, 0, 4085, 0},
+	    {1, 0, 0, 0, 0xffffffffu, 0},
+	    {1, 0, 0, 0xffffffffu, 0, 0},
+	};
+	static uint8_t buf[RK_RPC_REQ_HDR + 4096];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct usual_case *k = &cases[i];
+		struct rk_rpc_req_hdr h = sample(), d, u;
+		const char *why = NULL;
+		size_t len = RK_RPC_REQ_HDR + k->came;
+		int full, usual;
+
+		h.flags = k->flags;
+		h.slot = k->slot;
+		h.req_len = k->req_len;
+		h.resp_cap = k->resp_cap;
+		h.resp_addr = 0x99; /* what a DIRECT call would carry */
+		rk__rpc_req_encode(&h, buf);
+		buf[0] = k->version;
+		memset(buf + RK_RPC_REQ_HDR, 'u', k->came);
+		memset(&u, 0, sizeof(u));
+		full = rk__rpc_req_decode(buf, len, &lim, &d, &why);
+		usual = rk__rpc_req_decode_usual(buf, len, &lim, &u);
+		assert_int_equal(usual == 0, i < 3);
+		assert_int_equal(usual == 0, full == 0 && d.flags == 0);
+		if (usual)
+			continue;
+		assert_int_equal(u.version, d.version);
+		assert_int_equal(u.flags, 0);
+		assert_int_equal(u.method, d.method);
+		assert_int_equal(u.slot, d.slot);
+		assert_int_equal(u.gen, d.gen);
+		assert_int_equal(u.req_len, d.req_len);
+		assert_int_equal(u.resp_cap, d.resp_cap);
+		assert_true(u.slot_addr == d.slot_addr);
+		assert_int_equal(u.slot_rkey, d.slot_rkey);
+	}
+	/* Shorter than the header: refused, whatever the bytes. */
+	for (size_t n = 0; n < RK_RPC_REQ_HDR; n++) {
+		struct rk_rpc_req_hdr u;
+
+		assert_int_equal(rk__rpc_req_decode_usual(buf, n, &lim, &u), -1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(request_round_trip),
-	    cmocka_unit_test(request_refused),
-	    cmocka_unit_test(answers),
+	    cmocka_unit_test(request_round_trip), cmocka_unit_test(request_refused),
+	    cmocka_unit_test(usual_agrees),	  cmocka_unit_test(answers),
 	    cmocka_unit_test(accept_reply),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
