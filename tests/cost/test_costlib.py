@@ -451,6 +451,14 @@ class Guard(unittest.TestCase):
         self.res["rpc_rtt_busy"]["rk"]["server"]["per_op"] *= 1.025
         self.assertEqual(self.run_guard(), 0)
 
+    def test_copy_holds_the_work_outside_the_waits(self):
+        r = self.res["copy_per_mib"]["rk"]["client"]
+        r["outside_wait"], r["per_op"] = r["per_op"], r["per_op"] * 1.05  # longer waits
+        self.assertEqual(self.run_guard(), 0)
+        r["outside_wait"] *= 1.05
+        self.assertEqual(self.run_guard(), 1)
+        self.assertRegex(self.out.getvalue(), r"copy_per_mib +client .* FAIL  \(outside_wait\)")
+
     def test_other_toolchain_is_skipped(self):
         tc = dict(self.base["toolchain"], gcc="gcc (Debian 13.2.0) 13.2.0")
         self.assertEqual(self.run_guard(tc), self.cost.SKIP)
