@@ -333,11 +333,8 @@ static inline __attribute__((always_inline)) int client_loop(struct bench_ctx *c
 	if (!timed && count >= iters)
 		goto out;
 	for (;;) {
-		uint64_t *const buf_end = bench_lat_samples_end(out);
-		uint64_t *blk_end = buf_end;
+		uint64_t *const blk_end = bench_lat_block_end(out, smp, iters, count, timed);
 
-		if (!timed && iters - count < (uint64_t)(buf_end - smp))
-			blk_end = smp + (iters - count);
 		while (smp != blk_end) {
 			t0 = bench_lat_ticks(tsc);
 			if (timed && t0 >= end)

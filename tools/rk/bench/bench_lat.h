@@ -77,6 +77,21 @@ static inline uint64_t *bench_lat_samples_end(const struct bench_run *out)
 	return out->hist ? out->samples + out->cap_samples : bench_lat_scratch + BENCH_LAT_SCRATCH;
 }
 
+/*
+ * Where the block of samples that starts at @smp ends: the end of the
+ * sample buffer, or sooner the end of a counted run (@timed 0) that has
+ * done @count of its @iters round trips.
+ */
+static inline uint64_t *bench_lat_block_end(const struct bench_run *out, uint64_t *smp,
+					    uint64_t iters, uint64_t count, const int timed)
+{
+	uint64_t *const buf_end = bench_lat_samples_end(out);
+
+	if (!timed && iters - count < (uint64_t)(buf_end - smp))
+		return smp + (iters - count);
+	return buf_end;
+}
+
 /* The first sample of a loop that starts (or goes on) now. */
 static inline uint64_t *bench_lat_samples_at(const struct bench_run *out)
 {

@@ -241,11 +241,8 @@ client_loop(struct bench_ctx *c, struct lat_state *s, uint64_t iters, uint64_t e
 	if (!timed && count >= iters)
 		goto out;
 	for (;;) {
-		uint64_t *const buf_end = bench_lat_samples_end(out);
-		uint64_t *blk_end = buf_end;
+		uint64_t *const blk_end = bench_lat_block_end(out, smp, iters, count, timed);
 
-		if (!timed && iters - count < (uint64_t)(buf_end - smp))
-			blk_end = smp + (iters - count);
 		if (!write) /* after the fold: a READ's sample starts where the last ended */
 			t0 = bench_lat_ticks(tsc);
 		while (smp != blk_end) {
