@@ -145,9 +145,12 @@ class Profile:
                    and caller[1] not in EXCLUDE_CALLERS_OF}
         for caller in callers:
             v += self.inclusive(caller, event)
+        # By plain name: a clone (bench_lat_tick.part.0, .isra.0) is the
+        # same work, and a call from one excluded function into another (or
+        # into its own clone) is counted once, at the outer call.
         for (caller, callee), c in self.edges.items():
-            if callee[1] in EXCLUDE_CALLEES and caller[1] not in EXCLUDE_CALLEES \
-                    and caller not in callers:
+            if plain_name(callee[1]) in EXCLUDE_CALLEES \
+                    and plain_name(caller[1]) not in EXCLUDE_CALLEES and caller not in callers:
                 v += c[1 + i]
         return v
 
@@ -376,8 +379,11 @@ def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None,
             raise ValueError("no loop function %r in the profile" % (loop,))
         ir = sum(prof.inclusive(f) for f in fns) - loop_excluded(prof, fns, loop)
     # The library's waits, inclusive: what waiting costs a library program.
-    wait_ir = sum(prof.inclusive(f) for f in prof.functions()
-                  if f[1].split(".")[0] in WAIT_FUNCTIONS)
+    # At each call from outside them, by plain name: a wait's clone
+    # (rk_wait.part.0) or a wait called from another is not counted twice.
+    i_ir = prof.ev("Ir")
+    wait_ir = sum(c[1 + i_ir] for (a, b), c in prof.edges.items()
+                  if plain_name(b[1]) in WAIT_FUNCTIONS and plain_name(a[1]) not in WAIT_FUNCTIONS)
     out = {"ir": ir, "ir_total": ir_total, "sys": prof.total("sysCount") - exc_sys - clock,
            "clock": clock, "doorbells": doorbells, "polls": polls, "excluded_ir": exc_ir, "calls": calls,
            "wait_ir": wait_ir}

@@ -404,9 +404,15 @@ class Names(unittest.TestCase):
         names = [n for n in costlib.EXCLUDE_CALLEES if n not in costlib.EXCLUDE_EXTERNAL]
         names += list(costlib.WAIT_FUNCTIONS)
         for name in names:
-            defined = re.search(r"^[A-Za-z_][^;=\n]*\b%s\([^;]*$" % re.escape(name),
-                                text, re.M)
+            # A definition: at the start of a line (its type there or on the
+            # line before), its parameters (over lines, one level of
+            # parentheses inside), then its body; not a prototype, not a call.
+            defined = re.search(r"^((?:[A-Za-z_][^;=\n]*[\s*])?)%s\(([^;{}()]|\([^;{}()]*\))*\)\s*\{"
+                                % re.escape(name), text, re.M)
             self.assertIsNotNone(defined, "%s is no function of the tree" % name)
+            # An inlined function is in no profile: leaving it out would do nothing.
+            self.assertTrue("inline" not in defined.group(1) or "noinline" in defined.group(1),
+                            "%s is inline: no profile names it" % name)
 
 
 class Guard(unittest.TestCase):
@@ -420,6 +426,12 @@ class Guard(unittest.TestCase):
         import json
         self.base = json.load(open(self.file))
         self.res = {c: {"rk": copy.deepcopy(sides)} for c, sides in self.base["cells"].items()}
+        # A side held to another figure has it in its results, beside the
+        # plain slope the baseline keeps as "plain".
+        for sides in self.res.values():
+            for r in sides["rk"].values():
+                if r.get("figure", "per_op") != "per_op":
+                    r[r["figure"]], r["per_op"] = r["per_op"], r["plain"]
         self.out = io.StringIO()
 
     def run_guard(self, tc=None):
@@ -451,13 +463,33 @@ class Guard(unittest.TestCase):
         self.res["rpc_rtt_busy"]["rk"]["server"]["per_op"] *= 1.025
         self.assertEqual(self.run_guard(), 0)
 
+    def test_figures_agree_with_the_cells(self):
+        for name, sides in self.base["cells"].items():
+            for v in sides.values():
+                self.assertEqual(v.get("figure", "per_op"),
+                                 self.cost.CELLS[name].get("guard_figure", "per_op"))
+                self.assertEqual(v.get("plain") is not None, v.get("figure", "per_op") != "per_op")
+
     def test_copy_holds_the_work_outside_the_waits(self):
         r = self.res["copy_per_mib"]["rk"]["client"]
-        r["outside_wait"], r["per_op"] = r["per_op"], r["per_op"] * 1.05  # longer waits
+        r["per_op"] *= 1.05  # longer waits
         self.assertEqual(self.run_guard(), 0)
         r["outside_wait"] *= 1.05
         self.assertEqual(self.run_guard(), 1)
-        self.assertRegex(self.out.getvalue(), r"copy_per_mib +client .* FAIL  \(outside_wait\)")
+        self.assertRegex(self.out.getvalue(), r"copy_per_mib +client .* FAIL  \(outside_wait")
+
+    def test_copy_waits_are_held_loosely(self):
+        r = self.res["copy_per_mib"]["rk"]["server"]
+        r["per_op"] *= 1.10  # the waits grew by a tenth of the whole
+        self.assertEqual(self.run_guard(), 1)
+        self.assertRegex(self.out.getvalue(), r"copy_per_mib +server .* FAIL  \(per_op, limit \+8 %\)")
+
+    def test_a_missing_figure_fails(self):
+        del self.res["copy_per_mib"]["rk"]["client"]["outside_wait"]
+        self.assertEqual(self.run_guard(), 1)
+        self.assertIn("no outside_wait figure", self.out.getvalue())
+        self.assertEqual(self.cost.over_limit(self.res, self.file, self.base["toolchain"]),
+                         ["copy_per_mib"])
 
     def test_other_toolchain_is_skipped(self):
         tc = dict(self.base["toolchain"], gcc="gcc (Debian 13.2.0) 13.2.0")
