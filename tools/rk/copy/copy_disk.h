@@ -8,9 +8,10 @@
  * no logging; it knows no protocol beyond the hash (XXH3-128, copy_proto.h).
  * Each function works on the fds and names it is given and returns a
  * negative errno (or an answer) for the caller to report; none keeps state.
- * Every name is a single component looked up in a directory fd the caller
- * opened beneath DIR (copy_path.h). Not thread-safe per fd or buffer: one
- * session's thread owns the fds, the hash state and the buffer it passes.
+ * Every name is a single component in a directory fd the caller opened
+ * beneath DIR (copy_path.h). The caller owns the fds, the hash state and
+ * the buffer it passes, and must not share them with another thread
+ * during a call.
  */
 #ifndef RK_COPY_DISK_H
 #define RK_COPY_DISK_H
@@ -27,7 +28,7 @@
 /*
  * cp_disk_pwrite_all - write @len bytes of @p at @off of @fd, retrying short
  * writes and EINTR. Returns 0 or a negative errno (-EIO if the file system
- * took nothing). Blocks on the write; copies nothing itself.
+ * took nothing). Blocks on the write.
  */
 int cp_disk_pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off);
 
@@ -91,7 +92,8 @@ int64_t cp_disk_resume_point(int fd, uint64_t size, uint64_t have, const uint8_t
  * the file system has it (tmpfs, ext4, xfs...), else link() + unlink(),
  * which fails with EEXIST just as atomically; only where neither works
  * (some network file systems) is it check-then-rename. Returns 0, or -1
- * with errno set (EEXIST: the name is taken). Neither fsyncs.
+ * with errno set (EEXIST: the name is taken). No fsync: the caller syncs
+ * the file before and its directory after.
  */
 int cp_disk_commit(int dirfd, const char *tmp, const char *leaf, int replace);
 
