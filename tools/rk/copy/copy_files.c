@@ -1,5 +1,4 @@
 /* copy_files.c - a session's records applied to files; see copy_files.h. */
-#define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -7,16 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include "cli.h"
+#include "copy_disk.h"
 #include "copy_files.h"
 #include "copy_path.h"
-#include "copy_token.h"
-
-#define HASH_BUF (1u << 20)
 
 static const char *who(const struct cp_files *fs)
 {
@@ -77,7 +72,7 @@ int cp_files_init(struct cp_files *fs, const struct cp_server *srv, const char *
 	fs->next_id = 1;
 	for (unsigned i = 0; i < CP_SERVE_MAX_OPEN; i++)
 		fs->files[i].fd = fs->files[i].dirfd = -1;
-	fs->hashbuf = malloc(HASH_BUF);
+	fs->hashbuf = malloc(CP_DISK_HASH_BUF);
 	return fs->hashbuf ? 0 : -ENOMEM;
 }
 
@@ -141,88 +136,6 @@ static uint16_t open_errno_code(int e)
 	return CP_E_IO;
 }
 
-static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
-/* Add bytes [@off, @len) of @fd to @st. */
-static int hash_range(struct cp_files *fs, int fd, uint64_t off, uint64_t len, XXH3_state_t *st)
-{
-	while (off < len) {
-		size_t want = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
-		ssize_t n = pread(fd, fs->hashbuf, want, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO; /* shrank under us */
-		XXH3_128bits_update(st, fs->hashbuf, (size_t)n);
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
-/* Hash the first @len bytes of @fd into @st (reset first). */
-static int hash_prefix(struct cp_files *fs, int fd, uint64_t len, XXH3_state_t *st)
-{
-	XXH3_128bits_reset(st);
-	return hash_range(fs, fd, 0, len, st);
-}
-
-static int free_space_ok(int dirfd, uint64_t need)
-{
-	struct statvfs v;
-
-	if (fstatvfs(dirfd, &v))
-		return 1; /* cannot tell: let the writes decide */
-	return v.f_frsize == 0 || need / v.f_frsize <= v.f_bavail;
-}
-
-/*
- * Whether the final file of @f (f->leaf in f->dirfd) is a regular file of
- * f->size bytes whose XXH3-128 is @whole: 1 yes, 0 no, or a negative errno
- * when it could not be read. Only a file of exactly that size is read (so
- * never more than --max-file-size), and nothing about it goes back but
- * the answer. Uses f->st (reset).
- */
-static int final_matches(struct cp_files *fs, struct cp_rfile *f, const uint8_t *whole)
-{
-	struct stat now;
-	uint8_t h[16];
-	int fd, r;
-
-	fd = cp_openat_beneath(f->dirfd, f->leaf, O_RDONLY | O_NONBLOCK, 0);
-	if (fd < 0)
-		return 0;
-	/* What we opened, not what fstatat saw: it may have been swapped since. */
-	if (fstat(fd, &now) || !S_ISREG(now.st_mode) || (uint64_t)now.st_size != f->size) {
-		close(fd);
-		return 0;
-	}
-	r = hash_prefix(fs, fd, f->size, f->st);
-	close(fd);
-	if (r)
-		return r;
-	cp_hash_digest(f->st, h);
-	return cp_token_equal(h, whole, 16);
-}
-
 /* @f is there already, identical: DONE up to date, and a log line. */
 static void up_to_date(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
 		       int unlink_tmp)
@@ -241,7 +154,9 @@ static void up_to_date(struct cp_files *fs, struct cp_results *c, struct cp_rfil
 static void begin_existing(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
 			   const struct stat *fin, const uint8_t *whole)
 {
-	int r = (uint64_t)fin->st_size == f->size ? final_matches(fs, f, whole) : 0;
+	int r = (uint64_t)fin->st_size == f->size
+		    ? cp_disk_final_matches(f->dirfd, f->leaf, f->size, whole, f->st, fs->hashbuf)
+		    : 0;
 
 	if (r < 0)
 		fail_file(fs, c, f, CP_E_IO, r, 0, 0);
@@ -264,127 +179,6 @@ static int name_ok(const struct cp_files *fs, const char *name, size_t len)
 	if (cp_path_check(name, len))
 		return 0;
 	return ul == 0 || (len >= ul && !memcmp(name, u, ul) && (len == ul || name[ul] == '/'));
-}
-
-/*
- * Whether the temporary's name still names the file we wrote (f->fd): a
- * rename moves the name, so what it moves into place must be ours.
- */
-static int same_file(const struct cp_rfile *f)
-{
-	struct stat a, b;
-
-	return fstat(f->fd, &a) == 0 && fstatat(f->dirfd, f->tmp, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-}
-
-/*
- * The temporary, opened and locked (flock: one writer per file). An
- * existing one is reused only for --resume and only when it is ours beyond
- * doubt: reached without following a link, a regular file with one link,
- * owned by our uid, and still the one under the name once we hold the
- * lock. Anything else found there (a stale temporary without --resume, a
- * planted hard or symbolic link, a file of someone else) is unlinked - the
- * name, never what it points to - and a new one created with O_EXCL, so
- * what we write always lands in a file we created. Returns the fd with
- * *@st filled, or -EBUSY (another session holds it) or another negative errno.
- */
-static int open_temp(struct cp_rfile *f, int resume, struct stat *st)
-{
-	int fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_NONBLOCK, 0);
-	int found = 0;
-	struct stat cur;
-
-	if (fd >= 0) {
-		if (flock(fd, LOCK_EX | LOCK_NB)) {
-			close(fd);
-			return -EBUSY;
-		}
-		/*
-		 * We hold the lock of what we opened; the name may have moved on
-		 * since (another session unlinked that file and created its own).
-		 * Only while the name is still the file we hold may we reuse it
-		 * or unlink it: the lock is the proof no session writes it.
-		 */
-		if (fstat(fd, st) || fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) ||
-		    cur.st_ino != st->st_ino || cur.st_dev != st->st_dev) {
-			close(fd);
-			return -EBUSY;
-		}
-		if (resume && S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_uid == geteuid())
-			return fd;
-		found = 1;
-	} else if (fd == -ELOOP || fd == -EXDEV || fd == -ENOTDIR || fd == -EISDIR) {
-		/*
-		 * Not a file we could open: a planted symlink (or a directory)
-		 * under the name. Only a name that is not a regular file is
-		 * unlinked unopened: no session can be writing it.
-		 */
-		found = fstatat(f->dirfd, f->tmp, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
-			!S_ISREG(cur.st_mode) && !S_ISDIR(cur.st_mode);
-		if (!found)
-			return fd;
-	} else if (fd != -ENOENT) {
-		return fd; /* EMFILE, EACCES, ...: never a reason to unlink */
-	}
-	if (found && unlinkat(f->dirfd, f->tmp, 0) && errno != ENOENT) {
-		int e = -errno;
-
-		if (fd >= 0)
-			close(fd);
-		return e;
-	}
-	if (fd >= 0)
-		close(fd);
-	fd = cp_openat_beneath(f->dirfd, f->tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd == -EEXIST)
-		return -EBUSY; /* another session created it just now */
-	if (fd < 0)
-		return fd;
-	if (flock(fd, LOCK_EX | LOCK_NB) || fstat(fd, st)) {
-		close(fd);
-		return -EBUSY;
-	}
-	return fd;
-}
-
-/*
- * Resume, a temporary of @have bytes: the longest prefix among those the
- * client proved (its hashes at multiples of the proof step, and of the
- * whole file) that the temporary holds byte for byte. Leaves f->st at the
- * hash of that prefix; returns its length or a negative errno.
- */
-static int64_t resume_point(struct cp_files *fs, struct cp_rfile *f, uint64_t have,
-			    const uint8_t *proof, unsigned nproof, const uint8_t *whole)
-{
-	uint64_t step = cp_proof_step(f->size, fs->chunk), good = 0, off = 0;
-	XXH3_state_t *probe = XXH3_createState();
-	uint8_t h[16];
-
-	if (!probe)
-		return -ENOMEM;
-	XXH3_128bits_reset(f->st);
-	XXH3_128bits_reset(probe);
-	for (unsigned k = 1; k <= nproof + 1; k++) {
-		uint64_t end = k <= nproof ? k * step : f->size;
-		int r;
-
-		if (end > have)
-			break;
-		r = hash_range(fs, f->fd, off, end, probe);
-		if (r) {
-			XXH3_freeState(probe);
-			return r;
-		}
-		off = end;
-		cp_hash_digest(probe, h);
-		if (!cp_token_equal(h, k <= nproof ? proof + 16 * (k - 1) : whole, 16))
-			break;
-		XXH3_copyState(f->st, probe);
-		good = end;
-	}
-	XXH3_freeState(probe);
-	return (int64_t)good;
 }
 
 /*
@@ -502,11 +296,11 @@ static void begin_file(struct cp_files *fs, struct cp_results *c, const struct c
 		fail_file(fs, c, f, open_errno_code(errno), errno, 0, 0);
 		return;
 	}
-	if (!free_space_ok(f->dirfd, f->size)) {
+	if (!cp_disk_free_space_ok(f->dirfd, f->size)) {
 		fail_file(fs, c, f, CP_E_NOSPACE, 0, 0, 0);
 		return;
 	}
-	f->fd = open_temp(f, resume, &st);
+	f->fd = cp_disk_open_temp(f->dirfd, f->tmp, resume, &st);
 	if (f->fd < 0) {
 		e = f->fd;
 		f->fd = -1; /* not ours: leave it alone */
@@ -523,7 +317,9 @@ static void begin_file(struct cp_files *fs, struct cp_results *c, const struct c
 	if (resume && st.st_size > 0) {
 		uint64_t have = (uint64_t)st.st_size < f->size ? (uint64_t)st.st_size : f->size;
 
-		good = resume_point(fs, f, have, proof, nproof, r->hash);
+		good = cp_disk_resume_point(f->fd, f->size, have, proof, nproof,
+					    cp_proof_step(f->size, fs->chunk), r->hash, f->st,
+					    fs->hashbuf);
 		if (good < 0) {
 			fail_file(fs, c, f, CP_E_IO, (int)good, 0, 1);
 			return;
@@ -559,7 +355,7 @@ static void data_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile
 		fail_file(fs, c, f, CP_E_HASH, 0, r->a, 1);
 		return;
 	}
-	e = pwrite_all(f->fd, data + r->data_off, r->data_len, r->a);
+	e = cp_disk_pwrite_all(f->fd, data + r->data_off, r->data_len, r->a);
 	if (e) {
 		fail_file(fs, c, f, open_errno_code(e), e, r->a, 1);
 		return;
@@ -567,36 +363,9 @@ static void data_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile
 	f->next_off += r->data_len;
 }
 
-/*
- * Move the verified temporary into place. Without --force the name must
- * not exist: RENAME_NOREPLACE where the file system has it (tmpfs, ext4,
- * xfs...), else link() + unlink(), which fails with EEXIST just as
- * atomically; only where neither works (some network file systems) is it
- * check-then-rename.
- */
-static int commit_rename(int dirfd, const char *tmp, const char *leaf, unsigned flags)
-{
-	struct stat st;
-
-	if (renameat2(dirfd, tmp, dirfd, leaf, flags) == 0)
-		return 0;
-	if (!flags || errno != EINVAL)
-		return -1;
-	if (linkat(dirfd, tmp, dirfd, leaf, 0) == 0)
-		return unlinkat(dirfd, tmp, 0) && errno != ENOENT ? -1 : 0;
-	if (errno == EEXIST)
-		return -1;
-	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		errno = EEXIST;
-		return -1;
-	}
-	return renameat(dirfd, tmp, dirfd, leaf);
-}
-
 static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile *f,
 		     const struct cp_rec *r)
 {
-	unsigned flags = (fs->flags & CP_F_FORCE) ? 0 : RENAME_NOREPLACE;
 	char bytes[32], rate[32];
 	uint8_t h[16];
 	double secs;
@@ -626,7 +395,7 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 		fail_file(fs, c, f, CP_E_IO, errno, f->size, 1);
 		return;
 	}
-	if (!same_file(f)) {
+	if (!cp_disk_same_file(f->fd, f->dirfd, f->tmp)) {
 		/*
 		 * Another transfer of this file took the name over (a session of
 		 * a killed client's run or of a resume racing it): what the name
@@ -638,7 +407,7 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 		fail_file(fs, c, f, CP_E_BUSY, 0, f->size, 0);
 		return;
 	}
-	if (commit_rename(f->dirfd, f->tmp, f->leaf, flags)) {
+	if (cp_disk_commit(f->dirfd, f->tmp, f->leaf, (fs->flags & CP_F_FORCE) != 0)) {
 		int e = errno;
 
 		/*
@@ -648,7 +417,8 @@ static void end_file(struct cp_files *fs, struct cp_results *c, struct cp_rfile 
 		 * its ring, or another copy of the same files. If it is what we
 		 * verified, the file is there, which is what a resume asks for.
 		 */
-		if (e == EEXIST && (fs->flags & CP_F_RESUME) && final_matches(fs, f, h) == 1) {
+		if (e == EEXIST && (fs->flags & CP_F_RESUME) &&
+		    cp_disk_final_matches(f->dirfd, f->leaf, f->size, h, f->st, fs->hashbuf) == 1) {
 			up_to_date(fs, c, f, 1);
 			return;
 		}

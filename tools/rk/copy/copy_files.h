@@ -12,6 +12,8 @@
  * renamed into place (RENAME_NOREPLACE unless --force). A session that
  * ends early closes its files and leaves the temporaries for --resume
  * (rk serve removes them once older than --tmp-age, copy_sweep.c).
+ * Those steps on disk, one file at a time, are copy_disk.h's; this file
+ * holds what records ask of them, the results, the limits and the log.
  *
  * Limits a client cannot get around here: files open at once
  * (--max-open), files and directories per session (--max-files), bytes
@@ -67,7 +69,7 @@ struct cp_files {
 	/* Outcomes so far: files committed (and their bytes), up to date, failed; directories. */
 	uint32_t n_ok, n_uptodate, n_failed, n_dirs;
 	uint64_t bytes_ok;
-	uint8_t *hashbuf;
+	uint8_t *hashbuf; /* CP_DISK_HASH_BUF bytes, lent to copy_disk.c for reading files */
 	struct cp_rfile files[CP_SERVE_MAX_OPEN];
 };
 
