@@ -63,6 +63,17 @@ static void eventfd_count(void **state)
 		assert_int_equal(ev[0].count, 3);
 		/* Read by the set: nothing left. */
 		assert_int_equal(rk_wait(ws, ev, 4, 0, NULL), -ETIMEDOUT);
+		/* A look's error object is whole, every time, over an older one. */
+		for (int k = 0; k < 2; k++) {
+			struct rk_error e;
+
+			rk_error_setf(&e, "before", EPIPE, "an older error");
+			assert_int_equal(rk_wait(ws, ev, 4, 0, &e), -ETIMEDOUT);
+			assert_int_equal(e.err, ETIMEDOUT);
+			assert_string_equal(e.op, "rk_wait");
+			assert_int_equal(e.wc_status, -1);
+			assert_non_null(strstr(rk_error_str(&e), "nothing fired within 0 ms"));
+		}
 		rk_wait_destroy(ws);
 		close(fd);
 	}

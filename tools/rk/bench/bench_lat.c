@@ -114,7 +114,9 @@ static inline __attribute__((always_inline)) int repost(struct bench_ctx *c, str
  */
 #define YIELD_AFTER_NS 250000ull
 
-int bench_lat_tick(struct bench_ctx *c, struct lat_state *s, const char *what, struct rk_error *err)
+/* Never inlined: bench/cost leaves the watchdog's waiting out by its name. */
+__attribute__((noinline)) int bench_lat_tick(struct bench_ctx *c, struct lat_state *s,
+					     const char *what, struct rk_error *err)
 {
 	uint64_t t = bench_ticks();
 	int r;
@@ -223,8 +225,9 @@ wait_message(struct bench_ctx *c, struct lat_state *s, struct rk_error *err)
 	}
 }
 
-int bench_lat_wait_tick(struct bench_ctx *c, struct lat_state *s, unsigned spins, uint64_t count,
-			const char *what, struct rk_error *err)
+__attribute__((noinline)) int bench_lat_wait_tick(struct bench_ctx *c, struct lat_state *s,
+						  unsigned spins, uint64_t count, const char *what,
+						  struct rk_error *err)
 {
 	int r;
 
