@@ -54,7 +54,10 @@ EXCLUDE_CALLEES = ("qsort", "qsort_r", "bench_samples_fold",
                    # to a function defined in the tree: a renamed one would
                    # quietly put waiting back into the figures.
                    "bench_lat_tick", "bench_lat_wait_tick", "bench_watch_tick_slow",
-                   "bench_watch_check")
+                   "bench_watch_check",
+                   # the one-sided WRITE wait's look every 256th pass (the
+                   # clock, the watchdog, after 4,096 passes the CQ)
+                   "wait_long")
 # Functions of the C library among the names above.
 EXCLUDE_EXTERNAL = ("qsort", "qsort_r")
 EXCLUDE_CALLERS_OF = ("__gettimeofday_syscall",)
@@ -934,7 +937,10 @@ def spin_loop(counts):
             "ir": sum(loop) - (p - idle) * head}
 
 
-def spin_function(prof_counts, where, skip=()):
+SPIN_CANDIDATES = 3  # a stripped program's loop functions looked at in each run
+
+
+def spin_function(prof_counts, where, skip=(), top=1):
     """The function that holds the loop: where {"fn": NAME} (by name, any
     object) or {"hottest_in": OBJ} (a stripped program: the function of
     object OBJ that holds its most executed instruction, of those not in
@@ -945,7 +951,9 @@ def spin_function(prof_counts, where, skip=()):
     else:
         fns = [f for f in prof_counts
                if f[0] == where["hottest_in"] and prof_counts[f] and f not in skip]
-        fns = sorted(fns, key=lambda f: -max(prof_counts[f].values()))[:1]
+        fns = sorted(fns, key=lambda f: -max(prof_counts[f].values()))[:top]
+        if top > 1 and fns:
+            return fns
     if len(fns) != 1:
         raise ValueError("no single loop function for %r: %r" % (where, fns))
     return fns[0]
@@ -967,9 +975,55 @@ def spin_figures(path_or_lines, where, prof=None):
     else:
         pick = lambda f: f[0] == where["hottest_in"]  # noqa: E731
     counts = instr_counts(lines, pick)
-    fn = spin_function(counts, where, skip)
-    out = spin_loop(counts[fn])
-    out["fn"] = "%s [%s]" % (fn[1], fn[0])
+    if "fn" in where:
+        fn = spin_function(counts, where, skip)
+        out = spin_loop(counts[fn])
+        out["fn"] = "%s [%s]" % (fn[1], fn[0])
+        return out
+    # A stripped program: the hottest of its functions holds the wait in
+    # most runs, not in all (ib_write_lat's loop of CQ polls outran it in
+    # one run of four): each run keeps its SPIN_CANDIDATES hottest loops,
+    # and agree_spins() picks the one loop of every run.
+    cands = []
+    for fn in spin_function(counts, where, skip, top=SPIN_CANDIDATES):
+        try:
+            c = spin_loop(counts[fn])
+        except ValueError:
+            continue
+        c["fn"] = "%s [%s]" % (fn[1], fn[0])
+        cands.append(c)
+    if not cands:
+        raise ValueError("no busy loop in %r" % (where,))
+    out = dict(cands[0])
+    out["candidates"] = cands
+    return out
+
+
+def agree_spins(spins):
+    """One loop for every run of a side: of the loops (function, load)
+    that are among every run's candidates, the hottest in the most runs
+    (then the one with the most passes); each run's figures are that
+    loop's. spins: the runs' spin
+    figures (spin_figures); returns them, chosen (unchanged when no run
+    has candidates or every run's first is the same loop)."""
+    if not all(sp.get("candidates") for sp in spins):
+        return spins
+    keys = [{(c["fn"], c["load"]) for c in sp["candidates"]} for sp in spins]
+    common = set.intersection(*keys)
+    if not common:
+        raise ValueError("no busy loop common to the runs: %r" % [sorted(k) for k in keys])
+
+    def score(key):  # the runs whose hottest loop it is, then its passes
+        return (sum((sp["candidates"][0]["fn"], sp["candidates"][0]["load"]) == key
+                    for sp in spins),
+                sum(c["passes"] for sp in spins for c in sp["candidates"]
+                    if (c["fn"], c["load"]) == key))
+
+    best = max(sorted(common), key=score)
+    out = []
+    for sp in spins:
+        c = next(c for c in sp["candidates"] if (c["fn"], c["load"]) == best)
+        out.append(dict(c, candidates=sp["candidates"]))
     return out
 
 

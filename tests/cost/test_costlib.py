@@ -545,6 +545,24 @@ class Spin(unittest.TestCase):
         polls = prof.calls_to(lambda f: f[1] == POLL[0],
                               lambda f: f[1] == "0x0000000000021980")
         self.assertEqual(polls, 2000)
+        # the other loops it looked at, for agree_spins
+        self.assertEqual(s["candidates"][0]["load"], s["load"])
+        self.assertLessEqual(len(s["candidates"]), costlib.SPIN_CANDIDATES)
+
+    def test_runs_agree_on_one_loop(self):
+        wait = {"fn": "0x21980 [ib_write_lat]", "load": 0x21c6e, "ir": 500, "passes": 100}
+        polls = {"fn": "0xb000 [ib_write_lat]", "load": 0xb660, "ir": 900, "passes": 40}
+        other = {"fn": "0xc000 [ib_write_lat]", "load": 0xc010, "ir": 7, "passes": 2}
+        runs = [{"candidates": [wait, polls]}, {"candidates": [dict(wait, passes=120), polls]},
+                # the loop of CQ polls ran most in this run
+                {"candidates": [dict(polls, passes=300), dict(wait, ir=250, passes=50), other]}]
+        agreed = costlib.agree_spins(runs)
+        self.assertEqual([a["load"] for a in agreed], [0x21c6e] * 3)
+        self.assertEqual([a["ir"] for a in agreed], [500, 500, 250])
+        with self.assertRaises(ValueError):
+            costlib.agree_spins([{"candidates": [wait]}, {"candidates": [other]}])
+        # named loops (rk's) have no candidates: as they are
+        self.assertEqual(costlib.agree_spins([wait, polls]), [wait, polls])
 
 
 class Pollers(unittest.TestCase):
