@@ -561,6 +561,9 @@ class Spin(unittest.TestCase):
         self.assertEqual([a["ir"] for a in agreed], [500, 500, 250])
         with self.assertRaises(ValueError):
             costlib.agree_spins([{"candidates": [wait]}, {"candidates": [other]}])
+        # hottest in half the runs only: which loop is the wait cannot be told
+        with self.assertRaises(ValueError):
+            costlib.agree_spins([{"candidates": [wait, polls]}, {"candidates": [polls, wait]}])
         # named loops (rk's) have no candidates: as they are
         self.assertEqual(costlib.agree_spins([wait, polls]), [wait, polls])
 

@@ -75,8 +75,9 @@ static __attribute__((noinline)) int64_t reap_writes(struct bench_ctx *c, struct
  * where a WRITE that failed (the peer's answer then never comes) says so.
  * 1: the run is over (server: the client's DONE), or an error.
  */
-static __attribute__((noinline)) int wait_long(struct bench_ctx *c, struct lat_state *s,
-					       unsigned spins, uint64_t count, struct rk_error *err)
+static __attribute__((noinline)) int bench_lat_wait_long(struct bench_ctx *c, struct lat_state *s,
+							 unsigned spins, uint64_t count,
+							 struct rk_error *err)
 {
 	int r;
 
@@ -97,7 +98,7 @@ static __attribute__((noinline)) int wait_long(struct bench_ctx *c, struct lat_s
  * wait_write - spin on @flag, the last byte of this side's buffer, until
  * the peer's WRITE sets it to @want: 0, 1 the run is over (server: the
  * client's DONE), or an error. A pass is a load and a compare; every
- * 256th goes to wait_long(). A function of its own, by this name:
+ * 256th goes to bench_lat_wait_long(). A function of its own, by this name:
  * bench/cost takes the idle passes of this loop out of its figures
  * (costlib.spin_figures), as it does ib_write_lat's.
  */
@@ -112,7 +113,7 @@ static __attribute__((noinline)) int wait_write(struct bench_ctx *c, struct lat_
 			return 0;
 		if (spins & 255)
 			continue;
-		r = wait_long(c, s, spins, count, err);
+		r = bench_lat_wait_long(c, s, spins, count, err);
 		if (r)
 			return r;
 	}

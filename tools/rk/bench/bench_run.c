@@ -55,8 +55,10 @@ void bench_watch_start(struct bench_watch *w, struct bench_ctx *c, uint64_t now)
 	w->check_at = bench_ticks() + w->check_ticks;
 }
 
-int bench_watch_tick_slow(struct bench_ctx *c, struct bench_watch *w, uint64_t t, uint64_t progress,
-			  const char *what, struct rk_error *err)
+/* Never inlined: the cost harness leaves it out by its name (bench/costlib.py). */
+__attribute__((noinline)) int bench_watch_tick_slow(struct bench_ctx *c, struct bench_watch *w,
+						    uint64_t t, uint64_t progress, const char *what,
+						    struct rk_error *err)
 {
 	uint64_t now = bench_ns_at(t);
 
@@ -98,8 +100,10 @@ int bench_send_done(struct bench_ctx *c, uint64_t count, struct rk_error *err)
 	return bench_ctl_send(&c->ctl, BM_DONE, b, sizeof(b), bench_step_ms(c), err);
 }
 
-int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, const char *what,
-		      struct rk_error *err)
+/* Never inlined: the cost harness leaves it out by its name (bench/costlib.py). */
+__attribute__((noinline)) int bench_watch_check(struct bench_ctx *c, struct bench_watch *w,
+						uint64_t now, const char *what,
+						struct rk_error *err)
 {
 	struct bench_msg m;
 	int r;
@@ -148,7 +152,8 @@ int bench_watch_check(struct bench_ctx *c, struct bench_watch *w, uint64_t now, 
 	return 0;
 }
 
-void bench_samples_fold(struct bench_run *out)
+/* Never inlined: the cost harness leaves it out by its name (bench/costlib.py). */
+__attribute__((noinline)) void bench_samples_fold(struct bench_run *out)
 {
 	bench_hist_add_ticks(out->hist, out->samples, out->nsamples,
 			     bench_clk.tsc ? bench_clk.ns_per_tick : 1.0, out->sample_shift);
