@@ -68,8 +68,15 @@ static void eventfd_count(void **state)
 			struct rk_error e;
 
 			rk_error_setf(&e, "before", EPIPE, "an older error");
+			e.qp_num = 7;
+			e.vendor_err = 9;
+			e.reject_reason = 3;
+			e.wc_status = 5;
 			assert_int_equal(rk_wait(ws, ev, 4, 0, &e), -ETIMEDOUT);
 			assert_int_equal(e.err, ETIMEDOUT);
+			assert_int_equal(e.qp_num, 0);
+			assert_int_equal(e.vendor_err, 0);
+			assert_int_equal(e.reject_reason, 0);
 			assert_string_equal(e.op, "rk_wait");
 			assert_int_equal(e.wc_status, -1);
 			assert_non_null(strstr(rk_error_str(&e), "nothing fired within 0 ms"));
