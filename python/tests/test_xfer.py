@@ -431,12 +431,18 @@ def test_owner_killed_mid_batch(dev):
         proc.kill()
         t0 = time.monotonic()
         with pytest.raises((rdmakit.PeerGoneError, rdmakit.RemoteAccessError)) as ei:
-            b.wait()
+            # The READs may all land before the killed owner's kernel lets go of its
+            # lanes and its memory (seen in CI, the guest loaded by other tests): the
+            # next batch then meets the teardown, or its post the lanes gone.
+            while time.monotonic() - t0 < 30:
+                b.wait()
+                b = None
+                b = up.post([Read(lseg, rem)] * 4, timeout=60)
         if isinstance(ei.value, rdmakit.PeerGoneError):
             assert ei.value.errno == errno.ECONNRESET and "peer gone" in str(ei.value)
         else:
             assert ei.value.errno == errno.EREMOTEIO
-            assert errno.EREMOTEIO in [b.op_status(i).errno for i in range(4)]
+            assert b is not None and errno.EREMOTEIO in [b.op_status(i).errno for i in range(4)]
         print("owner killed: %s after %.2f s" % (type(ei.value).__name__, time.monotonic() - t0))
         assert time.monotonic() - t0 < 30
         with pytest.raises(rdmakit.PeerGoneError):  # every lane down, within the same 30 s
