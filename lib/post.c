@@ -680,10 +680,12 @@ int rk__post_built(struct rk_conn *c, unsigned n, struct rk_error *err)
 /*
  * One WR the caller keeps built (rk_internal.h): rk_post_prepared's chain
  * of one, with the caller's verbs WR and flags. The counts move after the
- * provider took it, as rk_post's.
+ * provider took it, as rk_post's. Declared inline as rk_post_prepared:
+ * with link-time optimization the RPC's call and answer paths take it
+ * with no call (about 15 instructions a post: the frame, the arguments).
  */
-int rk__post_kept(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id, unsigned send_flags,
-		  struct rk_error *err)
+inline int rk__post_kept(struct rk_conn *c, struct ibv_send_wr *wr, uint64_t wr_id,
+			 unsigned send_flags, struct rk_error *err)
 {
 	struct ibv_send_wr *bad = NULL;
 	const uint64_t head = c->slots.sq_head;

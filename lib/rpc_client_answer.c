@@ -602,10 +602,14 @@ void rk__rpc_cl_wait_call(struct rk_rpc_client *cl, const struct sync_result *s,
 			int n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
 
 			if (n > 0) {
+				/* The usual catch, the answer alone, without a loop. */
 				n = rk_cq_take(cl->cq, wc, n);
-				for (int j = 0; j < n; j++)
-					on_wc(cl, &wc[j]);
-				if (n > 0 && ++cl->polls_unclocked >= CLOCK_EVERY)
+				if (__builtin_expect(n == 1, 1))
+					on_wc(cl, wc);
+				else
+					for (int j = 0; j < n; j++)
+						on_wc_waited(cl, &wc[j]);
+				if (__builtin_expect(++cl->polls_unclocked >= CLOCK_EVERY, 0))
 					look_at_clock(cl);
 				if (s->finished)
 					return;

@@ -165,13 +165,14 @@ static inline __attribute__((always_inline)) void copy_small(void *dst, const vo
 	uint8_t *d = dst;
 	const uint8_t *s = src;
 
-	if (n > 64 && n <= 128) {
-		memcpy(d, s, 64);
-		memcpy(d + n - 64, s + n - 64, 64);
-	} else if (n >= 32 && n <= 64) {
+	/* Each range in one unsigned compare (n - lo <= hi - lo), the usual first. */
+	if (n - 32u <= 32u) {
 		memcpy(d, s, 32);
 		memcpy(d + n - 32, s + n - 32, 32);
-	} else if (n >= 16 && n < 32) {
+	} else if (n - 65u <= 63u) {
+		memcpy(d, s, 64);
+		memcpy(d + n - 64, s + n - 64, 64);
+	} else if (n - 16u <= 15u) {
 		memcpy(d, s, 16);
 		memcpy(d + n - 16, s + n - 16, 16);
 	} else if (n) {

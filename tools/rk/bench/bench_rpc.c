@@ -23,6 +23,7 @@
 
 #include <rdmakit/rpc.h>
 
+#include "bench_lat.h"
 #include "bench_rpc.h"
 
 #define RPC_METHOD	1
@@ -379,6 +380,9 @@ static int client_end(struct bench_ctx *c, struct bench_watch *w, uint64_t calls
 /*
  * One rk_rpc_call at a time; a sample is the whole round trip (request
  * out, answer in), as --op read's is: nothing here is half of anything.
+ * The samples go in blocks and the watchdog is looked at every
+ * BENCH_LAT_WATCH_EVERY calls, as the SEND loop does (bench_lat.h): a
+ * call's own work is a store and a count.
  */
 static int run_lat(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t dur_ns,
 		   struct bench_run *out, struct rk_error *err)
@@ -387,41 +391,55 @@ static int run_lat(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t 
 	struct rpc_client *q = &r->clients[0];
 	struct rk_rpc_call_args a;
 	struct bench_watch w;
-	uint64_t count = 0, t0, t1, t_start, t_end, end, cpu0, cpu_end;
+	uint64_t *smp = bench_lat_samples_at(out);
+	uint64_t count = 0, t0, t1, t_start, end, cpu0, cpu_end;
+	const int timed = !iters;
 	uint32_t len;
 	int rc;
 
 	call_args(c, q, size, &a);
 	cpu0 = bench_cpu_ns();
-	t_start = t_end = bench_ticks();
+	t_start = t1 = bench_ticks();
 	end = t_start + bench_ticks_for(dur_ns);
 	bench_watch_start(&w, c, bench_ns_at(t_start));
+	if (!timed && count >= iters)
+		goto out;
 	for (;;) {
-		t0 = bench_ticks();
-		if (iters ? count >= iters : t0 >= end)
+		uint64_t *const blk_end = bench_lat_block_end(out, smp, iters, count, timed);
+
+		while (smp != blk_end) {
+			t0 = bench_ticks();
+			if (timed && t0 >= end)
+				goto out;
+			rc = rk_rpc_call(q->cl, &a, &len, NULL, err);
+			t1 = bench_ticks();
+			if (rc)
+				return rc;
+			if (len != r->expect_len)
+				return bench_fail(err, EPROTO, "a %u-byte answer, expected %u", len,
+						  r->expect_len);
+			/* A clock read backwards (t1 < t0) is a 0 in the fold. */
+			*smp++ = t1 - t0;
+			if (!(++count & (BENCH_LAT_WATCH_EVERY - 1))) {
+				rc = bench_watch_tick(c, &w, t1, count, "measuring latency", err);
+				if (rc)
+					return rc;
+			}
+		}
+		if (!timed && count >= iters)
 			break;
-		rc = rk_rpc_call(q->cl, &a, &len, NULL, err);
-		t1 = bench_ticks();
-		if (rc)
-			return rc;
-		if (len != r->expect_len)
-			return bench_fail(err, EPROTO, "a %u-byte answer, expected %u", len,
-					  r->expect_len);
-		if (out->hist)
-			bench_sample(out, t0, t1);
-		count++;
-		t_end = t1;
-		rc = bench_watch_tick(c, &w, t1, count, "measuring latency", err);
-		if (rc)
-			return rc;
+		smp = bench_lat_samples_next(out, smp);
 	}
+out:
+	if (out->hist)
+		out->nsamples = (size_t)(smp - out->samples);
 	cpu_end = bench_cpu_ns();
 	rc = client_end(c, &w, count, err);
 	if (rc)
 		return rc;
 	out->tx_msgs = out->rx_msgs = count;
 	out->peer_count = w.peer_count;
-	out->wall_ns = bench_ticks_ns(t_start, t_end);
+	out->wall_ns = bench_ticks_ns(t_start, t1);
 	out->cpu_ns = cpu_end - cpu0;
 	return 0;
 }
