@@ -150,12 +150,45 @@ static __attribute__((noinline, cold)) void answer_failed(struct rk_rpc_client *
 }
 
 /*
+ * An answer that is not the usual one (a failure status, data elsewhere,
+ * or a header rk__rpc_ans_decode refuses) for call @c in slot @i, its
+ * header @hdr already copied out of the slot. 0, or -1 when the server
+ * broke the protocol (the connection failed then).
+ */
+static __attribute__((noinline)) int on_other_answer(struct rk_rpc_client *cl, struct call *c,
+						     uint16_t i, const uint8_t *hdr,
+						     const struct ibv_wc *wc, uint32_t imm)
+{
+	struct rk_rpc_ans_hdr h;
+	const char *why = NULL;
+
+	if (rk__rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, c->direct, &h, &why)) {
+		protocol_error(cl, why, imm);
+		return -1;
+	}
+	if (c->state != C_BUSY)
+		return 0;
+	if (h.in_slot) /* checked: h.len fits the call and what came */
+		copy_small(c->resp, cl->slot_base + (size_t)i * cl->acc.slot_size + RK_RPC_ANS_HDR,
+			   h.len);
+	else if (h.len && c->resp_stage)
+		memcpy(c->resp, rk_mr_addr(c->resp_stage), h.len);
+	if (h.status == RK_RPC_OK)
+		finish_busy(cl, c, 0, h.len, h.code, NULL);
+	else
+		answer_failed(cl, i, &h);
+	return 0;
+}
+
+/*
  * An answer arrived in a slot: @wc is its receive's successful completion.
  * The immediate names the call (slot and generation): within the window,
  * it must be the one its slot awaits (c->want: a call in flight or timed
  * out, of that generation, not answered yet), one compare; any other
  * fails the connection, never touching a slot. The slot's header, written
- * by the server at any time, is copied before it is believed.
+ * by the server at any time, is copied before it is believed. (A
+ * completion of opcode IBV_WC_RECV_RDMA_WITH_IMM always has its
+ * immediate: the opcode alone is tested.)
  */
 static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client *cl,
 							    const struct ibv_wc *wc)
@@ -163,13 +196,11 @@ static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client
 	uint32_t imm = ntohl(wc->imm_data);
 	uint16_t i = (uint16_t)(imm >> 16);
 	uint8_t hdr[RK_RPC_ANS_HDR];
-	struct rk_rpc_ans_hdr h;
-	const char *why = NULL;
 	const uint8_t *slot;
 	struct call *c;
+	uint32_t len;
 
-	if (__builtin_expect(wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
-				 !(wc->wc_flags & IBV_WC_WITH_IMM) || i >= cl->window ||
+	if (__builtin_expect(wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || i >= cl->window ||
 				 cl->calls[i].want != imm,
 			     0)) {
 		protocol_error(cl, "an answer for no call in flight", imm);
@@ -183,28 +214,19 @@ static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client
 	/*
 	 * The usual answer (success, its data in the slot) in one compare of
 	 * the status word and two of the length: what rk__rpc_ans_decode
-	 * accepts for that status, in fewer steps; any other goes through it.
+	 * accepts for that status, in fewer steps, and straight to its
+	 * caller; any other goes through it.
 	 */
-	h.len = rk_get32(hdr + 8);
-	if (__builtin_expect(rk_get32(hdr) == RK_RPC_ANS_IN_SLOT && h.len <= c->resp_cap &&
-				 wc->byte_len == RK_RPC_ANS_HDR + h.len,
+	len = rk_get32(hdr + 8);
+	if (__builtin_expect(rk_get32(hdr) == RK_RPC_ANS_IN_SLOT && len <= c->resp_cap &&
+				 wc->byte_len == RK_RPC_ANS_HDR + len,
 			     1)) {
-		h.status = RK_RPC_OK;
-		h.in_slot = 1;
-		h.code = (int32_t)rk_get32(hdr + 4);
-	} else if (rk__rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, c->direct, &h, &why)) {
-		protocol_error(cl, why, imm);
+		if (__builtin_expect(c->state == C_BUSY, 1)) {
+			copy_small(c->resp, slot + RK_RPC_ANS_HDR, len);
+			finish_busy(cl, c, 0, len, (int32_t)rk_get32(hdr + 4), NULL);
+		}
+	} else if (on_other_answer(cl, c, i, hdr, wc, imm)) {
 		return;
-	}
-	if (c->state == C_BUSY) {
-		if (h.in_slot) /* checked: h.len fits the call and what came */
-			copy_small(c->resp, slot + RK_RPC_ANS_HDR, h.len);
-		else if (h.len && c->resp_stage)
-			memcpy(c->resp, rk_mr_addr(c->resp_stage), h.len);
-		if (__builtin_expect(h.status == RK_RPC_OK, 1))
-			finish_busy(cl, c, 0, h.len, h.code, NULL);
-		else
-			answer_failed(cl, i, &h);
 	}
 	if (c->state == C_ZOMBIE && c->send_done) /* its answer is done: here */
 		slot_release(cl, i);
