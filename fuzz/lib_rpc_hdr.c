@@ -77,11 +77,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(memcmp(again, data, RK_RPC_REQ_HDR) == 0);
 	}
 	if (size >= RK_RPC_ANS_HDR) {
-		uint32_t byte_len = (uint32_t)size, cap = lim.slot_size - RK_RPC_ANS_HDR;
+		/* A direct call may accept more than the slot holds. */
+		uint32_t byte_len = (uint32_t)size, room = lim.slot_size - RK_RPC_ANS_HDR,
+			 cap = direct ? lim.max_msg : room;
 
-		if (rk__rpc_ans_decode(data, byte_len, cap, direct, &a, &why) == 0) {
+		if (rk__rpc_ans_decode(data, byte_len, cap, room, direct, &a, &why) == 0) {
 			FUZZ_CHECK(a.status <= RK_RPC_STATUS_MAX);
 			FUZZ_CHECK(a.len <= cap);
+			FUZZ_CHECK(!a.in_slot || a.len <= room);
 			FUZZ_CHECK(byte_len == RK_RPC_ANS_HDR + (a.in_slot ? a.len : 0));
 			FUZZ_CHECK(a.in_slot || direct);
 			FUZZ_CHECK(!a.len || a.status == RK_RPC_OK || a.status == RK_RPC_APP_ERROR);

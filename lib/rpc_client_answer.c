@@ -162,7 +162,8 @@ static __attribute__((noinline)) int on_other_answer(struct rk_rpc_client *cl, s
 	struct rk_rpc_ans_hdr h;
 	const char *why = NULL;
 
-	if (rk__rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, c->direct, &h, &why)) {
+	if (rk__rpc_ans_decode(hdr, wc->byte_len, c->resp_cap, cl->resp_room, c->direct, &h,
+			       &why)) {
 		protocol_error(cl, why, imm);
 		return -1;
 	}
@@ -213,13 +214,16 @@ static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client
 	memcpy(hdr, slot, sizeof(hdr));
 	/*
 	 * The usual answer (success, its data in the slot) in one compare of
-	 * the status word and two of the length: what rk__rpc_ans_decode
+	 * the status word and three of the length: what rk__rpc_ans_decode
 	 * accepts for that status, in fewer steps, and straight to its
-	 * caller; any other goes through it.
+	 * caller; any other goes through it. The data must fit the slot as
+	 * well as the call: a direct call accepts more than a slot holds, and
+	 * the server can make byte_len what it likes by writing the answer
+	 * into the call's own buffer instead.
 	 */
 	len = rk_get32(hdr + 8);
 	if (__builtin_expect(rk_get32(hdr) == RK_RPC_ANS_IN_SLOT && len <= c->resp_cap &&
-				 wc->byte_len == RK_RPC_ANS_HDR + len,
+				 len <= cl->resp_room && wc->byte_len == RK_RPC_ANS_HDR + len,
 			     1)) {
 		if (__builtin_expect(c->state == C_BUSY, 1)) {
 			copy_small(c->resp, slot + RK_RPC_ANS_HDR, len);

@@ -100,8 +100,8 @@ void rk__rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *b)
 	rk_put32(b + 8, h->len);
 }
 
-int rk__rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, int direct,
-		       struct rk_rpc_ans_hdr *h, const char **why)
+int rk__rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, uint32_t slot_room,
+		       int direct, struct rk_rpc_ans_hdr *h, const char **why)
 {
 	if (byte_len < RK_RPC_ANS_HDR)
 		return bad(why, "answer shorter than its header", -EBADMSG);
@@ -116,6 +116,8 @@ int rk__rpc_ans_decode(const uint8_t *b, uint32_t byte_len, uint32_t resp_cap, i
 		return bad(why, "data elsewhere for a call that gave no buffer", -EBADMSG);
 	if (h->len > resp_cap)
 		return bad(why, "an answer longer than the call accepts", -EBADMSG);
+	if (h->in_slot && h->len > slot_room)
+		return bad(why, "data in the slot longer than the slot", -EBADMSG);
 	if (h->status != RK_RPC_OK && h->status != RK_RPC_APP_ERROR && h->len)
 		return bad(why, "data with a failure status", -EBADMSG);
 	if (byte_len != RK_RPC_ANS_HDR + (h->in_slot ? h->len : 0))

@@ -149,10 +149,14 @@ void rk__rpc_ans_encode(const struct rk_rpc_ans_hdr *h, uint8_t *buf);
  * rk__rpc_ans_decode - parse an answer header from @buf (already copied out
  * of the peer-writable slot) that arrived with @byte_len bytes for a call
  * that accepts @resp_cap bytes, made @direct or not (a call that was not
- * direct gets its data in the slot, always). Returns 0 or -EBADMSG with @why.
+ * direct gets its data in the slot, always), into a slot with room for
+ * @slot_room bytes after the header: data said to be in the slot must fit
+ * there, whatever the call accepts (a direct call's @resp_cap may be far
+ * more, and the write that carried the answer may have gone elsewhere).
+ * Returns 0 or -EBADMSG with @why.
  */
-int rk__rpc_ans_decode(const uint8_t *buf, uint32_t byte_len, uint32_t resp_cap, int direct,
-		       struct rk_rpc_ans_hdr *h, const char **why);
+int rk__rpc_ans_decode(const uint8_t *buf, uint32_t byte_len, uint32_t resp_cap, uint32_t slot_room,
+		       int direct, struct rk_rpc_ans_hdr *h, const char **why);
 
 static inline uint32_t rk__rpc_imm(uint16_t slot, uint16_t gen)
 {

@@ -560,8 +560,8 @@ static void raw_served(struct raw *r)
 	if (n != 1 || wc.wr_id != 99 || wc.status != IBV_WC_SUCCESS ||
 	    wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || ntohl(wc.imm_data) != rk__rpc_imm(0, 7))
 		LT_FAIL("a raw client's well-formed call was not answered into its slot (%d)", n);
-	if (rk__rpc_ans_decode((const uint8_t *)rk_mr_addr(r->mr) + 4096, wc.byte_len, 16, 0, &ah,
-			       &why) ||
+	if (rk__rpc_ans_decode((const uint8_t *)rk_mr_addr(r->mr) + 4096, wc.byte_len, 16, 16, 0,
+			       &ah, &why) ||
 	    ah.status != RK_RPC_OK || ah.len != 0)
 		LT_FAIL("a raw client's answer: %s, status %u", why ? why : "ok", ah.status);
 }
@@ -658,9 +658,16 @@ static unsigned hostile(struct rk_device *dev, const char *addr, const char *por
  * A server that speaks the RPC's accept and then answers a client's first
  * call with a forged immediate: case 0 the call's slot with another
  * generation, case 1 a slot beyond the window. The answer's bytes are a
- * well-formed OK: only the immediate lies.
+ * well-formed OK: only the immediate lies. Case 2 lies about where the
+ * data is: a direct call (its answer buffer larger than a slot) gets a
+ * slot header that says "in the slot" with a length beyond the slot, and
+ * the immediate's write of as many bytes into the call's own buffer, so
+ * that the completion's length matches the header. Believed, the client
+ * would copy from past the end of the slot.
  */
-#define FORGED_CASES 2
+#define FORGED_CASES	 3
+#define FORGED_BIG_RESP	 8192 /* case 2's answer buffer: more than a 4096-byte slot holds */
+#define FORGED_SLOT_LIAR 5000 /* the length case 2's header claims is in the slot */
 
 struct forger {
 	struct rk_device *dev;
@@ -708,6 +715,31 @@ static void forge_one(struct forger *f, int k)
 		LT_FAIL("the forging server got no request (%d)", n);
 	if (rk__rpc_req_decode(rk_mr_addr(mr), wc.byte_len, &lim, &h, &why))
 		LT_FAIL("the client's request: %s", why);
+	if (k == 2) {
+		struct rk_wr hdr = {.op = RK_OP_WRITE,
+				    .addr = (uint8_t *)rk_mr_addr(mr) + 4096,
+				    .lkey = rk_mr_lkey(mr),
+				    .len = RK_RPC_ANS_HDR,
+				    .remote_addr = h.slot_addr,
+				    .rkey = h.slot_rkey};
+		struct rk_wr data = {.op = RK_OP_WRITE_IMM,
+				     .flags = RK_WR_SIGNALED,
+				     .addr = rk_mr_addr(mr),
+				     .lkey = rk_mr_lkey(mr),
+				     .len = RK_RPC_ANS_HDR + FORGED_SLOT_LIAR,
+				     .remote_addr = h.resp_addr,
+				     .rkey = h.resp_rkey,
+				     .imm = rk__rpc_imm(h.slot, h.gen)};
+
+		if (!(h.flags & RK_RPC_F_DIRECT))
+			LT_FAIL("the forging server's case 2 wants a direct call");
+		ah.len = FORGED_SLOT_LIAR;
+		rk__rpc_ans_encode(&ah, (uint8_t *)rk_mr_addr(mr) + 4096);
+		/* RC keeps the order: the header is in the slot before the immediate. */
+		LT_CHECK(rk_post(conn, &hdr, &e), &e);
+		LT_CHECK(rk_post(conn, &data, &e), &e);
+		goto posted;
+	}
 	rk__rpc_ans_encode(&ah, (uint8_t *)rk_mr_addr(mr) + 4096);
 	{
 		struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
@@ -722,6 +754,7 @@ static void forge_one(struct forger *f, int k)
 
 		LT_CHECK(rk_post(conn, &wr, &e), &e);
 	}
+posted:
 	rk_cq_wait(rk_conn_cq(conn), &wc, 1, 5000, &e);
 	/* The client hangs up; its side of the test ends the wait. */
 	for (t0 = lt_now_ms();
@@ -745,8 +778,9 @@ static void forged_answers(struct rk_device *dev, const char *addr, int quick)
 	struct rk_listen_opts lo = {.addr = addr, .port = "7596", .app_id = RK_RPC_APP_ID};
 	struct rk_rpc_client_opts co = {
 	    .host = addr, .port = "7596", .timeout_ms = CONNECT_MS, .mode = wait_mode};
-	static const char *const what[FORGED_CASES] = {"another generation",
-						       "a slot beyond the window"};
+	static const char *const what[FORGED_CASES] = {
+	    "another generation", "a slot beyond the window", "data in the slot beyond the slot"};
+	static uint8_t big[FORGED_BIG_RESP];
 	struct forger f = {.dev = dev, .ncases = quick ? 1 : FORGED_CASES};
 	struct rk_error e;
 	pthread_t th;
@@ -760,14 +794,18 @@ static void forged_answers(struct rk_device *dev, const char *addr, int quick)
 		int r;
 
 		LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
-		r = call_simple(cl, M_ECHO, "x", 1, out, sizeof(out), 20000, NULL, NULL, &e);
+		if (k == 2)
+			r = call_simple(cl, M_ECHO, "x", 1, big, sizeof(big), 20000, NULL, NULL,
+					&e);
+		else
+			r = call_simple(cl, M_ECHO, "x", 1, out, sizeof(out), 20000, NULL, NULL,
+					&e);
 		/* The connection is killed: "peer gone" (rpc.h), with the reason. */
 		if (r != -ECONNRESET || !strstr(e.msg, "broke the protocol"))
-			LT_FAIL("an answer with a forged immediate (%s): %d (%s)", what[k], r,
-				rk_error_str(&e));
+			LT_FAIL("a forged answer (%s): %d (%s)", what[k], r, rk_error_str(&e));
 		if (rk_rpc_client_alive(cl, NULL))
 			LT_FAIL("the client still says alive after a forged answer (%s)", what[k]);
-		printf("forged immediate (%s): the call failed, the client gave up: %s\n", what[k],
+		printf("forged answer (%s): the call failed, the client gave up: %s\n", what[k],
 		       e.msg);
 		rk_rpc_client_destroy(cl);
 	}

@@ -133,39 +133,59 @@ static void answers(void **state)
 
 	(void)state;
 	rk__rpc_ans_encode(&a, buf);
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), 0);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 100, 0, &d, &why), 0);
 	assert_int_equal(d.code, -5);
 	assert_int_equal(d.len, 100);
 	assert_true(d.in_slot);
 	/* A direct call may get it in the slot too (small answers: one write). */
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), 0);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 100, 1, &d, &why), 0);
 	/* Direct: the data went to the caller's buffer, only the header came. */
 	a.in_slot = 0;
 	rk__rpc_ans_encode(&a, buf);
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 1, &d, &why), 0);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 100, 1, &d, &why), 0);
 	assert_false(d.in_slot);
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 1, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 100, 1, &d, &why),
+			 -EBADMSG);
+	/*
+	 * A direct call accepts more than the slot holds: data said to be in
+	 * the slot must still fit it (a hostile server could otherwise make
+	 * the client read past its slots, byte_len made to match by writing
+	 * the answer into the call's own buffer).
+	 */
+	a.in_slot = 1;
+	a.len = 101;
+	rk__rpc_ans_encode(&a, buf);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 101, 1000, 100, 1, &d, &why),
+			 -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 101, 1000, 101, 1, &d, &why), 0);
+	a.in_slot = 0;
+	a.len = 100;
+	rk__rpc_ans_encode(&a, buf);
 	/* ... but a call that gave no buffer must get its data in the slot. */
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 0, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 100, 0, &d, &why), -EBADMSG);
 	a.in_slot = 1;
 	rk__rpc_ans_encode(&a, buf);
 	/* Longer than the call accepts. */
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 99, 0, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 99, 100, 0, &d, &why),
+			 -EBADMSG);
 	/* A length that is not what came. */
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 99, 100, 0, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 99, 100, 100, 0, &d, &why),
+			 -EBADMSG);
 	/* Truncated. */
 	for (uint32_t n = 0; n < RK_RPC_ANS_HDR; n++)
-		assert_int_equal(rk__rpc_ans_decode(buf, n, 100, 0, &d, &why), -EBADMSG);
+		assert_int_equal(rk__rpc_ans_decode(buf, n, 100, 100, 0, &d, &why), -EBADMSG);
 	/* An unknown status; data with a failure status. */
 	a.status = RK_RPC_STATUS_MAX + 1;
 	rk__rpc_ans_encode(&a, buf);
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 100, 0, &d, &why),
+			 -EBADMSG);
 	a.status = RK_RPC_NO_METHOD;
 	rk__rpc_ans_encode(&a, buf);
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 0, &d, &why), -EBADMSG);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR + 100, 100, 100, 0, &d, &why),
+			 -EBADMSG);
 	a.len = 0;
 	rk__rpc_ans_encode(&a, buf);
-	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 0, &d, &why), 0);
+	assert_int_equal(rk__rpc_ans_decode(buf, RK_RPC_ANS_HDR, 100, 100, 0, &d, &why), 0);
 	assert_int_equal(rk__rpc_status_errno(d.status), -EOPNOTSUPP);
 	assert_int_equal(rk__rpc_status_errno(RK_RPC_APP_ERROR), -EREMOTEIO);
 	assert_int_equal(rk__rpc_status_errno(RK_RPC_TOO_BIG), -EMSGSIZE);
