@@ -266,6 +266,16 @@ int rk_cq_poll(struct rk_cq *cq, struct ibv_wc *wc, int n, struct rk_error *err)
 	return take(cq, wc, r);
 }
 
+int rk__cq_arm_unarmed(struct rk_cq *cq, struct rk_error *err)
+{
+	int r = ibv_req_notify_cq(cq->cq, 0);
+
+	if (r)
+		return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
+	cq->armed = 1;
+	return 0;
+}
+
 /* Read every pending channel event; ack in batches. */
 static int consume_events(struct rk_cq *cq, struct rk_error *err)
 {
@@ -295,13 +305,7 @@ int rk_cq_arm(struct rk_cq *cq, struct rk_error *err)
 	r = consume_events(cq, err);
 	if (r)
 		return r;
-	if (!cq->armed) {
-		r = ibv_req_notify_cq(cq->cq, 0);
-		if (r)
-			return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
-		cq->armed = 1;
-	}
-	return 0;
+	return cq->armed ? 0 : rk__cq_arm_unarmed(cq, err);
 }
 
 static int wait_busy(struct rk_cq *cq, struct ibv_wc *wc, int n, int64_t until_us,
@@ -362,11 +366,9 @@ static int wait_event(struct rk_cq *cq, struct ibv_wc *wc, int n, int64_t deadli
 		int r;
 
 		if (!cq->armed) {
-			r = ibv_req_notify_cq(cq->cq, 0);
-			if (r)
-				return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
-			cq->armed = 1;
-			r = rk_cq_poll(cq, wc, n, err);
+			r = rk__cq_arm_unarmed(cq, err);
+			if (!r)
+				r = rk_cq_poll(cq, wc, n, err);
 			if (r)
 				return r;
 		}

@@ -305,6 +305,12 @@ void rk__cq_detach(struct rk_cq *cq, struct rk_cq_member *m);
  * raises one), ack in batches; the CQ is then not armed. 0 or -errno.
  */
 int rk__cq_consume_one(struct rk_cq *cq, struct rk_error *err);
+/*
+ * cq.c: arm @cq, not armed (its last event read, or never armed): no event
+ * can wait in its channel, so none is read first (rk_cq_arm reads until
+ * the channel is empty, a system call that finds nothing here).
+ */
+int rk__cq_arm_unarmed(struct rk_cq *cq, struct rk_error *err);
 
 /* async.c: read and surface every pending async event (device close). */
 void rk__device_drain_async(struct rk_device *dev);

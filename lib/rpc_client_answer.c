@@ -432,17 +432,6 @@ static __attribute__((noinline)) int cm_fired(struct rk_rpc_client *cl)
 	return 1;
 }
 
-/* Ask @cq for an event at its next completion. */
-static int arm(struct rk_cq *cq, struct rk_error *err)
-{
-	int r = ibv_req_notify_cq(cq->cq, 0);
-
-	if (r)
-		return rk__err_ret(err, r, "ibv_req_notify_cq", NULL);
-	cq->armed = 1;
-	return 0;
-}
-
 /*
  * Event mode's wait, when the CQ had nothing: rk_cq_wait's sleep (the CQ
  * armed only when it is not, and polled again after arming, since a
@@ -464,7 +453,7 @@ static __attribute__((noinline)) int sleep_round(struct rk_rpc_client *cl, int t
 	int n, r;
 
 	if (!cq->armed) {
-		r = arm(cq, err);
+		r = rk__cq_arm_unarmed(cq, err);
 		if (r)
 			return r;
 		n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
@@ -486,7 +475,7 @@ static __attribute__((noinline)) int sleep_round(struct rk_rpc_client *cl, int t
 		 * before the return, so that the wait set's fd
 		 * (rk_rpc_client_fd) fires with the next completion.
 		 */
-		r = arm(cq, err);
+		r = rk__cq_arm_unarmed(cq, err);
 		if (r)
 			return r;
 		n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
@@ -697,6 +686,15 @@ int rk_rpc_client_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_e
 		return -ENOTCONN;
 	}
 	r = rk__rpc_cl_progress(cl, timeout_ms, err);
+	/*
+	 * No call completed, and the caller may sleep on rk_rpc_client_fd
+	 * next: a round that woke for completions (a request's SEND alone)
+	 * leaves the CQ not armed, and an answer would then raise no event.
+	 * Look again without waiting until a round finds nothing, which arms
+	 * it, or a call completes.
+	 */
+	while (r > 0 && cl->completed == before && !cl->busy && !cl->cq->armed && !cl->dead)
+		r = rk__rpc_cl_progress(cl, 0, err);
 	if (r == -EBUSY)
 		return r;
 	if (r < 0)

@@ -278,6 +278,15 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 	cl->in_progress = 1;
 	rk__rpc_cl_wait_call(cl, &s, err);
 	cl->in_progress = 0;
+	/*
+	 * Other calls in flight, a sleeping mode, the CQ left not armed by
+	 * the wait's wake-up: the caller may sleep on rk_rpc_client_fd for
+	 * their answers next, as after rk_rpc_client_progress. Arm it (rounds
+	 * without waiting until one finds nothing; their callbacks run).
+	 */
+	if (__builtin_expect(cl->inflight != 0, 0) && !cl->busy)
+		while (!cl->cq->armed && !cl->dead && rk__rpc_cl_progress(cl, 0, NULL) > 0)
+			;
 	if (resp_len)
 		*resp_len = s.len;
 	if (app_code)

@@ -3,9 +3,10 @@
  *
  * Sources live in an array indexed by their id (slots are reused after
  * removal), and epoll carries the id. A CQ whose channel epoll reports is
- * only marked: its events are read and the CQ re-armed by the next pass,
- * which then polls it, so a completion that came before the arming is not
- * missed (the same order rk_cq_wait follows). A spin polls the CQs from a
+ * only marked: the next pass reads its event and polls it, and arms it
+ * again (then polls once more, so a completion that came before the
+ * arming is not missed) only when it found nothing or before the pass
+ * after, which may sleep: the order rk_cq_wait follows. A spin polls the CQs from a
  * list of their own, and every pass starts at the CQ after the one that
  * started the last pass, so a small result array cannot starve the CQs at
  * the end.
@@ -52,7 +53,7 @@ struct src {
 	uint64_t tag;
 	int fd; /* the fd in epoll, -1 for a CQ of a busy set */
 	uint32_t events;
-	int fired; /* CQ: its channel was readable; arm before polling (FIRED_NOW: this pass) */
+	int fired; /* CQ: its channel was readable; read its event (FIRED_NOW: this pass) */
 	struct rk_cq *cq;
 	struct ibv_wc *wc;
 	int max_wc;
@@ -332,6 +333,15 @@ static void take_wakes(struct rk_wait *ws, struct rk_wait_event *out, int *got)
  * Poll every CQ source (arming first in the sleeping modes when needed),
  * from the list of CQs alone: the other sources (fds, connections, slots
  * left by removed ones) cost a spin nothing.
+ *
+ * A CQ whose channel fired has its one event read (an armed CQ raises one)
+ * and is polled before it is armed again: what woke the waiter goes to the
+ * caller at once, and the arming (a system call, and on Soft-RoCE a
+ * command to the kernel) waits for the next pass that may sleep, after the
+ * caller has answered what came. Only a wake-up that finds nothing arms at
+ * once, then polls again (a completion before the arming raises no
+ * event). A CQ not armed holds no event in its channel: armed without a
+ * read.
  */
 static int poll_cqs(struct rk_wait *ws, struct rk_wait_event *out, int n, int *got, int arm,
 		    struct rk_error *err)
@@ -343,15 +353,26 @@ static int poll_cqs(struct rk_wait *ws, struct rk_wait_event *out, int n, int *g
 		int id = ws->cq_ids[j];
 		struct src *s = &ws->srcs[id];
 		struct rk_wait_event *e;
-		int r;
+		int r = 0, polled = 0;
 
-		if (arm && (s->fired || !s->cq->armed)) {
-			r = rk_cq_arm(s->cq, err);
+		if (arm && s->fired) {
+			s->fired = 0;
+			r = rk__cq_consume_one(s->cq, err);
+			if (!r) {
+				r = rk_cq_poll(s->cq, s->wc, s->max_wc, err);
+				polled = 1;
+			}
+			if (r < 0)
+				return r;
+		}
+		if (arm && !r && !s->cq->armed) {
+			r = rk__cq_arm_unarmed(s->cq, err);
 			if (r)
 				return r;
-			s->fired = 0;
+			polled = 0;
 		}
-		r = rk_cq_poll(s->cq, s->wc, s->max_wc, err);
+		if (!polled)
+			r = rk_cq_poll(s->cq, s->wc, s->max_wc, err);
 		if (r < 0)
 			return r;
 		if (r == 0)
@@ -369,7 +390,7 @@ static int poll_cqs(struct rk_wait *ws, struct rk_wait_event *out, int n, int *g
  * taken into @out by this call, or its channel found readable in this
  * epoll pass (marked FIRED_NOW, polled next) or, in event mode, in an
  * earlier one and not polled since (a pass that keeps a place for the fds
- * may not reach every CQ; in event mode every CQ it reaches is re-armed
+ * may not reach every CQ; in event mode every CQ it reaches is polled
  * and its flag cleared, while the spin of the other modes leaves the flag
  * as it was).
  * Its CM events wait until it has none: a peer's last messages and its

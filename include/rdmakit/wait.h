@@ -153,8 +153,10 @@ RK_API int rk_wait_remove(struct rk_wait *ws, int id);
  * system call per 1024 empty spins or 128 calls that returned completions
  * (a busy deadline may pass by up to 2048 spins: it is checked every 1024);
  * event mode, per call one epoll_wait
- * plus, per CQ whose channel fired, the channel read and re-arm (acks are
- * batched, see cq.h). Nothing is allocated.
+ * plus, per CQ whose channel fired, one read of the channel; a CQ is armed
+ * again (one ibv_req_notify_cq) by the next call, before it may sleep,
+ * not on the way to the completions that woke it (acks are batched, see
+ * cq.h). Nothing is allocated.
  */
 RK_API int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int timeout_ms,
 		   struct rk_error *err);
@@ -166,7 +168,8 @@ RK_API int rk_wait(struct rk_wait *ws, struct rk_wait_event *out, int n, int tim
  * modes only: a busy set's CQs have no channel, so their completions never
  * make it readable. A CQ raises an event only once rk_wait has armed it:
  * call rk_wait(..., 0) once before the first wait on the fd, and again
- * while it returns events (a completion that was already in a CQ when it
+ * while it returns events (a call that returns events may leave the CQs
+ * that woke it not armed; a completion that was already in a CQ when it
  * was armed raises none). Owned by the set (do not close it); level-
  * triggered. Costs nothing.
  */

@@ -20,6 +20,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -31,7 +32,16 @@
 
 #include "../../lib/rpc_wire.h"
 
-enum { M_ECHO = 1, M_FAIL = 2, M_DEFER = 3, M_NEVER = 4, M_BIG = 5, M_INPLACE = 6, M_PAST = 7 };
+enum {
+	M_ECHO = 1,
+	M_FAIL = 2,
+	M_DEFER = 3,
+	M_NEVER = 4,
+	M_BIG = 5,
+	M_INPLACE = 6,
+	M_PAST = 7,
+	M_HOLD = 8
+};
 
 #define NASYNC	 10000
 #define NQUICK	 500 /* calls in the quick (valgrind) run */
@@ -152,6 +162,15 @@ static void h_never(struct rk_rpc_req *req, void *arg)
 	}
 }
 
+/* Held until the test's own thread answers it (fd_after_wake). */
+static struct rk_rpc_req *held_req;
+
+static void h_hold(struct rk_rpc_req *req, void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&held_req, req, __ATOMIC_RELEASE);
+}
+
 static void *deferrer(void *arg)
 {
 	(void)arg;
@@ -212,6 +231,7 @@ static void start_server(struct rk_device *dev, const char *addr, const char *po
 	LT_CHECK(rk_rpc_server_add(srv, M_BIG, h_big, NULL), NULL);
 	LT_CHECK(rk_rpc_server_add(srv, M_INPLACE, h_inplace, NULL), NULL);
 	LT_CHECK(rk_rpc_server_add(srv, M_PAST, h_past, NULL), NULL);
+	LT_CHECK(rk_rpc_server_add(srv, M_HOLD, h_hold, NULL), NULL);
 	if (rk_rpc_server_add(srv, M_ECHO, h_echo, NULL) != -EEXIST)
 		LT_FAIL("a method added twice");
 	if (pthread_create(th, NULL, server_loop, NULL))
@@ -446,6 +466,78 @@ static void late_answer(struct rk_rpc_client *cl)
 		LT_FAIL("a late answer killed the client: %s", rk_error_str(&e));
 	echo(cl, 64, 0);
 	printf("late answer dropped, client fine\n");
+}
+
+/*
+ * rk_rpc_client_fd after a progress that waited: a request too long to go
+ * inline completes its SEND on its own, before its answer. A progress with
+ * a timeout that wakes for that completion alone returns 0 (no call
+ * completed); the caller then sleeps on the fd, which must fire for the
+ * answer, so the CQ must be armed again before the return. Event and
+ * adaptive clients, 20 calls each: the completion comes before or during
+ * the wait as it happens, and either way the answer must wake the fd.
+ */
+static int fd_done;
+
+static void fd_cb(void *arg, int status, uint32_t len, int32_t code, const struct rk_error *e)
+{
+	(void)arg;
+	(void)code;
+	if (status || len != 4)
+		LT_FAIL("the held call: %d, %u bytes: %s", status, len, rk_error_str(e));
+	fd_done = 1;
+}
+
+static void fd_after_wake(struct rk_device *dev, const char *addr, const char *port)
+{
+	static const enum rk_wait_mode modes[] = {RK_WAIT_EVENT, RK_WAIT_ADAPTIVE};
+	static char req[1000], resp[64];
+	struct rk_rpc_call_args a = {.method = M_HOLD,
+				     .req = req,
+				     .req_len = sizeof(req),
+				     .resp = resp,
+				     .resp_cap = sizeof(resp),
+				     .timeout_ms = 20000};
+
+	for (unsigned m = 0; m < 2; m++) {
+		struct rk_rpc_client_opts co = {
+		    .host = addr, .port = port, .timeout_ms = CONNECT_MS, .mode = modes[m]};
+		struct rk_rpc_client *cl;
+		struct rk_error e;
+		struct pollfd p;
+		int r;
+
+		LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+		p = (struct pollfd){.fd = rk_rpc_client_fd(cl), .events = POLLIN};
+		for (int i = 0; i < 20; i++) {
+			fd_done = 0;
+			LT_CHECK(rk_rpc_call_async(cl, &a, fd_cb, NULL, &e), &e);
+			/*
+			 * One progress that sleeps until the SEND's completion
+			 * (or finds it there): no call completed.
+			 */
+			if (rk_rpc_client_progress(cl, 1000, &e) != 0)
+				LT_FAIL("a held call completed");
+			for (int64_t t0 = lt_now_ms();
+			     !__atomic_load_n(&held_req, __ATOMIC_ACQUIRE); usleep(1000))
+				if (lt_now_ms() - t0 > 10000)
+					LT_FAIL("the held call never reached its handler");
+			rk_rpc_reply(__atomic_exchange_n(&held_req, NULL, __ATOMIC_ACQ_REL), 0,
+				     "held", 4);
+			r = poll(&p, 1, 5000);
+			if (r != 1)
+				LT_FAIL("%s client, call %d: the answer never made the fd readable",
+					m ? "adaptive" : "event", i);
+			for (int64_t t0 = lt_now_ms(); !fd_done; usleep(1000)) {
+				if (rk_rpc_client_progress(cl, 0, &e) < 0 ||
+				    lt_now_ms() - t0 > 10000)
+					LT_FAIL("the held call's answer was never handled");
+			}
+		}
+		rk_rpc_client_destroy(cl);
+	}
+	printf("rk_rpc_client_fd after a progress woken by a SEND alone: the answer wakes it "
+	       "(event and adaptive, 20 calls each)\n");
 }
 
 /* ---- hostile clients -------------------------------------------------------- */
@@ -1247,6 +1339,7 @@ int main(int argc, char **argv)
 	errors(cl);
 	async_deadline(cl);
 	late_answer(cl);
+	fd_after_wake(dev, addr, port);
 	inline_edges(dev, addr, cl, quick);
 	nhostile = hostile(dev, addr, port, cl, quick);
 	limits(dev, addr);
