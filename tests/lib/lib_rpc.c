@@ -1141,7 +1141,7 @@ static void limits(struct rk_device *dev, const char *addr)
 	printf("10 calls chained from callbacks: ok\n");
 
 	rk_rpc_server_wake(srv2);
-	for (int i = 0; i < 100 && !woken2; i++)
+	for (int i = 0; i < 500 && !woken2; i++) /* 5 s: a stalled guest may delay it */
 		usleep(10000);
 	if (!woken2)
 		LT_FAIL("rk_rpc_server_wake did not make progress return -EINTR");
