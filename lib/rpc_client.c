@@ -116,6 +116,11 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	cl->max_inline = rk_conn_max_inline(cl->conn);
 	cl->small_req = cl->acc.req_inline < cl->acc.max_msg ? cl->acc.req_inline : cl->acc.max_msg;
 	cl->small_resp = cl->resp_room < cl->acc.max_msg ? cl->resp_room : cl->acc.max_msg;
+	/* rk_rpc_call's lean path: busy, a common call whose request goes inline. */
+	cl->lean = cl->busy && cl->max_inline >= RK_RPC_REQ_HDR;
+	cl->lean_req = cl->lean && cl->max_inline - RK_RPC_REQ_HDR < cl->small_req
+			   ? cl->max_inline - RK_RPC_REQ_HDR
+			   : cl->small_req;
 	r = alloc_slots(cl, err);
 	if (!r)
 		r = rk_mr_alloc_pd(cl->pd, (size_t)cl->window * cl->acc.slot_size,

@@ -105,6 +105,7 @@ void rk__rpc_cl_fail_all(struct rk_rpc_client *cl, int e, const struct rk_error 
 	if (cl->dead)
 		return;
 	cl->dead = e < 0 ? e : -ECONNRESET;
+	cl->lean = 0;
 	if (why && why->err) { /* the cause's status, vendor error and hint stay */
 		cl->why = *why;
 		rk__err_msgf(&cl->why, "rk_rpc_call: peer gone: %s", why->msg);
@@ -199,7 +200,7 @@ static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client
 	uint8_t hdr[RK_RPC_ANS_HDR];
 	const uint8_t *slot;
 	struct call *c;
-	uint32_t len;
+	int64_t len;
 
 	if (__builtin_expect(wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || i >= cl->window ||
 				 cl->calls[i].want != imm,
@@ -212,22 +213,12 @@ static inline __attribute__((always_inline)) void on_answer(struct rk_rpc_client
 	/* The slot is the server's to write at any time: copy, then check. */
 	slot = cl->slot_base + (size_t)i * cl->acc.slot_size;
 	memcpy(hdr, slot, sizeof(hdr));
-	/*
-	 * The usual answer (success, its data in the slot) in one compare of
-	 * the status word and three of the length: what rk__rpc_ans_decode
-	 * accepts for that status, in fewer steps, and straight to its
-	 * caller; any other goes through it. The data must fit the slot as
-	 * well as the call: a direct call accepts more than a slot holds, and
-	 * the server can make byte_len what it likes by writing the answer
-	 * into the call's own buffer instead.
-	 */
-	len = rk_get32(hdr + 8);
-	if (__builtin_expect(rk_get32(hdr) == RK_RPC_ANS_IN_SLOT && len <= c->resp_cap &&
-				 len <= cl->resp_room && wc->byte_len == RK_RPC_ANS_HDR + len,
-			     1)) {
+	/* The usual answer straight to its caller; any other through rk__rpc_ans_decode. */
+	len = usual_answer_len(cl, hdr, wc, c->resp_cap);
+	if (__builtin_expect(len >= 0, 1)) {
 		if (__builtin_expect(c->state == C_BUSY, 1)) {
-			copy_small(c->resp, slot + RK_RPC_ANS_HDR, len);
-			finish_busy(cl, c, 0, len, (int32_t)rk_get32(hdr + 4), NULL);
+			copy_small(c->resp, slot + RK_RPC_ANS_HDR, (uint32_t)len);
+			finish_busy(cl, c, 0, (uint32_t)len, (int32_t)rk_get32(hdr + 4), NULL);
 		}
 	} else if (on_other_answer(cl, c, i, hdr, wc, imm)) {
 		return;
@@ -251,7 +242,7 @@ static __attribute__((noinline, cold)) void wc_failed(struct rk_rpc_client *cl,
  * client's chain (built at connect), each WR's id set again (the post
  * replaces it by its sequence number).
  */
-static __attribute__((noinline)) void repost_answer_recvs(struct rk_rpc_client *cl)
+__attribute__((noinline)) void rk__rpc_cl_repost_answers(struct rk_rpc_client *cl)
 {
 	struct rk_error e;
 	int r;
@@ -305,7 +296,7 @@ static inline __attribute__((always_inline)) void on_wc(struct rk_rpc_client *cl
 	if (!cl->dead)
 		on_answer(cl, wc);
 	if (++cl->rx_consumed == RECV_BATCH && !cl->dead)
-		repost_answer_recvs(cl);
+		rk__rpc_cl_repost_answers(cl);
 }
 
 /* on_wc for the completions the wait set returned (not the hot loop's). */
@@ -313,6 +304,12 @@ static __attribute__((noinline)) void on_wc_waited(struct rk_rpc_client *cl,
 						   const struct ibv_wc *wc)
 {
 	on_wc(cl, wc);
+}
+
+void rk__rpc_cl_on_wcs(struct rk_rpc_client *cl, const struct ibv_wc *wc, int n)
+{
+	for (int j = 0; j < n; j++)
+		on_wc(cl, &wc[j]);
 }
 
 /*
@@ -496,7 +493,7 @@ polled:
  * completions, for a caller that waits no further: the pending deadlines
  * settled, the calls past theirs failed.
  */
-static __attribute__((noinline)) void look_at_clock(struct rk_rpc_client *cl)
+static __attribute__((noinline)) int64_t look_at_clock(struct rk_rpc_client *cl)
 {
 	int64_t now = coarse_ms();
 
@@ -505,6 +502,7 @@ static __attribute__((noinline)) void look_at_clock(struct rk_rpc_client *cl)
 		settle_deadlines(cl, now);
 	if (cl->soonest >= 0 && now >= cl->soonest)
 		expire(cl, now);
+	return now;
 }
 
 /*
@@ -577,23 +575,17 @@ int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error 
 	return handle(cl, timeout_ms, 1, err);
 }
 
-/*
- * Busy, the look of rk_rpc_call's spin every SPIN_POLLS empty polls: the
- * clock (the pending deadline settled, calls past theirs failed) and,
- * every FD_LOOKS looks (the wait set's FD_EVERY polls), the connection's CM
- * channel without waiting (a disconnect). What the wait set's round did
- * there, without its event array and its passes over the CQ.
- */
-#define FD_LOOKS 16
-static __attribute__((noinline)) void busy_look(struct rk_rpc_client *cl, unsigned looks)
+__attribute__((noinline)) int64_t rk__rpc_cl_busy_look(struct rk_rpc_client *cl, unsigned looks)
 {
-	look_at_clock(cl);
+	int64_t now = look_at_clock(cl);
+
 	if (cl->cm_fd >= 0 && looks % FD_LOOKS == 0) {
 		struct pollfd p = {.fd = cl->cm_fd, .events = POLLIN};
 
 		if (poll(&p, 1, 0) > 0)
 			cm_fired(cl);
 	}
+	return now;
 }
 
 /*
@@ -602,7 +594,7 @@ static __attribute__((noinline)) void busy_look(struct rk_rpc_client *cl, unsign
  * SEND latency loop does: an empty pass is one call into the provider,
  * what came goes through rk_cq_take and on_wc (as in rk__rpc_cl_handle,
  * the clock read every CLOCK_EVERY rounds that found completions), and
- * every SPIN_POLLS empty passes busy_look() reads the clock (the call's
+ * every SPIN_POLLS empty passes rk__rpc_cl_busy_look reads the clock (the call's
  * deadline) and now and then the CM channel. A CQ in error, and event or
  * adaptive mode, take rk__rpc_cl_handle's rounds until the call ends.
  */
@@ -634,7 +626,7 @@ void rk__rpc_cl_wait_call(struct rk_rpc_client *cl, const struct sync_result *s,
 				break; /* rk__rpc_cl_handle's poll reports it */
 			if (k % SPIN_POLLS)
 				continue;
-			busy_look(cl, ++looks);
+			rk__rpc_cl_busy_look(cl, ++looks);
 			if (s->finished)
 				return;
 		}

@@ -3,6 +3,7 @@
  * the request's header and body in the slot's buffer, its SEND, and the
  * synchronous call's wait.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
@@ -117,6 +118,38 @@ static __attribute__((noinline)) int place_far(struct rk_rpc_client *cl, struct 
 }
 
 /*
+ * Slot @i (the top of the free stack), its request of generation @gen
+ * posted, becomes a call in flight: what the answer path, the deadlines
+ * and the connection's end look at.
+ */
+static inline __attribute__((always_inline)) void call_book(struct rk_rpc_client *cl, uint16_t i,
+							    uint16_t gen, uint8_t send_done,
+							    const struct rk_rpc_call_args *a,
+							    int64_t deadline, int timeout_ms,
+							    rk_rpc_done_fn done, void *arg)
+{
+	struct call *c = &cl->calls[i];
+
+	cl->nfree--;
+	c->state = C_BUSY;
+	c->send_done = send_done;
+	c->want = (uint32_t)i << 16 | gen; /* the immediate its answer carries */
+	c->resp = a->resp;
+	c->resp_cap = a->resp_cap;
+	c->done = done;
+	c->arg = arg;
+	c->deadline = deadline;
+	if (deadline == DEADLINE_PENDING) {
+		c->timeout_ms = timeout_ms;
+		cl->npending++;
+		cl->pending_last = i;
+	} else if (deadline >= 0 && (cl->soonest < 0 || deadline < cl->soonest)) {
+		cl->soonest = deadline;
+	}
+	cl->inflight++;
+}
+
+/*
  * Start a call that ends by @deadline (ms, -1 none, or DEADLINE_PENDING:
  * rk_rpc_call's, from the first clock reading; its timeout then in
  * @timeout_ms). @done NULL: a synchronous call, @arg its sync_result.
@@ -212,23 +245,7 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 		c->req_stage = c->resp_stage = NULL;
 		return r;
 	}
-	cl->nfree--;
-	c->state = C_BUSY;
-	c->send_done = (uint8_t)(len <= cl->max_inline);
-	c->want = (uint32_t)i << 16 | gen; /* the immediate its answer carries */
-	c->resp = a->resp;
-	c->resp_cap = a->resp_cap;
-	c->done = done;
-	c->arg = arg;
-	c->deadline = deadline;
-	if (deadline == DEADLINE_PENDING) {
-		c->timeout_ms = timeout_ms;
-		cl->npending++;
-		cl->pending_last = i;
-	} else if (deadline >= 0 && (cl->soonest < 0 || deadline < cl->soonest)) {
-		cl->soonest = deadline;
-	}
-	cl->inflight++;
+	call_book(cl, i, gen, (uint8_t)(len <= cl->max_inline), a, deadline, timeout_ms, done, arg);
 	return 0;
 }
 
@@ -240,22 +257,234 @@ int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 }
 
 /*
+ * rk_rpc_call's wait for its call, started (@s its result), and the
+ * caller's outputs.
+ */
+static int call_wait(struct rk_rpc_client *cl, struct sync_result *s, uint32_t *resp_len,
+		     int32_t *app_code, struct rk_error *err)
+{
+	cl->in_progress = 1;
+	rk__rpc_cl_wait_call(cl, s, err);
+	cl->in_progress = 0;
+	/*
+	 * Other calls in flight, a sleeping mode, the CQ left not armed by
+	 * the wait's wake-up: the caller may sleep on rk_rpc_client_fd for
+	 * their answers next, as after rk_rpc_client_progress. Arm it (rounds
+	 * without waiting until one finds nothing; their callbacks run).
+	 */
+	if (__builtin_expect(cl->inflight != 0, 0) && !cl->busy)
+		while (!cl->cq->armed && !cl->dead && rk__rpc_cl_progress(cl, 0, NULL) > 0)
+			;
+	if (resp_len)
+		*resp_len = s->len;
+	if (app_code)
+		*app_code = s->code;
+	return s->status;
+}
+
+/* The lean call's deadline before its first look. */
+#define DEADLINE_UNSET (-3)
+
+/*
+ * The lean call's state written out: from the completions @wc[0..@n) on
+ * (what its spin polled and could not handle itself), it is a call like
+ * any other, ending by @deadline (as call_start's, or DEADLINE_UNSET),
+ * and rk_rpc_call's usual wait ends it. @late: the deadline has passed; the call fails at
+ * once (its slot stays a zombie until its answer comes).
+ */
+static __attribute__((noinline)) int
+lean_to_usual(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint16_t i, uint16_t gen,
+	      int64_t deadline, int late, const struct ibv_wc *wc, int n, uint32_t *resp_len,
+	      int32_t *app_code, struct rk_error *err)
+{
+	struct sync_result s = {.err = err};
+
+	if (deadline == DEADLINE_UNSET) /* before the first look: as rk_rpc_call's */
+		deadline = a->timeout_ms < 0 ? -1 : DEADLINE_PENDING;
+	call_book(cl, i, gen, 1, a, deadline, a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT, NULL,
+		  &s);
+	cl->in_progress = 1;
+	rk__rpc_cl_on_wcs(cl, wc, n);
+	if (late && !s.finished)
+		rk__rpc_cl_busy_look(cl, 1); /* the clock: past the deadline, the call fails */
+	cl->in_progress = 0;
+	return call_wait(cl, &s, resp_len, app_code, err);
+}
+
+/* Completions the lean call's spin polled after its answer: progress's. */
+static __attribute__((noinline)) void lean_rest(struct rk_rpc_client *cl, const struct ibv_wc *wc,
+						int n)
+{
+	cl->in_progress = 1;
+	rk__rpc_cl_on_wcs(cl, wc, n);
+	cl->in_progress = 0;
+}
+
+/*
+ * The lean call's look every SPIN_POLLS empty polls (the @looks-th):
+ * rk__rpc_cl_busy_look, and the call's deadline (*@deadline, ms or -1
+ * none) started by the first or held by a later one. 0 to go on spinning, 1 when the
+ * deadline has passed, -ECONNRESET when the connection ended (the call
+ * with it: @err says why; its slot stays free, as its answer can no longer
+ * come).
+ */
+static __attribute__((noinline)) int lean_look(struct rk_rpc_client *cl,
+					       const struct rk_rpc_call_args *a, int64_t *deadline,
+					       unsigned looks, struct rk_error *err)
+{
+	int64_t now = rk__rpc_cl_busy_look(cl, looks);
+
+	if (cl->dead) {
+		if (err)
+			*err = cl->why;
+		return -ECONNRESET;
+	}
+	if (looks == 1) /* the first: the deadline starts */
+		*deadline =
+		    a->timeout_ms < 0 ? -1 : now + (a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
+	else if (*deadline >= 0 && now >= *deadline)
+		return 1;
+	return 0;
+}
+
+/*
+ * rk_rpc_call's lean path: busy polling, no other call in flight, a
+ * common call whose request goes inline (rk_rpc_call checked). The call
+ * keeps its state in registers: its slot stays on top of the free stack,
+ * marked free, awaiting no answer, and its answer is looked for in this
+ * spin alone, with the checks of the answer path (the immediate, then
+ * usual_answer_len on the header copied out of the slot). Nothing else
+ * can complete meanwhile but a request SEND that retires the queue.
+ * Every SPIN_POLLS empty polls the usual look (rk__rpc_cl_busy_look): the
+ * first starts the call's deadline, a later one past it fails the call,
+ * and a disconnect it finds ends the call with the connection. A
+ * completion that is neither its answer nor a retiring SEND, or an
+ * answer that is not the usual one, writes the state out (lean_to_usual)
+ * and the usual wait takes over. What this saves a call: the slot's
+ * bookkeeping (its state, the answer it awaits, the pending deadline,
+ * the free stack), the result's structure and in_progress. 1 when the
+ * request could not be posted (nothing went out: the usual path starts
+ * the call), else the call's result.
+ */
+static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client *cl,
+							   const struct rk_rpc_call_args *a,
+							   uint32_t *resp_len, int32_t *app_code,
+							   struct rk_error *err)
+{
+	const uint16_t i = cl->free_slots[cl->nfree - 1];
+	struct call *c = &cl->calls[i];
+	uint8_t *buf = cl->req_base + (size_t)i * cl->req_buf;
+	const uint32_t req_len = a->req_len;
+	const uint16_t gen = ++c->gen;
+	const struct rk_rpc_req_hdr h = {
+	    .method = a->method, .gen = gen, .req_len = req_len, .resp_cap = a->resp_cap};
+	const uint32_t want = (uint32_t)i << 16 | gen;
+	struct ibv_wc wc[POLL_BATCH];
+	unsigned looks = 0;
+	int64_t deadline; /* set by the first look */
+
+	if (__builtin_expect(c->far, 0)) { /* the slot's last call was not a common one */
+		static const struct rk_rpc_req_hdr zero = {0};
+
+		rk__rpc_req_encode_far(&zero, buf);
+		c->far = 0;
+	}
+	rk__rpc_req_encode_call(&h, buf);
+	if (req_len)
+		copy_small(buf + RK_RPC_REQ_HDR, a->req, req_len);
+	cl->req_sge.addr = (uintptr_t)buf;
+	cl->req_sge.length = RK_RPC_REQ_HDR + req_len;
+	if (__builtin_expect(rk__post_kept(cl->conn, &cl->req_wr, TAG_REQ_INLINE << 48,
+					   IBV_SEND_INLINE, NULL) != 0,
+			     0))
+		return 1; /* the usual path posts again and says why */
+	for (unsigned k = 1;; k++) {
+		int n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
+
+		if (!n) {
+			if (k % SPIN_POLLS)
+				continue;
+			int r = lean_look(cl, a, &deadline, ++looks, err);
+
+			if (__builtin_expect(r < 0, 0))
+				return r;
+			if (__builtin_expect(r > 0, 0))
+				return lean_to_usual(cl, a, i, gen, deadline, 1, wc, 0, resp_len,
+						     app_code, err);
+			continue;
+		}
+		if (__builtin_expect(n < 0, 0)) /* the usual wait's poll reports it */
+			return lean_to_usual(cl, a, i, gen, looks ? deadline : DEADLINE_UNSET, 0,
+					     wc, 0, resp_len, app_code, err);
+		n = rk_cq_take(cl->cq, wc, n);
+		for (int j = 0; j < n; j++) {
+			const struct ibv_wc *w = &wc[j];
+
+			if (__builtin_expect(w->wr_id != WRID_ANS || w->status != IBV_WC_SUCCESS ||
+						 w->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+						 ntohl(w->imm_data) != want,
+					     0)) {
+				if (w->wr_id == TAG_REQ_INLINE << 48 && w->status == IBV_WC_SUCCESS)
+					continue; /* a request's SEND that retires the queue */
+				return lean_to_usual(cl, a, i, gen,
+						     looks ? deadline : DEADLINE_UNSET, 0, w, n - j,
+						     resp_len, app_code, err);
+			}
+			/* Its answer. The slot is the server's to write at any time: copy, then
+			 * check. */
+			const uint8_t *slot = cl->slot_base + (size_t)i * cl->acc.slot_size;
+			uint8_t hdr[RK_RPC_ANS_HDR];
+			int64_t len;
+
+			memcpy(hdr, slot, sizeof(hdr));
+			len = usual_answer_len(cl, hdr, w, a->resp_cap);
+			if (__builtin_expect(len < 0, 0)) /* the answer path judges it */
+				return lean_to_usual(cl, a, i, gen,
+						     looks ? deadline : DEADLINE_UNSET, 0, w, n - j,
+						     resp_len, app_code, err);
+			copy_small(a->resp, slot + RK_RPC_ANS_HDR, (uint32_t)len);
+			cl->completed++;
+			if (++cl->rx_consumed == RECV_BATCH)
+				rk__rpc_cl_repost_answers(cl);
+			if (__builtin_expect(j + 1 < n, 0))
+				lean_rest(cl, w + 1, n - j - 1);
+			if (resp_len)
+				*resp_len = (uint32_t)len;
+			if (app_code)
+				*app_code = (int32_t)rk_get32(hdr + 4);
+			return 0;
+		}
+	}
+}
+
+/*
  * The synchronous call. Its deadline counts from the first clock reading
  * of its wait (DEADLINE_PENDING): a call answered within the wait's first
  * spin reads no clock. Its result is written by the answer path straight
  * into @s (no callback), and it handles completions with in_progress held
  * for its whole wait (a callback of another call that finishes meanwhile
- * cannot reenter).
+ * cannot reenter). Busy, with no other call in flight, a common inline
+ * call takes call_lean.
  */
 int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint32_t *resp_len,
 		int32_t *app_code, struct rk_error *err)
 {
-	struct sync_result s = {.err = err}; /* a few words, not an error object, to clear */
 	int64_t deadline = -1;
 	int r;
 
+	if (__builtin_expect(cl->lean && !cl->inflight && !cl->in_progress && cl->nfree &&
+				 a->req_len <= cl->lean_req && a->resp_cap <= cl->small_resp &&
+				 (a->req || !a->req_len) && (a->resp || !a->resp_cap),
+			     1)) {
+		r = call_lean(cl, a, resp_len, app_code, err);
+		if (r != 1)
+			return r;
+	}
 	if (cl->in_progress)
 		return rk__err_set(err, EBUSY, "rk_rpc_call", "called from a completion callback");
+
+	struct sync_result s = {.err = err}; /* a few words, not an error object, to clear */
+
 	r = call_start(cl, a, a->timeout_ms < 0 ? -1 : DEADLINE_PENDING,
 		       a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT, NULL, &s, err);
 	if (__builtin_expect(r == -EAGAIN, 0)) {
@@ -275,21 +504,5 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 	}
 	if (r)
 		return r;
-	cl->in_progress = 1;
-	rk__rpc_cl_wait_call(cl, &s, err);
-	cl->in_progress = 0;
-	/*
-	 * Other calls in flight, a sleeping mode, the CQ left not armed by
-	 * the wait's wake-up: the caller may sleep on rk_rpc_client_fd for
-	 * their answers next, as after rk_rpc_client_progress. Arm it (rounds
-	 * without waiting until one finds nothing; their callbacks run).
-	 */
-	if (__builtin_expect(cl->inflight != 0, 0) && !cl->busy)
-		while (!cl->cq->armed && !cl->dead && rk__rpc_cl_progress(cl, 0, NULL) > 0)
-			;
-	if (resp_len)
-		*resp_len = s.len;
-	if (app_code)
-		*app_code = s.code;
-	return s.status;
+	return call_wait(cl, &s, resp_len, app_code, err);
 }

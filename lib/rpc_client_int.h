@@ -108,6 +108,13 @@ struct rk_rpc_client {
 	 */
 	uint32_t small_req, small_resp;
 	/*
+	 * rk_rpc_call may take its lean path (busy, the connection alive, a
+	 * header that goes inline: cleared when the connection dies) for a
+	 * request body up to lean_req (small_req within max_inline).
+	 */
+	int lean;
+	uint32_t lean_req;
+	/*
 	 * The request's SEND, built at connect (one SGE): per call only the
 	 * SGE (the slot's buffer, the header and the body) and the flags.
 	 */
@@ -180,8 +187,52 @@ static inline __attribute__((always_inline)) void copy_small(void *dst, const vo
 	}
 }
 
+/*
+ * The usual answer (success, its data in the slot) to a call that accepts
+ * @resp_cap bytes, from its slot's header @hdr (copied out of the slot:
+ * the server may write the slot at any time) and its completion @wc: its
+ * length, or -1 for any other answer, which rk__rpc_ans_decode judges.
+ * One compare of the status word and three of the length: what
+ * rk__rpc_ans_decode accepts for that status, in fewer steps. The data
+ * must fit the slot as well as the call: a direct call accepts more than a
+ * slot holds, and the server can make byte_len what it likes by writing
+ * the answer into the call's own buffer instead.
+ */
+static inline __attribute__((always_inline)) int64_t
+usual_answer_len(const struct rk_rpc_client *cl, const uint8_t *hdr, const struct ibv_wc *wc,
+		 uint32_t resp_cap)
+{
+	const uint32_t len = rk_get32(hdr + 8);
+
+	if (__builtin_expect(rk_get32(hdr) == RK_RPC_ANS_IN_SLOT && len <= resp_cap &&
+				 len <= cl->resp_room && wc->byte_len == RK_RPC_ANS_HDR + len,
+			     1))
+		return len;
+	return -1;
+}
+
 /* rpc_client_answer.c */
 int rk__rpc_cl_post_answer_recvs(struct rk_conn *conn, uint32_t n, struct rk_error *err);
+/*
+ * The answers' receives used, RECV_BATCH of them, posted again (when
+ * rx_consumed reaches RECV_BATCH; a failure fails the connection).
+ */
+void rk__rpc_cl_repost_answers(struct rk_rpc_client *cl);
+/*
+ * Busy, the look of rk_rpc_call's spin every SPIN_POLLS empty polls (the
+ * @looks-th): the clock (the pending deadlines settled, calls past theirs
+ * failed) and, every FD_LOOKS looks (the wait set's FD_EVERY polls), the
+ * connection's CM channel without waiting (a disconnect fails every call:
+ * cl->dead). What the wait set's round did there, without its event array
+ * and its passes over the CQ. Returns the clock's reading (coarse_ms).
+ */
+#define FD_LOOKS 16
+int64_t rk__rpc_cl_busy_look(struct rk_rpc_client *cl, unsigned looks);
+/*
+ * Completions @wc[0..@n), translated (rk_cq_take), handled as progress
+ * handles them: for a caller that holds in_progress.
+ */
+void rk__rpc_cl_on_wcs(struct rk_rpc_client *cl, const struct ibv_wc *wc, int n);
 void rk__rpc_cl_fail_all(struct rk_rpc_client *cl, int e, const struct rk_error *why);
 /* Progress from outside: refused (-EBUSY) from a completion callback. */
 int rk__rpc_cl_progress(struct rk_rpc_client *cl, int timeout_ms, struct rk_error *err);

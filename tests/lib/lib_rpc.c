@@ -460,6 +460,11 @@ static void late_answer(struct rk_rpc_client *cl)
 	/* From this thread: queued for the progress thread. */
 	while (never_n)
 		LT_CHECK(rk_rpc_reply(never[--never_n], 0, "late", 4), NULL);
+	/*
+	 * A call at once: the late answers come before or during it (busy, no
+	 * call in flight, rk_rpc_call's lean path), and must end no call.
+	 */
+	echo(cl, 64, 0);
 	for (int i = 0; i < 20; i++)
 		rk_rpc_client_progress(cl, 50, &e);
 	if (!rk_rpc_client_alive(cl, &e))
@@ -755,9 +760,11 @@ static unsigned hostile(struct rk_device *dev, const char *addr, const char *por
  * slot header that says "in the slot" with a length beyond the slot, and
  * the immediate's write of as many bytes into the call's own buffer, so
  * that the completion's length matches the header. Believed, the client
- * would copy from past the end of the slot.
+ * would copy from past the end of the slot. Case 3 answers a common call
+ * (a busy client's lean path) with more bytes in the slot than the call
+ * accepts, the completion's length matching.
  */
-#define FORGED_CASES	 3
+#define FORGED_CASES	 4
 #define FORGED_BIG_RESP	 8192 /* case 2's answer buffer: more than a 4096-byte slot holds */
 #define FORGED_SLOT_LIAR 5000 /* the length case 2's header claims is in the slot */
 
@@ -832,17 +839,20 @@ static void forge_one(struct forger *f, int k)
 		LT_CHECK(rk_post(conn, &data, &e), &e);
 		goto posted;
 	}
+	if (k == 3)
+		ah.len = h.resp_cap + 1;
 	rk__rpc_ans_encode(&ah, (uint8_t *)rk_mr_addr(mr) + 4096);
 	{
 		struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
 				   .flags = RK_WR_SIGNALED,
 				   .addr = (uint8_t *)rk_mr_addr(mr) + 4096,
 				   .lkey = rk_mr_lkey(mr),
-				   .len = RK_RPC_ANS_HDR,
+				   .len = RK_RPC_ANS_HDR + ah.len,
 				   .remote_addr = h.slot_addr,
 				   .rkey = h.slot_rkey,
-				   .imm = k == 0 ? rk__rpc_imm(h.slot, (uint16_t)(h.gen + 1))
-						 : rk__rpc_imm(9, h.gen)};
+				   .imm = k == 0   ? rk__rpc_imm(h.slot, (uint16_t)(h.gen + 1))
+					  : k == 1 ? rk__rpc_imm(9, h.gen)
+						   : rk__rpc_imm(h.slot, h.gen)};
 
 		LT_CHECK(rk_post(conn, &wr, &e), &e);
 	}
@@ -871,7 +881,8 @@ static void forged_answers(struct rk_device *dev, const char *addr, int quick)
 	struct rk_rpc_client_opts co = {
 	    .host = addr, .port = "7596", .timeout_ms = CONNECT_MS, .mode = wait_mode};
 	static const char *const what[FORGED_CASES] = {
-	    "another generation", "a slot beyond the window", "data in the slot beyond the slot"};
+	    "another generation", "a slot beyond the window", "data in the slot beyond the slot",
+	    "more data than the call accepts"};
 	static uint8_t big[FORGED_BIG_RESP];
 	struct forger f = {.dev = dev, .ncases = quick ? 1 : FORGED_CASES};
 	struct rk_error e;
