@@ -263,9 +263,11 @@ int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a
 static int call_wait(struct rk_rpc_client *cl, struct sync_result *s, uint32_t *resp_len,
 		     int32_t *app_code, struct rk_error *err)
 {
-	cl->in_progress = 1;
-	rk__rpc_cl_wait_call(cl, s, err);
-	cl->in_progress = 0;
+	if (!s->finished) { /* lean_to_usual's completions may have ended it */
+		cl->in_progress = 1;
+		rk__rpc_cl_wait_call(cl, s, err);
+		cl->in_progress = 0;
+	}
 	/*
 	 * Other calls in flight, a sleeping mode, the CQ left not armed by
 	 * the wait's wake-up: the caller may sleep on rk_rpc_client_fd for
@@ -339,7 +341,7 @@ static __attribute__((noinline)) int lean_look(struct rk_rpc_client *cl,
 			*err = cl->why;
 		return -ECONNRESET;
 	}
-	if (looks == 1) /* the first: the deadline starts */
+	if (*deadline == DEADLINE_UNSET) /* the first: the deadline starts */
 		*deadline =
 		    a->timeout_ms < 0 ? -1 : now + (a->timeout_ms ? a->timeout_ms : DEF_TIMEOUT);
 	else if (*deadline >= 0 && now >= *deadline)
@@ -381,7 +383,7 @@ static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client 
 	const uint32_t want = (uint32_t)i << 16 | gen;
 	struct ibv_wc wc[POLL_BATCH];
 	unsigned looks = 0;
-	int64_t deadline; /* set by the first look */
+	int64_t deadline = DEADLINE_UNSET; /* set by the first look */
 
 	if (__builtin_expect(c->far, 0)) { /* the slot's last call was not a common one */
 		static const struct rk_rpc_req_hdr zero = {0};
@@ -389,6 +391,7 @@ static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client 
 		rk__rpc_req_encode_far(&zero, buf);
 		c->far = 0;
 	}
+	c->direct = 0; /* the answer path judges an answer by it, should this call go there */
 	rk__rpc_req_encode_call(&h, buf);
 	if (req_len)
 		copy_small(buf + RK_RPC_REQ_HDR, a->req, req_len);
@@ -406,16 +409,21 @@ static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client 
 				continue;
 			int r = lean_look(cl, a, &deadline, ++looks, err);
 
-			if (__builtin_expect(r < 0, 0))
+			if (__builtin_expect(r < 0, 0)) {
+				if (resp_len) /* as the usual path leaves them: nothing came */
+					*resp_len = 0;
+				if (app_code)
+					*app_code = 0;
 				return r;
+			}
 			if (__builtin_expect(r > 0, 0))
 				return lean_to_usual(cl, a, i, gen, deadline, 1, wc, 0, resp_len,
 						     app_code, err);
 			continue;
 		}
 		if (__builtin_expect(n < 0, 0)) /* the usual wait's poll reports it */
-			return lean_to_usual(cl, a, i, gen, looks ? deadline : DEADLINE_UNSET, 0,
-					     wc, 0, resp_len, app_code, err);
+			return lean_to_usual(cl, a, i, gen, deadline, 0, wc, 0, resp_len, app_code,
+					     err);
 		n = rk_cq_take(cl->cq, wc, n);
 		for (int j = 0; j < n; j++) {
 			const struct ibv_wc *w = &wc[j];
@@ -426,12 +434,10 @@ static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client 
 					     0)) {
 				if (w->wr_id == TAG_REQ_INLINE << 48 && w->status == IBV_WC_SUCCESS)
 					continue; /* a request's SEND that retires the queue */
-				return lean_to_usual(cl, a, i, gen,
-						     looks ? deadline : DEADLINE_UNSET, 0, w, n - j,
-						     resp_len, app_code, err);
+				return lean_to_usual(cl, a, i, gen, deadline, 0, w, n - j, resp_len,
+						     app_code, err);
 			}
-			/* Its answer. The slot is the server's to write at any time: copy, then
-			 * check. */
+			/* Its answer. The slot is the server's to write: copy, then check. */
 			const uint8_t *slot = cl->slot_base + (size_t)i * cl->acc.slot_size;
 			uint8_t hdr[RK_RPC_ANS_HDR];
 			int64_t len;
@@ -439,9 +445,8 @@ static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client 
 			memcpy(hdr, slot, sizeof(hdr));
 			len = usual_answer_len(cl, hdr, w, a->resp_cap);
 			if (__builtin_expect(len < 0, 0)) /* the answer path judges it */
-				return lean_to_usual(cl, a, i, gen,
-						     looks ? deadline : DEADLINE_UNSET, 0, w, n - j,
-						     resp_len, app_code, err);
+				return lean_to_usual(cl, a, i, gen, deadline, 0, w, n - j, resp_len,
+						     app_code, err);
 			copy_small(a->resp, slot + RK_RPC_ANS_HDR, (uint32_t)len);
 			cl->completed++;
 			if (++cl->rx_consumed == RECV_BATCH)

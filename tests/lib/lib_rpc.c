@@ -762,9 +762,13 @@ static unsigned hostile(struct rk_device *dev, const char *addr, const char *por
  * that the completion's length matches the header. Believed, the client
  * would copy from past the end of the slot. Case 3 answers a common call
  * (a busy client's lean path) with more bytes in the slot than the call
- * accepts, the completion's length matching.
+ * accepts, the completion's length matching. Case 4 answers a direct call
+ * as it should, then the common call that follows in the same slot with
+ * "the data is elsewhere": a common call gave no place but the slot, so
+ * the answer is a lie (believed, the call would end with bytes it never
+ * got).
  */
-#define FORGED_CASES	 4
+#define FORGED_CASES	 5
 #define FORGED_BIG_RESP	 8192 /* case 2's answer buffer: more than a 4096-byte slot holds */
 #define FORGED_SLOT_LIAR 5000 /* the length case 2's header claims is in the slot */
 
@@ -780,6 +784,28 @@ static int forge_prepare(struct rk_conn *conn, void *arg)
 	struct rk_mr *mr = arg;
 
 	return rk_post_recv(conn, rk_mr_addr(mr), 4096, rk_mr_lkey(mr), 1, NULL);
+}
+
+/*
+ * An answer to request @h by WRITE WITH IMMEDIATE @imm into its slot:
+ * header @ah, and its data (whatever the buffer holds) when it says "in
+ * the slot".
+ */
+static void forge_answer(struct rk_conn *conn, struct rk_mr *mr, const struct rk_rpc_req_hdr *h,
+			 const struct rk_rpc_ans_hdr *ah, uint32_t imm)
+{
+	struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
+			   .flags = RK_WR_SIGNALED,
+			   .addr = (uint8_t *)rk_mr_addr(mr) + 4096,
+			   .lkey = rk_mr_lkey(mr),
+			   .len = RK_RPC_ANS_HDR + (ah->in_slot ? ah->len : 0),
+			   .remote_addr = h->slot_addr,
+			   .rkey = h->slot_rkey,
+			   .imm = imm};
+	struct rk_error e;
+
+	rk__rpc_ans_encode(ah, (uint8_t *)rk_mr_addr(mr) + 4096);
+	LT_CHECK(rk_post(conn, &wr, &e), &e);
 }
 
 static void forge_one(struct forger *f, int k)
@@ -814,6 +840,25 @@ static void forge_one(struct forger *f, int k)
 		LT_FAIL("the forging server got no request (%d)", n);
 	if (rk__rpc_req_decode(rk_mr_addr(mr), wc.byte_len, &lim, &h, &why))
 		LT_FAIL("the client's request: %s", why);
+	if (k == 4) {
+		if (!(h.flags & RK_RPC_F_DIRECT))
+			LT_FAIL("the forging server's case 4 wants a direct call first");
+		/* The next request's receive, then the true answer: nothing, in the slot. */
+		LT_CHECK(rk_post_recv(conn, rk_mr_addr(mr), 4096, rk_mr_lkey(mr), 2, &e), &e);
+		forge_answer(conn, mr, &h, &ah, rk__rpc_imm(h.slot, h.gen));
+		t0 = lt_now_ms();
+		do
+			n = rk_cq_wait(rk_conn_cq(conn), &wc, 1, 1000, &e);
+		while (!(n == 1 && wc.wr_id == 2) && lt_now_ms() - t0 < 30000);
+		if (n != 1 || wc.status != IBV_WC_SUCCESS)
+			LT_FAIL("the forging server got no second request (%d)", n);
+		if (rk__rpc_req_decode(rk_mr_addr(mr), wc.byte_len, &lim, &h, &why))
+			LT_FAIL("the client's second request: %s", why);
+		ah.in_slot = 0;
+		ah.len = 5;
+		forge_answer(conn, mr, &h, &ah, rk__rpc_imm(h.slot, h.gen));
+		goto posted;
+	}
 	if (k == 2) {
 		struct rk_wr hdr = {.op = RK_OP_WRITE,
 				    .addr = (uint8_t *)rk_mr_addr(mr) + 4096,
@@ -841,21 +886,10 @@ static void forge_one(struct forger *f, int k)
 	}
 	if (k == 3)
 		ah.len = h.resp_cap + 1;
-	rk__rpc_ans_encode(&ah, (uint8_t *)rk_mr_addr(mr) + 4096);
-	{
-		struct rk_wr wr = {.op = RK_OP_WRITE_IMM,
-				   .flags = RK_WR_SIGNALED,
-				   .addr = (uint8_t *)rk_mr_addr(mr) + 4096,
-				   .lkey = rk_mr_lkey(mr),
-				   .len = RK_RPC_ANS_HDR + ah.len,
-				   .remote_addr = h.slot_addr,
-				   .rkey = h.slot_rkey,
-				   .imm = k == 0   ? rk__rpc_imm(h.slot, (uint16_t)(h.gen + 1))
-					  : k == 1 ? rk__rpc_imm(9, h.gen)
-						   : rk__rpc_imm(h.slot, h.gen)};
-
-		LT_CHECK(rk_post(conn, &wr, &e), &e);
-	}
+	forge_answer(conn, mr, &h, &ah,
+		     k == 0   ? rk__rpc_imm(h.slot, (uint16_t)(h.gen + 1))
+		     : k == 1 ? rk__rpc_imm(9, h.gen)
+			      : rk__rpc_imm(h.slot, h.gen));
 posted:
 	rk_cq_wait(rk_conn_cq(conn), &wc, 1, 5000, &e);
 	/* The client hangs up; its side of the test ends the wait. */
@@ -882,7 +916,7 @@ static void forged_answers(struct rk_device *dev, const char *addr, int quick)
 	    .host = addr, .port = "7596", .timeout_ms = CONNECT_MS, .mode = wait_mode};
 	static const char *const what[FORGED_CASES] = {
 	    "another generation", "a slot beyond the window", "data in the slot beyond the slot",
-	    "more data than the call accepts"};
+	    "more data than the call accepts", "data elsewhere for a common call"};
 	static uint8_t big[FORGED_BIG_RESP];
 	struct forger f = {.dev = dev, .ncases = quick ? 1 : FORGED_CASES};
 	struct rk_error e;
@@ -897,6 +931,16 @@ static void forged_answers(struct rk_device *dev, const char *addr, int quick)
 		int r;
 
 		LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+		if (k ==
+		    4) { /* a direct call answered as it should, in the slot the next one takes */
+			uint32_t got = 1;
+
+			r = call_simple(cl, M_ECHO, "x", 1, big, sizeof(big), 20000, &got, NULL,
+					&e);
+			if (r || got)
+				LT_FAIL("case 4's true answer: %d, %u bytes (%s)", r, got,
+					rk_error_str(&e));
+		}
 		if (k == 2)
 			r = call_simple(cl, M_ECHO, "x", 1, big, sizeof(big), 20000, NULL, NULL,
 					&e);
