@@ -66,6 +66,11 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 		co.conn = *opts->conn;
 	else
 		co.conn.max_inline = DEF_INLINE;
+	if (co.conn.cq) { /* every completion of its CQ is taken for one of its calls' */
+		r = rk__err_set(err, EINVAL, "rk_rpc_client_connect",
+				"an RPC client needs a CQ of its own: opts.conn->cq must be NULL");
+		goto fail;
+	}
 	if (!co.conn.signal_every)
 		co.conn.signal_every = SIGNAL_EVERY;
 	if (co.conn.max_send_sge < 2) /* an inline request: the header, then the caller's body */

@@ -247,7 +247,9 @@ struct rk_rpc_client_opts {
 	enum rk_wait_mode mode;		 /* how calls wait; default busy */
 	struct rk_pd *pd;		 /* the connection's PD; NULL = one of its own.
 					    resp_mr / req_mr buffers must be registered in it */
-	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults */
+	const struct rk_conn_opts *conn; /* transport settings; NULL = defaults. Its cq
+					    must be NULL (-EINVAL): the client's CQ is
+					    its own */
 	const void *token;		 /* the server's access token, if it wants one */
 	uint8_t token_len;		 /* at most RK_HELLO_TOKEN_MAX (32) */
 };

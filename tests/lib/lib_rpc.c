@@ -1148,6 +1148,23 @@ static void limits(struct rk_device *dev, const char *addr)
 	if (pthread_create(&th, NULL, server2_loop, NULL))
 		LT_FAIL("pthread_create");
 
+	/* A shared CQ: the client would take another connection's completions for its own. */
+	{
+		struct rk_cq_opts qo = {.mode = wait_mode};
+		struct rk_conn_opts shared = {0};
+		struct rk_cq *cq;
+
+		LT_CHECK(rk_cq_create(dev, &qo, &e, &cq), &e);
+		shared.cq = cq;
+		co.conn = &shared;
+		r = rk_rpc_client_connect(dev, &co, &e, &cl);
+		if (r != -EINVAL)
+			LT_FAIL("a shared CQ: %d (%s), not -EINVAL", r, rk_error_str(&e));
+		printf("a shared CQ: %s\n", rk_error_str(&e));
+		co.conn = NULL;
+		rk_cq_destroy(cq);
+	}
+
 	r = rk_rpc_client_connect(dev, &co, &e, &cl);
 	if (r != -ECONNREFUSED)
 		LT_FAIL("no token: %d (%s)", r, rk_error_str(&e));
