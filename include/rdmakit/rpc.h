@@ -318,7 +318,11 @@ RK_API void rk_rpc_client_destroy(struct rk_rpc_client *cl);
  * within the wait's first spin (the deadline counts from the wait's first
  * clock reading, microseconds after the call). Busy, the wait spins on the
  * CQ and looks at the clock every 64 empty polls and at the connection's
- * channel (a disconnect) every 1024, one poll(2). In event mode the call
+ * channel (a disconnect) every 1024, one poll(2). Busy, with no other call
+ * in flight, a small call keeps its state in registers until its answer
+ * (no slot bookkeeping): about 660 instructions a call on Soft-RoCE, its
+ * provider's post and poll included, against 511 for a SEND round trip
+ * with the library's prepared work requests. In event mode the call
  * does not poll the CQ before it sleeps (its answer cannot be there yet)
  * unless the CQ is still armed from an earlier wait; a wait that sleeps
  * costs one clock reading, the CQ's arming (when it is not armed) and
