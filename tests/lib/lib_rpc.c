@@ -808,6 +808,25 @@ static void forge_answer(struct rk_conn *conn, struct rk_mr *mr, const struct rk
 	LT_CHECK(rk_post(conn, &wr, &e), &e);
 }
 
+/* The request receive @wr_id took (within 30 s), decoded into @h. */
+static void forge_request(struct rk_conn *conn, struct rk_mr *mr, const struct rk_rpc_limits *lim,
+			  uint64_t wr_id, struct rk_rpc_req_hdr *h)
+{
+	const char *why = NULL;
+	struct ibv_wc wc;
+	struct rk_error e;
+	int64_t t0 = lt_now_ms();
+	int n;
+
+	do
+		n = rk_cq_wait(rk_conn_cq(conn), &wc, 1, 1000, &e);
+	while (!(n == 1 && wc.wr_id == wr_id) && lt_now_ms() - t0 < 30000);
+	if (n != 1 || wc.status != IBV_WC_SUCCESS)
+		LT_FAIL("the forging server got no request %d (%d)", (int)wr_id, n);
+	if (rk__rpc_req_decode(rk_mr_addr(mr), wc.byte_len, lim, h, &why))
+		LT_FAIL("the client's request %d: %s", (int)wr_id, why);
+}
+
 static void forge_one(struct forger *f, int k)
 {
 	struct rk_rpc_accept acc = {
@@ -819,41 +838,25 @@ static void forge_one(struct forger *f, int k)
 	struct rk_conn_opts co = {.wait_mode = wait_mode, .prepare = forge_prepare};
 	struct rk_cm_request *req;
 	struct rk_rpc_req_hdr h;
-	const char *why = NULL;
 	struct rk_conn *conn;
 	struct rk_mr *mr;
 	struct ibv_wc wc;
 	struct rk_error e;
 	int64_t t0;
-	int n;
 
 	LT_CHECK(rk_mr_alloc(f->dev, 8192, RK_ACCESS_LOCAL, &e, &mr), &e);
 	co.prepare_arg = mr;
 	LT_CHECK(rk_listener_get_request(f->lis, 30000, &e, &req), &e);
 	rk__rpc_accept_encode(&acc, reply);
 	LT_CHECK(rk_cm_request_accept(req, &co, reply, sizeof(reply), 10000, &e, &conn), &e);
-	t0 = lt_now_ms();
-	do
-		n = rk_cq_wait(rk_conn_cq(conn), &wc, 1, 1000, &e);
-	while (!(n == 1 && wc.wr_id == 1) && lt_now_ms() - t0 < 30000);
-	if (n != 1 || wc.status != IBV_WC_SUCCESS)
-		LT_FAIL("the forging server got no request (%d)", n);
-	if (rk__rpc_req_decode(rk_mr_addr(mr), wc.byte_len, &lim, &h, &why))
-		LT_FAIL("the client's request: %s", why);
+	forge_request(conn, mr, &lim, 1, &h);
 	if (k == 4) {
 		if (!(h.flags & RK_RPC_F_DIRECT))
 			LT_FAIL("the forging server's case 4 wants a direct call first");
 		/* The next request's receive, then the true answer: nothing, in the slot. */
 		LT_CHECK(rk_post_recv(conn, rk_mr_addr(mr), 4096, rk_mr_lkey(mr), 2, &e), &e);
 		forge_answer(conn, mr, &h, &ah, rk__rpc_imm(h.slot, h.gen));
-		t0 = lt_now_ms();
-		do
-			n = rk_cq_wait(rk_conn_cq(conn), &wc, 1, 1000, &e);
-		while (!(n == 1 && wc.wr_id == 2) && lt_now_ms() - t0 < 30000);
-		if (n != 1 || wc.status != IBV_WC_SUCCESS)
-			LT_FAIL("the forging server got no second request (%d)", n);
-		if (rk__rpc_req_decode(rk_mr_addr(mr), wc.byte_len, &lim, &h, &why))
-			LT_FAIL("the client's second request: %s", why);
+		forge_request(conn, mr, &lim, 2, &h);
 		ah.in_slot = 0;
 		ah.len = 5;
 		forge_answer(conn, mr, &h, &ah, rk__rpc_imm(h.slot, h.gen));
