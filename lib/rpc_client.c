@@ -121,8 +121,15 @@ int rk_rpc_client_connect(struct rk_device *dev, const struct rk_rpc_client_opts
 	cl->max_inline = rk_conn_max_inline(cl->conn);
 	cl->small_req = cl->acc.req_inline < cl->acc.max_msg ? cl->acc.req_inline : cl->acc.max_msg;
 	cl->small_resp = cl->resp_room < cl->acc.max_msg ? cl->resp_room : cl->acc.max_msg;
-	/* rk_rpc_call's lean path: busy, a common call whose request goes inline. */
-	cl->lean = cl->busy && cl->max_inline >= RK_RPC_REQ_HDR;
+	/*
+	 * rk_rpc_call's lean path: busy or event mode (not adaptive: its spin
+	 * before the sleep is the wait set's), a common call whose request
+	 * goes inline.
+	 */
+	cl->lean = cl->max_inline < RK_RPC_REQ_HDR	 ? 0
+		   : cl->busy				 ? LEAN_BUSY
+		   : rk_cq_mode(cl->cq) == RK_WAIT_EVENT ? LEAN_SLEEP
+							 : 0;
 	cl->lean_req = cl->lean && cl->max_inline - RK_RPC_REQ_HDR < cl->small_req
 			   ? cl->max_inline - RK_RPC_REQ_HDR
 			   : cl->small_req;

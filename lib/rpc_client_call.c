@@ -284,20 +284,15 @@ static int call_wait(struct rk_rpc_client *cl, struct sync_result *s, uint32_t *
 	return s->status;
 }
 
-/* The lean call's deadline before its first look. */
-#define DEADLINE_UNSET (-3)
-
 /*
- * The lean call's state written out: from the completions @wc[0..@n) on
- * (what its spin polled and could not handle itself), it is a call like
- * any other, ending by @deadline (as call_start's, or DEADLINE_UNSET),
- * and rk_rpc_call's usual wait ends it. @late: the deadline has passed; the call fails at
- * once (its slot stays a zombie until its answer comes).
+ * The lean call's state written out (rpc_client_int.h): it is booked as
+ * call_start books a call, takes @wc[0..@n), and rk_rpc_call's usual wait
+ * ends it.
  */
-static __attribute__((noinline)) int
-lean_to_usual(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint16_t i, uint16_t gen,
-	      int64_t deadline, int late, const struct ibv_wc *wc, int n, uint32_t *resp_len,
-	      int32_t *app_code, struct rk_error *err)
+__attribute__((noinline)) int
+rk__rpc_cl_lean_to_usual(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint16_t i,
+			 uint16_t gen, int64_t deadline, int late, const struct ibv_wc *wc, int n,
+			 uint32_t *resp_len, int32_t *app_code, struct rk_error *err)
 {
 	struct sync_result s = {.err = err};
 
@@ -313,9 +308,8 @@ lean_to_usual(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint16
 	return call_wait(cl, &s, resp_len, app_code, err);
 }
 
-/* Completions the lean call's spin polled after its answer: progress's. */
-static __attribute__((noinline)) void lean_rest(struct rk_rpc_client *cl, const struct ibv_wc *wc,
-						int n)
+__attribute__((noinline)) void rk__rpc_cl_lean_rest(struct rk_rpc_client *cl,
+						    const struct ibv_wc *wc, int n)
 {
 	cl->in_progress = 1;
 	rk__rpc_cl_on_wcs(cl, wc, n);
@@ -350,23 +344,17 @@ static __attribute__((noinline)) int lean_look(struct rk_rpc_client *cl,
 }
 
 /*
- * rk_rpc_call's lean path: busy polling, no other call in flight, a
- * common call whose request goes inline (rk_rpc_call checked). The call
- * keeps its state in registers: its slot stays on top of the free stack,
- * marked free, awaiting no answer, and its answer is looked for in this
- * spin alone, with the checks of the answer path (the immediate, then
- * usual_answer_len on the header copied out of the slot). Nothing else
- * can complete meanwhile but a request SEND that retires the queue.
- * Every SPIN_POLLS empty polls the usual look (rk__rpc_cl_busy_look): the
- * first starts the call's deadline, a later one past it fails the call,
- * and a disconnect it finds ends the call with the connection. A
- * completion that is neither its answer nor a retiring SEND, or an
- * answer that is not the usual one, writes the state out (lean_to_usual)
- * and the usual wait takes over. What this saves a call: the slot's
- * bookkeeping (its state, the answer it awaits, the pending deadline,
- * the free stack), the result's structure and in_progress. 1 when the
- * request could not be posted (nothing went out: the usual path starts
- * the call), else the call's result.
+ * rk_rpc_call's lean path on a busy client (rpc_client_int.h): its answer
+ * spun for on the CQ alone, with the answer path's checks (lean_take).
+ * Nothing else can complete meanwhile but a request SEND that retires the
+ * queue. Every SPIN_POLLS empty polls the usual look
+ * (rk__rpc_cl_busy_look): the first starts the call's deadline, a later
+ * one past it fails the call, and a disconnect it finds ends the call with
+ * the connection. What this saves a call: the slot's bookkeeping (its
+ * state, the answer it awaits, the pending deadline, the free stack), the
+ * result's structure and in_progress. 1 when the request could not be
+ * posted (nothing went out: the usual path starts the call), else the
+ * call's result.
  */
 static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client *cl,
 							   const struct rk_rpc_call_args *a,
@@ -374,32 +362,12 @@ static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client 
 							   struct rk_error *err)
 {
 	const uint16_t i = cl->free_slots[cl->nfree - 1];
-	struct call *c = &cl->calls[i];
-	uint8_t *buf = cl->req_base + (size_t)i * cl->req_buf;
-	const uint32_t req_len = a->req_len;
-	const uint16_t gen = ++c->gen;
-	const struct rk_rpc_req_hdr h = {
-	    .method = a->method, .gen = gen, .req_len = req_len, .resp_cap = a->resp_cap};
-	const uint32_t want = (uint32_t)i << 16 | gen;
+	const uint16_t gen = ++cl->calls[i].gen;
 	struct ibv_wc wc[POLL_BATCH];
 	unsigned looks = 0;
 	int64_t deadline = DEADLINE_UNSET; /* set by the first look */
 
-	if (__builtin_expect(c->far, 0)) { /* the slot's last call was not a common one */
-		static const struct rk_rpc_req_hdr zero = {0};
-
-		rk__rpc_req_encode_far(&zero, buf);
-		c->far = 0;
-	}
-	c->direct = 0; /* the answer path judges an answer by it, should this call go there */
-	rk__rpc_req_encode_call(&h, buf);
-	if (req_len)
-		copy_small(buf + RK_RPC_REQ_HDR, a->req, req_len);
-	cl->req_sge.addr = (uintptr_t)buf;
-	cl->req_sge.length = RK_RPC_REQ_HDR + req_len;
-	if (__builtin_expect(rk__post_kept(cl->conn, &cl->req_wr, TAG_REQ_INLINE << 48,
-					   IBV_SEND_INLINE, NULL) != 0,
-			     0))
+	if (__builtin_expect(lean_post(cl, a, i, gen) != 0, 0))
 		return 1; /* the usual path posts again and says why */
 	for (unsigned k = 1;; k++) {
 		int n = ibv_poll_cq(cl->vcq, POLL_BATCH, wc);
@@ -417,48 +385,16 @@ static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client 
 				return r;
 			}
 			if (__builtin_expect(r > 0, 0))
-				return lean_to_usual(cl, a, i, gen, deadline, 1, wc, 0, resp_len,
-						     app_code, err);
+				return rk__rpc_cl_lean_to_usual(cl, a, i, gen, deadline, 1, wc, 0,
+								resp_len, app_code, err);
 			continue;
 		}
 		if (__builtin_expect(n < 0, 0)) /* the usual wait's poll reports it */
-			return lean_to_usual(cl, a, i, gen, deadline, 0, wc, 0, resp_len, app_code,
-					     err);
-		n = rk_cq_take(cl->cq, wc, n);
-		for (int j = 0; j < n; j++) {
-			const struct ibv_wc *w = &wc[j];
-
-			if (__builtin_expect(w->wr_id != WRID_ANS || w->status != IBV_WC_SUCCESS ||
-						 w->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
-						 ntohl(w->imm_data) != want,
-					     0)) {
-				if (w->wr_id == TAG_REQ_INLINE << 48 && w->status == IBV_WC_SUCCESS)
-					continue; /* a request's SEND that retires the queue */
-				return lean_to_usual(cl, a, i, gen, deadline, 0, w, n - j, resp_len,
-						     app_code, err);
-			}
-			/* Its answer. The slot is the server's to write: copy, then check. */
-			const uint8_t *slot = cl->slot_base + (size_t)i * cl->acc.slot_size;
-			uint8_t hdr[RK_RPC_ANS_HDR];
-			int64_t len;
-
-			memcpy(hdr, slot, sizeof(hdr));
-			len = usual_answer_len(cl, hdr, w, a->resp_cap);
-			if (__builtin_expect(len < 0, 0)) /* the answer path judges it */
-				return lean_to_usual(cl, a, i, gen, deadline, 0, w, n - j, resp_len,
-						     app_code, err);
-			copy_small(a->resp, slot + RK_RPC_ANS_HDR, (uint32_t)len);
-			cl->completed++;
-			if (++cl->rx_consumed == RECV_BATCH)
-				rk__rpc_cl_repost_answers(cl);
-			if (__builtin_expect(j + 1 < n, 0))
-				lean_rest(cl, w + 1, n - j - 1);
-			if (resp_len)
-				*resp_len = (uint32_t)len;
-			if (app_code)
-				*app_code = (int32_t)rk_get32(hdr + 4);
-			return 0;
-		}
+			return rk__rpc_cl_lean_to_usual(cl, a, i, gen, deadline, 0, wc, 0, resp_len,
+							app_code, err);
+		n = lean_take(cl, a, i, gen, deadline, wc, n, resp_len, app_code, err);
+		if (n != LEAN_WAIT)
+			return n;
 	}
 }
 
@@ -468,8 +404,9 @@ static inline __attribute__((always_inline)) int call_lean(struct rk_rpc_client 
  * spin reads no clock. Its result is written by the answer path straight
  * into @s (no callback), and it handles completions with in_progress held
  * for its whole wait (a callback of another call that finishes meanwhile
- * cannot reenter). Busy, with no other call in flight, a common inline
- * call takes call_lean.
+ * cannot reenter). Busy or in event mode, with no other call in flight,
+ * a common inline call takes the lean path (call_lean, or
+ * rk__rpc_cl_call_sleep).
  */
 int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint32_t *resp_len,
 		int32_t *app_code, struct rk_error *err)
@@ -481,7 +418,8 @@ int rk_rpc_call(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint
 				 a->req_len <= cl->lean_req && a->resp_cap <= cl->small_resp &&
 				 (a->req || !a->req_len) && (a->resp || !a->resp_cap),
 			     1)) {
-		r = call_lean(cl, a, resp_len, app_code, err);
+		r = cl->lean == LEAN_BUSY ? call_lean(cl, a, resp_len, app_code, err)
+					  : rk__rpc_cl_call_sleep(cl, a, resp_len, app_code, err);
 		if (r != 1)
 			return r;
 	}

@@ -13,6 +13,7 @@
 #ifndef RK_RPC_CLIENT_INT_H
 #define RK_RPC_CLIENT_INT_H
 
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -108,11 +109,12 @@ struct rk_rpc_client {
 	 */
 	uint32_t small_req, small_resp;
 	/*
-	 * rk_rpc_call may take its lean path (busy, the connection alive, a
-	 * header that goes inline: cleared when the connection dies) for a
-	 * request body up to lean_req (small_req within max_inline).
+	 * rk_rpc_call may take its lean path (busy or event mode, the
+	 * connection alive, a header that goes inline: cleared when the
+	 * connection dies) for a request body up to lean_req (small_req within
+	 * max_inline).
 	 */
-	int lean;
+	int lean; /* 0, LEAN_BUSY or LEAN_SLEEP */
 	uint32_t lean_req;
 	/*
 	 * The request's SEND, built at connect (one SGE): per call only the
@@ -248,5 +250,130 @@ int rk__rpc_cl_handle(struct rk_rpc_client *cl, int timeout_ms, struct rk_error 
  */
 void rk__rpc_cl_wait_call(struct rk_rpc_client *cl, const struct sync_result *s,
 			  struct rk_error *err);
+
+/*
+ * The lean synchronous call: rk_rpc_call with no other call in flight, a
+ * common call whose request goes inline (rpc_client_call.c spins for its
+ * answer on a busy client, rpc_client_sleep.c sleeps for it in event
+ * mode). It keeps its state in registers: its slot stays on top of the
+ * free stack, marked free, awaiting no answer, and its answer is looked
+ * for in its own wait with the checks of the answer path. Anything else
+ * writes the state out (rk__rpc_cl_lean_to_usual) and the usual wait takes
+ * over.
+ */
+#define LEAN_BUSY      1    /* cl->lean: the call spins for its answer */
+#define LEAN_SLEEP     2    /* cl->lean: the call sleeps for its answer (event mode) */
+#define DEADLINE_UNSET (-3) /* the lean call's deadline before its first look */
+#define LEAN_WAIT      1    /* lean_take: the answer did not come, wait on */
+
+/*
+ * The lean call (slot @i, generation @gen) written out: from the
+ * completions @wc[0..@n) on (what its wait polled and could not handle
+ * itself) a call like any other, ending by @deadline (a clock reading in
+ * ms, -1 none, or DEADLINE_UNSET: then as rk_rpc_call's), and the usual
+ * wait ends it. @late: the deadline has passed; the call fails at once
+ * (its slot stays a zombie until its answer comes). The call's result.
+ */
+int rk__rpc_cl_lean_to_usual(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint16_t i,
+			     uint16_t gen, int64_t deadline, int late, const struct ibv_wc *wc,
+			     int n, uint32_t *resp_len, int32_t *app_code, struct rk_error *err);
+/* Completions the lean call's wait polled after its answer: progress's. */
+void rk__rpc_cl_lean_rest(struct rk_rpc_client *cl, const struct ibv_wc *wc, int n);
+
+/*
+ * The lean call's request: slot @i (the top of the free stack), generation
+ * @gen, its header and body in the slot's buffer, posted inline with no
+ * completion asked. 0, or nonzero when nothing went out (the usual path
+ * then posts again and says why).
+ */
+static inline __attribute__((always_inline)) int
+lean_post(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint16_t i, uint16_t gen)
+{
+	struct call *c = &cl->calls[i];
+	uint8_t *buf = cl->req_base + (size_t)i * cl->req_buf;
+	const uint32_t req_len = a->req_len;
+	const struct rk_rpc_req_hdr h = {
+	    .method = a->method, .gen = gen, .req_len = req_len, .resp_cap = a->resp_cap};
+
+	if (__builtin_expect(c->far, 0)) { /* the slot's last call was not a common one */
+		static const struct rk_rpc_req_hdr zero = {0};
+
+		rk__rpc_req_encode_far(&zero, buf);
+		c->far = 0;
+	}
+	c->direct = 0; /* the answer path judges an answer by it, should this call go there */
+	rk__rpc_req_encode_call(&h, buf);
+	if (req_len)
+		copy_small(buf + RK_RPC_REQ_HDR, a->req, req_len);
+	cl->req_sge.addr = (uintptr_t)buf;
+	cl->req_sge.length = RK_RPC_REQ_HDR + req_len;
+	return rk__post_kept(cl->conn, &cl->req_wr, TAG_REQ_INLINE << 48, IBV_SEND_INLINE, NULL);
+}
+
+/*
+ * The completions @wc[0..@n) the lean call (slot @i, generation @gen,
+ * @deadline as rk__rpc_cl_lean_to_usual's) polled: translated, then its
+ * answer checked as the answer path checks it (the immediate, then
+ * usual_answer_len on the header copied out of the slot) and its outputs
+ * written. A request's SEND that retires the queue is passed over. The
+ * call's result, or LEAN_WAIT when its answer was not among them; any
+ * other completion, or an answer that is not the usual one, writes the
+ * call out.
+ */
+static inline __attribute__((always_inline)) int
+lean_take(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, uint16_t i, uint16_t gen,
+	  int64_t deadline, struct ibv_wc *wc, int n, uint32_t *resp_len, int32_t *app_code,
+	  struct rk_error *err)
+{
+	const uint32_t want = (uint32_t)i << 16 | gen;
+
+	n = rk_cq_take(cl->cq, wc, n);
+	for (int j = 0; j < n; j++) {
+		const struct ibv_wc *w = &wc[j];
+
+		if (__builtin_expect(w->wr_id != WRID_ANS || w->status != IBV_WC_SUCCESS ||
+					 w->opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+					 ntohl(w->imm_data) != want,
+				     0)) {
+			if (w->wr_id == TAG_REQ_INLINE << 48 && w->status == IBV_WC_SUCCESS)
+				continue; /* a request's SEND that retires the queue */
+			return rk__rpc_cl_lean_to_usual(cl, a, i, gen, deadline, 0, w, n - j,
+							resp_len, app_code, err);
+		}
+		/* Its answer. The slot is the server's to write: copy, then check. */
+		const uint8_t *slot = cl->slot_base + (size_t)i * cl->acc.slot_size;
+		uint8_t hdr[RK_RPC_ANS_HDR];
+		int64_t len;
+
+		memcpy(hdr, slot, sizeof(hdr));
+		len = usual_answer_len(cl, hdr, w, a->resp_cap);
+		if (__builtin_expect(len < 0, 0)) /* the answer path judges it */
+			return rk__rpc_cl_lean_to_usual(cl, a, i, gen, deadline, 0, w, n - j,
+							resp_len, app_code, err);
+		copy_small(a->resp, slot + RK_RPC_ANS_HDR, (uint32_t)len);
+		cl->completed++;
+		if (++cl->rx_consumed == RECV_BATCH)
+			rk__rpc_cl_repost_answers(cl);
+		if (__builtin_expect(j + 1 < n, 0))
+			rk__rpc_cl_lean_rest(cl, w + 1, n - j - 1);
+		if (resp_len)
+			*resp_len = (uint32_t)len;
+		if (app_code)
+			*app_code = (int32_t)rk_get32(hdr + 4);
+		return 0;
+	}
+	return LEAN_WAIT;
+}
+
+/* rpc_client_sleep.c */
+/*
+ * rk_rpc_call's lean path in event mode (rk_rpc_call checked that it may
+ * take it): the request posted, then the CQ armed, polled, and slept on
+ * with the connection's CM channel. 1 when the request could not be
+ * posted (nothing went out: the usual path starts the call), else the
+ * call's result.
+ */
+int rk__rpc_cl_call_sleep(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
+			  uint32_t *resp_len, int32_t *app_code, struct rk_error *err);
 
 #endif

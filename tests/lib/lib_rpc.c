@@ -955,8 +955,8 @@ static void forged_answers(struct rk_device *dev, const char *addr, int quick)
 			LT_FAIL("a forged answer (%s): %d (%s)", what[k], r, rk_error_str(&e));
 		if (rk_rpc_client_alive(cl, NULL))
 			LT_FAIL("the client still says alive after a forged answer (%s)", what[k]);
-		printf("forged answer (%s): the call failed, the client gave up: %s\n", what[k],
-		       e.msg);
+		printf("forged answer (%s, %s): the call failed, the client gave up: %s\n", what[k],
+		       wait_mode == RK_WAIT_EVENT ? "event mode" : "busy", e.msg);
 		rk_rpc_client_destroy(cl);
 	}
 	pthread_join(th, NULL);
@@ -1012,9 +1012,12 @@ static void *sync_never(void *arg)
 	return NULL;
 }
 
-static void server_killed(const char *addr)
+/*
+ * @mode: the synchronous call's client's (event mode: its lean sleep sees
+ * the end on the CM channel); the async calls' client is busy.
+ */
+static void server_killed(const char *addr, const char *port, enum rk_wait_mode mode)
 {
-	const char *port = "7592";
 	struct rk_rpc_client_opts co = {.host = addr, .port = port, .timeout_ms = CONNECT_MS};
 	struct rk_rpc_client *cl;
 	struct sync_call sc = {0};
@@ -1026,6 +1029,7 @@ static void server_killed(const char *addr)
 	char c;
 	pid_t pid;
 
+	gone_n = 0;
 	if (pipe(pfd))
 		LT_FAIL("pipe");
 	pid = fork();
@@ -1039,6 +1043,7 @@ static void server_killed(const char *addr)
 		LT_FAIL("the victim server did not start");
 	dev = lt_open_device(0);
 	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &cl), &e);
+	co.mode = mode;
 	LT_CHECK(rk_rpc_client_connect(dev, &co, &e, &sc.cl), &e);
 	if (pthread_create(&th, NULL, sync_never, &sc))
 		LT_FAIL("pthread_create");
@@ -1065,8 +1070,9 @@ static void server_killed(const char *addr)
 	if (sc.status != -ECONNRESET || !strstr(sc.e.msg, "peer gone") || sc.ended - killed > 15000)
 		LT_FAIL("a synchronous call in flight when the server died: %d (%s) after %lld ms",
 			sc.status, sc.e.msg, (long long)(sc.ended - killed));
-	printf("a synchronous call in flight failed %lld ms after the kill: %s\n",
-	       (long long)(sc.ended - killed), sc.e.msg);
+	printf("a synchronous call in flight (%s) failed %lld ms after the kill: %s\n",
+	       mode == RK_WAIT_EVENT ? "event mode" : "busy", (long long)(sc.ended - killed),
+	       sc.e.msg);
 	rk_rpc_client_destroy(sc.cl);
 	if (rk_rpc_client_alive(cl, NULL))
 		LT_FAIL("the client still says alive");
@@ -1389,8 +1395,10 @@ int main(int argc, char **argv)
 		nasync = NQUICK;
 		wait_mode = RK_WAIT_EVENT;
 		co.mode = RK_WAIT_EVENT;
-	} else
-		server_killed(addr); /* first: it forks, before this process opens the device */
+	} else { /* first: it forks, before this process opens the device */
+		server_killed(addr, "7592", RK_WAIT_BUSY);
+		server_killed(addr, "7597", RK_WAIT_EVENT);
+	}
 
 	dev = lt_open_device(0);
 	start_server(dev, addr, port, &th);
@@ -1419,6 +1427,11 @@ int main(int argc, char **argv)
 	nhostile = hostile(dev, addr, port, cl, quick);
 	limits(dev, addr);
 	forged_answers(dev, addr, quick);
+	if (!quick) { /* the lean call's checks again as it sleeps (quick: event mode already) */
+		wait_mode = RK_WAIT_EVENT;
+		forged_answers(dev, addr, 0);
+		wait_mode = RK_WAIT_BUSY;
+	}
 	rk_rpc_client_destroy(cl);
 	teardown_in_flight(dev, &co);
 

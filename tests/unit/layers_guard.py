@@ -25,12 +25,12 @@ LAYERS = {
     3: "conn qp_connect post post_recv_kept recv_prep",
     4: "cm_event cm_client cm_listener",
     5: "wait msgbuf ring_seq ring xfer xfer_import xfer_batch xfer_prep xfer_poll xfer_notif",
-    6: "rpc_wire rpc_client rpc_client_call rpc_client_answer rpc_server rpc_server_conn rpc_server_answer rpc_pool_book rpc_pool",
+    6: "rpc_wire rpc_client rpc_client_call rpc_client_answer rpc_client_sleep rpc_server rpc_server_conn rpc_server_answer rpc_pool_book rpc_pool",
 }
 layer_of = {f"{n}.c": k for k, names in LAYERS.items() for n in names.split()}
 MODULES = {
     "rpc_server": "rpc_server rpc_server_conn rpc_server_answer",  # rpc_server_int.h
-    "rpc_client": "rpc_client rpc_client_call rpc_client_answer",  # rpc_client_int.h
+    "rpc_client": "rpc_client rpc_client_call rpc_client_answer rpc_client_sleep",  # rpc_client_int.h
     "xfer_batch": "xfer_batch xfer_prep",  # xfer_int.h: a batch holds its prepared batch
 }
 module_of = {f"{n}.c": m for m, names in MODULES.items() for n in names.split()}
