@@ -252,6 +252,21 @@ call_start(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a, int64_t d
 int rk_rpc_call_async(struct rk_rpc_client *cl, const struct rk_rpc_call_args *a,
 		      rk_rpc_done_fn done, void *arg, struct rk_error *err)
 {
+	/*
+	 * Nothing in flight on a sleeping client whose CQ is not armed (a
+	 * synchronous call's wake-up read the event and found its answer):
+	 * the caller may sleep on rk_rpc_client_fd for this call's answer
+	 * next, with no progress between. Armed before the post, so that the
+	 * answer raises the event. With calls in flight the last progress
+	 * (or rk_rpc_call's wait) left it armed, as rk_rpc_client_fd's
+	 * contract has it.
+	 */
+	if (!cl->busy && !cl->inflight && !cl->cq->armed && !cl->dead) {
+		int r = rk__cq_arm_unarmed(cl->cq, err);
+
+		if (r)
+			return r;
+	}
 	/* Progress may come much later: the deadline counts from now. */
 	return call_start(cl, a, call_deadline(a), 0, done, arg, err);
 }

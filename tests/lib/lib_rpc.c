@@ -539,10 +539,44 @@ static void fd_after_wake(struct rk_device *dev, const char *addr, const char *p
 					LT_FAIL("the held call's answer was never handled");
 			}
 		}
+		/*
+		 * A synchronous call may end with the CQ not armed (its wake-up
+		 * read the event): an async call after it, its request inline
+		 * (no SEND completion to wake anyone), then straight to the fd
+		 * with no progress between. The answer must make it readable.
+		 */
+		for (int i = 0; i < 5; i++) {
+			struct rk_rpc_call_args small = a;
+			char out[64];
+
+			small.req_len = 8;
+			if (call_simple(cl, M_ECHO, "x", 1, out, sizeof(out), 20000, NULL, NULL,
+					&e))
+				LT_FAIL("the synchronous call: %s", rk_error_str(&e));
+			fd_done = 0;
+			LT_CHECK(rk_rpc_call_async(cl, &small, fd_cb, NULL, &e), &e);
+			for (int64_t t0 = lt_now_ms();
+			     !__atomic_load_n(&held_req, __ATOMIC_ACQUIRE); usleep(1000))
+				if (lt_now_ms() - t0 > 10000)
+					LT_FAIL("the held call never reached its handler");
+			rk_rpc_reply(__atomic_exchange_n(&held_req, NULL, __ATOMIC_ACQ_REL), 0,
+				     "held", 4);
+			r = poll(&p, 1, 5000);
+			if (r != 1)
+				LT_FAIL(
+				    "%s client, after a synchronous call (%d): the answer never "
+				    "made the fd readable",
+				    m ? "adaptive" : "event", i);
+			for (int64_t t0 = lt_now_ms(); !fd_done; usleep(1000)) {
+				if (rk_rpc_client_progress(cl, 0, &e) < 0 ||
+				    lt_now_ms() - t0 > 10000)
+					LT_FAIL("the held call's answer was never handled");
+			}
+		}
 		rk_rpc_client_destroy(cl);
 	}
-	printf("rk_rpc_client_fd after a progress woken by a SEND alone: the answer wakes it "
-	       "(event and adaptive, 20 calls each)\n");
+	printf("rk_rpc_client_fd after a progress woken by a SEND alone, and after a synchronous "
+	       "call: the answer wakes it (event and adaptive, 20 and 5 calls each)\n");
 }
 
 /* ---- hostile clients -------------------------------------------------------- */
