@@ -396,6 +396,7 @@ def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None,
            "wait_ir": wait_ir}
     if passes:
         out["passes"] = pass_figures(prof, passes, provider, poll_fns)
+    out["sleeps"] = sleep_figures(prof)
     return out
 
 
@@ -826,6 +827,112 @@ def count_fit(points, passes, key="ir"):
             "extra_passes_per_op": {p["name"]: sum((pt["passes"]["count"][p["name"]] - p["kept"] * pt["n"])
                                                    / pt["n"] for pt in points) / len(points)
                                     for p in waits}}
+
+
+# --- event mode: one arming and one sleep per operation -----------------------
+#
+# An event-mode waiter arms its CQ, finds it empty, sleeps on the channel
+# and reads the one event; whether it gets that far on a given operation
+# follows the peer's timing (the answer may already be there when the CQ
+# is polled after the arming). Under TCG the share of operations that
+# sleep moved from 0.53 to 0.77 between runs of one program, and each
+# sleep costs about 300 user-space instructions (the arming's ioctl path
+# alone is 238), so plain slopes moved by +-25 with it and fits on the
+# whole run's instructions were not sound (bench/README.md, round seven).
+# The pieces of a sleep are library calls whose cost per call does not
+# depend on timing: the arming (ibv_cmd_req_notify_cq, libibverbs' ioctl
+# path under the provider's req_notify), the sleep itself (poll(2)), and the
+# event's read and its acknowledgement (ibv_get_cq_event,
+# ibv_ack_cq_events). Each is priced by its own inclusive cost per call,
+# over all runs of a side, and every operation is counted as paying one
+# arming and one sleep at those prices: the figure of an event-mode round
+# trip that sleeps once, as the mode is meant to. Sleeps are counted by the
+# event reads (a poll(2) that times out reads none; perftest's blocking
+# ibv_get_cq_event is a sleep by itself). The rest of a sleep (the CQ poll
+# after the arming, a clock reading, the wait's own branches) is the
+# waiter's code: fitted on the sleeps' count where the runs tell it apart
+# from n (one_sleep).
+
+SLEEP_KINDS = (
+    # kind, the calls that count it, the calls whose inclusive cost it is
+    ("arm", ("ibv_cmd_req_notify_cq",), ("ibv_cmd_req_notify_cq",)),
+    ("sleep", ("ibv_get_cq_event",), ("poll", "ibv_get_cq_event", "ibv_ack_cq_events")),
+)
+# A poll(2) is a sleep's when the function that makes it reads the channel's
+# event itself or through one of these (rk's, for one CQ): not a look at a
+# control channel or at the CM channel.
+EVENT_READERS = ("ibv_get_cq_event", "consume_one", "rk__cq_consume_one")
+# The sleeps' count enters a fit (one_sleep) when it varies apart from n by
+# at least this share of the operations: the RPC client sleeps on 95 to
+# 99 % of its calls (a residual of 0.3 to 3.4 % of them), rk's SEND round
+# trip on 42 to 101 % (8 to 17 %).
+SLEEP_VARIES = 0.05
+
+
+def sleep_figures(prof, event="Ir"):
+    """{kind: [calls, inclusive cost]} of the pieces of the event waits
+    (SLEEP_KINDS), at each call from outside the kind's own functions; the
+    calls of poll(2) only from a function that reads a CQ's event
+    (EVENT_READERS)."""
+    i = prof.ev(event)
+    sleepers = {a for (a, b) in prof.edges if a != b and plain_name(b[1]) in EVENT_READERS}
+    out = {}
+    for kind, counted, priced in SLEEP_KINDS:
+        calls = cost = 0
+        for (a, b), c in prof.edges.items():
+            if a == b or plain_name(a[1]) in priced:
+                continue
+            name = plain_name(b[1])
+            if name == "poll" and a not in sleepers:
+                continue
+            if name in counted:
+                calls += c[0]
+            if name in priced:
+                cost += c[1 + i]
+        out[kind] = [calls, cost]
+    return out
+
+
+def one_sleep(points, key="ir"):
+    """Work per operation of an event-mode side counted as if every
+    operation armed its CQ once and slept once (see above). The library
+    pieces of a sleep (SLEEP_KINDS) come out of each run at their own cost
+    and go back in at their price (their inclusive cost per call over all
+    the runs) once per operation. What else a sleep costs (the CQ poll
+    after the arming, a clock reading, the wait's own branches: a few
+    hundred instructions) is fitted on the sleeps' count, key - pieces =
+    a + b*n + c*S, when that count varies apart from n by at least
+    SLEEP_VARIES of the operations (else the side sleeps on nearly every
+    operation or on a fixed share of them, c cannot be told from b and the
+    rest stays as it ran); the figure is then b + c + the prices. A
+    negative c is no price (the runs cannot tell it): not fitted. A kind
+    no run made cannot be priced: the side never sleeps, and the figure is
+    the plain slope (method "slope"). Returns a dict like fit()'s, with
+    the prices, the rest's price (rest_price, or None), and the kinds'
+    calls per operation (the mean over the runs)."""
+    raw = slope(points, key)
+    prices, per_op = {}, {}
+    for kind, _, _ in SLEEP_KINDS:
+        calls = sum(p["sleeps"][kind][0] for p in points)
+        per_op[kind] = sum(p["sleeps"][kind][0] / p["n"] for p in points) / len(points)
+        if calls:
+            prices[kind] = sum(p["sleeps"][kind][1] for p in points) / calls
+    out = {"raw": raw, "per_op": raw, "method": "slope", "poll_cost": None, "second": None,
+           "sleep_prices": prices, "rest_price": None, "sleeps_per_op": per_op}
+    if len(prices) < len(SLEEP_KINDS):
+        return out
+    y = [float(p[key] - sum(p["sleeps"][k][1] for k in prices)) for p in points]
+    n = [float(p["n"]) for p in points]
+    sleeps = [float(p["sleeps"]["sleep"][0]) for p in points]
+    cols = [[1.0] * len(n), n]
+    adj = [dict(p, _one=yy) for p, yy in zip(points, y)]
+    out.update(per_op=slope(adj, "_one") + sum(prices.values()), method="sleep")
+    if len(points) >= 4 and residual(cols, sleeps) >= SLEEP_VARIES * sum(n) / len(n):
+        coef = lstsq([list(r) for r in zip(*(cols + [sleeps]))], y)
+        if coef[2] >= 0:
+            out.update(per_op=coef[1] + coef[2] + sum(prices.values()), rest_price=coef[2],
+                       method="sleep_fit")
+    return out
 
 
 # --- a wait that polls nothing (WRITE latency) --------------------------------

@@ -386,6 +386,89 @@ class Passes(unittest.TestCase):
         self.assertAlmostEqual(costlib.fit(runs, k=1)["per_op"], r["per_op"], delta=0.011 * r["per_op"])
 
 
+SLEEP_LINES = ["events: Ir", "ob=(1) /usr/bin/prog", "fn=(1) wait_fn", "0 1000",
+               "cob=(2) /lib/libc.so.6", "cfn=(2) poll", "calls=30 0", "0 300",
+               "cob=(3) /usr/lib/libibverbs.so.1", "cfn=(3) ibv_get_cq_event", "calls=30 0", "0 900",
+               "cob=(3)", "cfn=(4) ibv_cmd_req_notify_cq", "calls=32 0", "0 7616",
+               "cob=(3)", "cfn=(5) ibv_ack_cq_events", "calls=2 0", "0 60",
+               # a look at a control channel: a poll(2), no sleep on a CQ
+               "fn=(6) ctl_fn", "0 10", "cob=(2)", "cfn=(2)", "calls=5 0", "0 50"]
+
+
+class Sleeps(unittest.TestCase):
+    """Event mode: every operation counted as one arming and one sleep
+    (costlib.one_sleep)."""
+
+    def test_sleep_figures(self):
+        f = costlib.sleep_figures(costlib.parse(SLEEP_LINES))
+        self.assertEqual(f["arm"], [32, 7616])
+        # poll(2) from the function that reads the event, the read, the acks;
+        # not the control channel's poll
+        self.assertEqual(f["sleep"], [30, 300 + 900 + 60])
+
+    @staticmethod
+    def runs(shares, price_arm=238.0, price_sleep=50.0, work=900.0, rest=120.0):
+        """Runs whose operations cost work, and whose sleeps (a share of
+        the operations) cost the two priced pieces and rest more."""
+        out = []
+        for i, (n, share) in enumerate(shares):
+            calls = round(share * n)
+            out.append({"n": n, "ir": 5000 + work * n + (price_arm + price_sleep + rest) * calls + 7 * i,
+                        "sleeps": {"arm": [calls, price_arm * calls],
+                                   "sleep": [calls, price_sleep * calls]}})
+        return out
+
+    def test_one_sleep_an_operation(self):
+        # the share of operations that sleep differs from run to run
+        shares = (0.53, 0.77, 0.62, 0.51, 0.70, 0.60)
+        pts = self.runs(zip((2000, 4000) * 3, shares))
+        r = costlib.one_sleep(pts)
+        self.assertEqual(r["method"], "sleep_fit")
+        self.assertAlmostEqual(r["per_op"], 900 + 238 + 50 + 120, delta=0.1)
+        self.assertAlmostEqual(r["rest_price"], 120, delta=0.1)
+        self.assertNotAlmostEqual(r["raw"], r["per_op"], delta=10)
+        self.assertAlmostEqual(r["sleep_prices"]["arm"], 238.0)
+        self.assertAlmostEqual(r["sleeps_per_op"]["sleep"], sum(shares) / 6, delta=0.001)
+
+    def test_nearly_every_operation_sleeps(self):
+        # the count follows n: the rest of a sleep cannot be told from the
+        # work and stays as it ran (0.99 of it per operation here)
+        pts = self.runs(zip((2000, 4000) * 3, (0.99,) * 6))
+        r = costlib.one_sleep(pts)
+        self.assertEqual(r["method"], "sleep")
+        self.assertIsNone(r["rest_price"])
+        self.assertAlmostEqual(r["per_op"], 900 + 238 + 50 + 0.99 * 120, delta=0.1)
+
+    def test_a_side_that_never_sleeps_is_its_slope(self):
+        pts = self.runs([(2000, 0), (4000, 0)])
+        r = costlib.one_sleep(pts)
+        self.assertEqual(r["method"], "slope")
+        self.assertEqual(r["per_op"], r["raw"])
+
+    def test_recorded_event_runs(self):
+        # rpc_rtt_event's clients (the RPC client with its lean event path,
+        # the rk SEND round trip), three runs of n 2000 and 4000, one boot
+        import json
+        with open(data("rpc-rtt-event-runs.json")) as f:
+            runs = json.load(f)
+        rk, anchor = costlib.one_sleep(runs["rk"]), costlib.one_sleep(runs["anchor"])
+        # the RPC client sleeps on 99 % of its calls: no fit, and its pairs
+        # of runs agree within 0.2 %
+        self.assertEqual(rk["method"], "sleep")
+        self.assertEqual(round(rk["sleep_prices"]["arm"]), 238)
+        self.assertAlmostEqual(rk["per_op"], 1146.2, delta=0.1)
+        lo = [p for p in runs["rk"] if p["n"] == 2000]
+        hi = [p for p in runs["rk"] if p["n"] == 4000]
+        self.assertLess(costlib.spread([costlib.one_sleep([a, b])["per_op"]
+                                        for a, b in zip(lo, hi)]), 0.2)
+        # the SEND round trip sleeps on 51 to 77 % of them: the rest of a
+        # sleep fitted (its plain slopes: 919 to 1,246)
+        self.assertEqual(anchor["method"], "sleep_fit")
+        self.assertAlmostEqual(anchor["per_op"], 1239.2, delta=0.1)
+        self.assertAlmostEqual(anchor["rest_price"], 258.4, delta=0.5)
+        self.assertLess(rk["per_op"], anchor["per_op"] + 150)
+
+
 class Names(unittest.TestCase):
     """The functions the figures leave out are found by name: each must
     still be one (a rename of rk bench's watchdog once put its waiting,
