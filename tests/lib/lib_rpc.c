@@ -493,6 +493,19 @@ static void fd_cb(void *arg, int status, uint32_t len, int32_t code, const struc
 	fd_done = 1;
 }
 
+/*
+ * Answer the held call once its request reached the handler, then wait
+ * up to 5 s for @p (the client's fd) to become readable: poll(2)'s result.
+ */
+static int reply_held_then_poll(struct pollfd *p)
+{
+	for (int64_t t0 = lt_now_ms(); !__atomic_load_n(&held_req, __ATOMIC_ACQUIRE); usleep(1000))
+		if (lt_now_ms() - t0 > 10000)
+			LT_FAIL("the held call never reached its handler");
+	rk_rpc_reply(__atomic_exchange_n(&held_req, NULL, __ATOMIC_ACQ_REL), 0, "held", 4);
+	return poll(p, 1, 5000);
+}
+
 static void fd_after_wake(struct rk_device *dev, const char *addr, const char *port)
 {
 	static const enum rk_wait_mode modes[] = {RK_WAIT_EVENT, RK_WAIT_ADAPTIVE};
@@ -523,13 +536,7 @@ static void fd_after_wake(struct rk_device *dev, const char *addr, const char *p
 			 */
 			if (rk_rpc_client_progress(cl, 1000, &e) != 0)
 				LT_FAIL("a held call completed");
-			for (int64_t t0 = lt_now_ms();
-			     !__atomic_load_n(&held_req, __ATOMIC_ACQUIRE); usleep(1000))
-				if (lt_now_ms() - t0 > 10000)
-					LT_FAIL("the held call never reached its handler");
-			rk_rpc_reply(__atomic_exchange_n(&held_req, NULL, __ATOMIC_ACQ_REL), 0,
-				     "held", 4);
-			r = poll(&p, 1, 5000);
+			r = reply_held_then_poll(&p);
 			if (r != 1)
 				LT_FAIL("%s client, call %d: the answer never made the fd readable",
 					m ? "adaptive" : "event", i);
@@ -555,13 +562,7 @@ static void fd_after_wake(struct rk_device *dev, const char *addr, const char *p
 				LT_FAIL("the synchronous call: %s", rk_error_str(&e));
 			fd_done = 0;
 			LT_CHECK(rk_rpc_call_async(cl, &small, fd_cb, NULL, &e), &e);
-			for (int64_t t0 = lt_now_ms();
-			     !__atomic_load_n(&held_req, __ATOMIC_ACQUIRE); usleep(1000))
-				if (lt_now_ms() - t0 > 10000)
-					LT_FAIL("the held call never reached its handler");
-			rk_rpc_reply(__atomic_exchange_n(&held_req, NULL, __ATOMIC_ACQ_REL), 0,
-				     "held", 4);
-			r = poll(&p, 1, 5000);
+			r = reply_held_then_poll(&p);
 			if (r != 1)
 				LT_FAIL(
 				    "%s client, after a synchronous call (%d): the answer never "
