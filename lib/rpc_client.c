@@ -1,8 +1,9 @@
 /*
  * rpc_client.c - the calling end of rpc.h: the connection, its call slots
  * and their buffers, the accessors, and the teardown. The call path is in
- * rpc_client_call.c, the answer path in rpc_client_answer.c
- * (rpc_client_int.h has what they share).
+ * rpc_client_call.c, the answer path in rpc_client_answer.c, the lean
+ * synchronous call's sleep in rpc_client_sleep.c (rpc_client_int.h has
+ * what they share).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,8 +1,10 @@
 /*
- * rpc_client_int.h - what the three files of the RPC client share: the
- * client and its call slots (rpc_client.c: connect, slots, teardown), the
- * call path (rpc_client_call.c: a request posted) and the answer path
- * (rpc_client_answer.c: completions, deadlines, the connection's end).
+ * rpc_client_int.h - what the files of the RPC client share: the client
+ * and its call slots (rpc_client.c: connect, slots, teardown), the call
+ * path (rpc_client_call.c: a request posted, the busy lean call), the
+ * answer path (rpc_client_answer.c: completions, deadlines, the
+ * connection's end) and the lean call's sleep in event mode
+ * (rpc_client_sleep.c).
  *
  * Each of the window's call slots owns a request buffer (local memory) and
  * a response slot (remote-writable, in the client's PD). A slot is busy from
