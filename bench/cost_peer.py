@@ -6,7 +6,11 @@ across the two hosts of `scripts/softroce run --hosts 2` it does. So the
 UCX cells put the server on host B (`scripts/softroce peer`, native, not
 measured) and profile the client on host A; rk's side of the same cell is
 run the same way, so both clients see the same wire and the same peer.
-Only client figures come out of these cells.
+A cell whose spec says "peer_server" also profiles the server on host B
+(under callgrind there, its output in the directory both hosts share,
+RK_PEER_DIR): both ends of a one-way message stream are then counted, which
+is what a call (a request out and its answer in) is held against. Else
+only client figures come out.
 
 UCX is told which device, transport and GID to use (UCX_ENV); GID index 0
 is the link-local address, the one whose wire-up works between the
@@ -52,6 +56,29 @@ def stop(p, timeout):
             p.wait()
 
 
+def server_cg(ctx, spec, tag):
+    """The valgrind prefix and output file of a server on B (nothing when
+    the spec does not profile it)."""
+    if not spec.get("peer_server"):
+        return [], None
+    return ctx.cg(tag + "-srv", spec.get("server_cg", ()), where=os.environ["RK_PEER_DIR"])
+
+
+def server_figures(ctx, spec, out, **kw):
+    """{"server": figures} of a profiled server on B, or {}."""
+    if not out:
+        return {}
+    return {"server": ctx.figures(out, loop=spec.get("server_loop"),
+                                  passes=spec.get("server_passes"), **kw)}
+
+
+def drop(*files):
+    for f in files:
+        for g in (f, f and f + ".log"):
+            if g and os.path.exists(g):
+                os.unlink(g)
+
+
 def run_ucx(ctx, spec, n, tag, timeout):
     """ucx_perftest -t TEST: server on B, client on A under callgrind."""
     peer = os.environ["RK_PEER_ADDR"]
@@ -60,24 +87,25 @@ def run_ucx(ctx, spec, n, tag, timeout):
     last = ""
     for attempt in range(3):
         port = ctx.next_port()
-        srv = on_peer(envv + ["timeout", str(timeout), "ucx_perftest", "-p", str(port)],
+        vs, srv_out = server_cg(ctx, spec, tag)
+        srv = on_peer(envv + ["timeout", str(timeout), *vs, "ucx_perftest", "-p", str(port)],
                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         vc, out = ctx.cg(tag + "-cli", spec.get("callgrind", ()))
         try:
-            time.sleep(6.0 + 3 * attempt)
+            # A server under valgrind takes longer to listen.
+            time.sleep((15.0 if srv_out else 6.0) + 3 * attempt)
             cli = subprocess.run(vc + ["ucx_perftest", peer, "-p", str(port), "-w", "0",
                                        "-n", str(n), *spec["args"]],
                                  env=dict(os.environ, **env), stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True, timeout=timeout)
         finally:
             stop(srv, timeout)
-        if cli.returncode == 0:
-            return {"client": ctx.figures(out, exclude_clock_callers=False,
-                                          loop=spec.get("loop"), passes=spec.get("passes"))}
+        if cli.returncode == 0 and (not srv_out or srv.returncode == 0):
+            return dict(server_figures(ctx, spec, srv_out, exclude_clock_callers=False),
+                        client=ctx.figures(out, exclude_clock_callers=False,
+                                           loop=spec.get("loop"), passes=spec.get("passes")))
         last = cli.stdout[-400:]
-        for f in (out, out + ".log"):
-            if os.path.exists(f):
-                os.unlink(f)
+        drop(out, srv_out)
     raise RuntimeError("ucx_perftest %s failed: %s" % (" ".join(spec["args"]), last))
 
 
@@ -85,7 +113,8 @@ def run_rk_peer(ctx, spec, n, tag, timeout):
     """rk bench: server on B (native), client on A under callgrind."""
     peer = os.environ["RK_PEER_ADDR"]
     port = ctx.next_port()
-    srv = on_peer([ctx.rk, "bench", "--dev", ctx.dev, "--addr", peer, "-p", str(port),
+    vs, srv_out = server_cg(ctx, spec, tag)
+    srv = on_peer([*vs, ctx.rk, "bench", "--dev", ctx.dev, "--addr", peer, "-p", str(port),
                    "--wait", "120", "--watchdog", "60", *spec.get("server", [])],
                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     vc, out = ctx.cg(tag + "-cli", spec.get("callgrind", ()))
@@ -96,7 +125,9 @@ def run_rk_peer(ctx, spec, n, tag, timeout):
                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
     finally:
         stop(srv, timeout)
-    if cli.returncode != 0:
+    if cli.returncode != 0 or (srv_out and srv.returncode != 0):
+        drop(srv_out)
         raise RuntimeError("rk bench %s (server on the peer) failed: %s"
                            % (" ".join(spec["args"]), cli.stdout[-400:]))
-    return {"client": ctx.figures(out, loop=spec.get("loop"), passes=spec.get("passes"))}
+    return dict(server_figures(ctx, spec, srv_out),
+                client=ctx.figures(out, loop=spec.get("loop"), passes=spec.get("passes")))

@@ -499,6 +499,30 @@ class Names(unittest.TestCase):
                             "%s is inline: no profile names it" % name)
 
 
+class BothEnds(unittest.TestCase):
+    """bench/cost's line of both ends per message (rpc_ucx_bw: a call is two
+    messages, a one-way message of ucp_am_bw one)."""
+
+    def test_per_message(self):
+        cost = load_cost()
+        side = {"sys": 1.0, "doorbells": 1.0, "method": "count"}
+        res = {"rpc_ucx_bw": {
+            "rk": {"client": dict(side, per_op=800.0), "server": dict(side, per_op=1000.0)},
+            "anchor": {"client": dict(side, per_op=700.0), "server": dict(side, per_op=500.0)}}}
+        out = cost.table(res, {"rpc_ucx_bw": "op"})
+        self.assertIn("both ends, per message: rk 900, anchor 1200, ratio 0.75", out)
+        # One end missing: no line.
+        del res["rpc_ucx_bw"]["anchor"]["server"]
+        self.assertNotIn("both ends", cost.table(res, {"rpc_ucx_bw": "op"}))
+
+    def test_servers_counted_apart_on_recount(self):
+        cost = load_cost()
+        cell = cost.CELLS["rpc_ucx_bw"]
+        self.assertTrue(cell["rk"]["peer_server"] and cell["anchor"]["peer_server"])
+        self.assertEqual(cell["messages"], (2, 1))
+        self.assertEqual(cell["anchor"]["server_passes"][0]["call"], "ucp_worker_progress")
+
+
 class Guard(unittest.TestCase):
     """bench/cost's comparison with the committed baseline (no runs)."""
 
