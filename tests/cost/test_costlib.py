@@ -801,6 +801,31 @@ class ExactPasses(unittest.TestCase):
         quiet = [p for p in doc["ucx"] if p["passes"]["count"]["progress"] < 100]
         self.assertAlmostEqual(costlib.slope(quiet, "ir"), 747.4, delta=0.1)
 
+    def test_rpc_ucx_bw_both_ends(self):
+        """One two-host boot with both servers profiled (2026-12-06): rk's
+        call at 8 in flight, client and server, against ucp_am_bw's sender
+        and receiver, per message."""
+        import json
+        cost = load_cost()
+        cell = cost.CELLS["rpc_ucx_bw"]
+        with open(data("rpc-ucx-bw-both-runs.json")) as f:
+            doc = json.load(f)
+        rk_cli = costlib.count_fit(doc["rk_client"], cell["rk"]["passes"])["per_op"]
+        rk_srv = costlib.fit(doc["rk_server"], k=0, key="ir")["per_op"]
+        ucx_cli = costlib.count_fit(doc["anchor_client"], cell["anchor"]["passes"])["per_op"]
+        recv = costlib.count_fit(doc["anchor_server"], cell["anchor"]["server_passes"])
+        self.assertAlmostEqual(rk_cli, 777.0, delta=0.1)
+        self.assertAlmostEqual(rk_srv, 908.6, delta=0.1)
+        self.assertAlmostEqual(ucx_cli, 761.9, delta=0.1)
+        self.assertAlmostEqual(recv["per_op"], 280.7, delta=0.1)
+        # The receiver waits in 2 to 9 passes of ucp_worker_progress a
+        # message; the fit prices a pass at 176.7. Even at 210 (the
+        # receiver then 229) rk's two ends per message of a call stay
+        # below UCX's per one-way message.
+        pts = [dict(p, y=p["ir"] - 210 * p["passes"]["count"]["progress"])
+               for p in doc["anchor_server"]]
+        self.assertLess((rk_cli + rk_srv) / 2, ucx_cli + costlib.slope(pts, "y"))
+
 
 if __name__ == "__main__":
     unittest.main()
