@@ -80,7 +80,8 @@ def drop(*files):
 
 
 def run_ucx(ctx, spec, n, tag, timeout):
-    """ucx_perftest -t TEST: server on B, client on A under callgrind."""
+    """ucx_perftest -t TEST: server on B (under callgrind when the spec
+    profiles it), client on A under callgrind."""
     peer = os.environ["RK_PEER_ADDR"]
     env = ucx_env(ctx.dev)
     envv = ["env", *("%s=%s" % kv for kv in env.items())]
@@ -110,7 +111,8 @@ def run_ucx(ctx, spec, n, tag, timeout):
 
 
 def run_rk_peer(ctx, spec, n, tag, timeout):
-    """rk bench: server on B (native), client on A under callgrind."""
+    """rk bench: server on B (native, or under callgrind when the spec
+    profiles it), client on A under callgrind."""
     peer = os.environ["RK_PEER_ADDR"]
     port = ctx.next_port()
     vs, srv_out = server_cg(ctx, spec, tag)
