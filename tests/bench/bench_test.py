@@ -565,6 +565,29 @@ def case_multiqp(port):
                           "-s", "512", "--oob", "--poll", "adaptive"], [512], "write-imm bidir")
 
 
+def case_pace(port):
+    """--pace: each side sleeps before every message it sends, so the other
+    side's wait is at least that long (an event-mode wait sleeps every
+    time); the client's latency holds the server's pace, not its own."""
+    for i, (op, poll, half) in enumerate((("send", "event", True), ("rpc", "event", False),
+                                          ("send", "busy", True))):
+        args = ["--op", op, "--mode", "lat", "-s", "64", "-n", "20", "-w", "0", "--poll", poll]
+        what = "%s lat %s paced" % (op, poll)
+        doc = bench_json(port + i, args + ["--pace", "20ms"], [64], what,
+                         server_args=["--poll", poll, "--pace", "40ms"])
+        if not doc:
+            continue
+        if doc["params"].get("pace_ms") != 20:
+            fail("%s: pace_ms %r in the JSON" % (what, doc["params"].get("pace_ms")))
+        # The server's 40 ms before each answer, halved for a ping-pong; the
+        # client's own 20 ms is outside the sample.
+        low, high = (20000, 40000) if half else (40000, 60000)
+        lat = doc["results"][0]["latency_us"]
+        if not low <= lat["min"] or not lat["median"] < high:
+            fail("%s: latency min %.0f median %.0f us, expected %d .. %d" %
+                 (what, lat["min"], lat["median"], low, high))
+
+
 def case_duration(port):
     """-D with a unit and bare (seconds); and a bare --json: the document alone on
     stdout, the table on stderr."""
@@ -774,7 +797,7 @@ def main():
         {"all": case_all, "mismatch": case_mismatch, "killed": case_killed,
          "multiqp": case_multiqp, "duration": case_duration, "forged": case_forged,
          "rpc": case_rpc, "rpc-refuse": case_rpc_refuse, "strangers": case_strangers,
-         "xfer": case_xfer,
+         "xfer": case_xfer, "pace": case_pace,
          "long-write": lambda port: case_long(port, "write"),
          "long-read": lambda port: case_long(port, "read")}[CASE](PORT)
     print("%s: %s" % (CASE, "FAILED (%d)" % len(failures) if failures else "ok"))

@@ -195,12 +195,41 @@ static void usage_errors(void **state)
 	said("rk bench: --num-qp: latency mode uses one QP");
 }
 
+/* --pace: this side's own (not in PARAMS), milliseconds from 1 to 1000. */
+static void pace(void **state)
+{
+	(void)state;
+	assert_int_equal(PARSE("--poll", "event"), 0);
+	assert_int_equal(l.pace_ms, 0);
+	assert_int_equal(PARSE("--pace", "3ms", "--op", "send", "--mode", "lat", "h1"), 0);
+	assert_int_equal(l.pace_ms, 3);
+	assert_int_equal(PARSE("--pace=0.5s", "--op", "rpc", "--mode", "lat", "h1"), 0);
+	assert_int_equal(l.pace_ms, 500);
+	assert_int_equal(PARSE("--pace", "1", "--op", "write-imm", "--mode", "lat", "h1"), 0);
+	assert_int_equal(l.pace_ms, 1000); /* a bare number is seconds */
+	/* A server paces whatever answers it sends: no op is its to judge. */
+	assert_int_equal(PARSE("--pace", "2ms"), 0);
+	assert_int_equal(l.pace_ms, 2);
+	assert_string_equal(err_text, "");
+
+	assert_int_equal(PARSE("--pace", "2s"), -1);
+	said("--pace '2s'");
+	assert_int_equal(PARSE("--pace", "0"), -1);
+	assert_int_equal(PARSE("--pace", "0.5ms"), -1);
+	assert_int_equal(PARSE("--pace", "3ms", "--op", "send", "h1"), -1); /* bw */
+	said(
+	    "--pace: a client paces its pings and calls, in --mode lat of send, write-imm and rpc");
+	assert_int_equal(PARSE("--pace", "3ms", "--op", "read", "--mode", "lat", "h1"), -1);
+	said("--pace: a client paces");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(defaults),	     cmocka_unit_test(durations),
 	    cmocka_unit_test(addr_and_bind), cmocka_unit_test(perftest_letters),
 	    cmocka_unit_test(json),	     cmocka_unit_test(usage_errors),
+	    cmocka_unit_test(pace),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -136,6 +136,7 @@ struct bench_local {
 	int gbits;	     /* Gb/s instead of MiB/s */
 	unsigned watchdog_s; /* no progress for this long: fail */
 	unsigned wait_s;     /* server: how long to wait for a client */
+	unsigned pace_ms;    /* --pace: sleep this long before each message this side sends */
 	const char *json_path;
 	const char *plot_path;
 	uint32_t max_size;	  /* --max-size: where -a stops */

@@ -1,4 +1,5 @@
 /* bench_clock.c - see bench_clock.h. */
+#include <errno.h>
 #include <time.h>
 
 #include "bench_clock.h"
@@ -14,6 +15,15 @@ uint64_t bench_clock_mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((noinline)) void bench_pace(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	/* clock_nanosleep returns the error (EINTR: sleep the rest), not -1. */
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
 }
 
 #if defined(__x86_64__) || defined(__i386__)

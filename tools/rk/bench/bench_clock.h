@@ -84,6 +84,13 @@ static inline uint64_t bench_now_ns(void)
 	return bench_ns_at(bench_ticks());
 }
 
+/*
+ * bench_pace - sleep @ms milliseconds (--pace: the pause before each
+ * message a side sends), through a signal if one comes. Never inlined:
+ * bench/cost leaves the pause out of a profile by this name.
+ */
+void bench_pace(unsigned ms);
+
 /* "tsc" or "clock_gettime", and the TSC rate in MHz (0 for clock_gettime). */
 const char *bench_clock_name(void);
 double bench_clock_mhz(void);

@@ -78,6 +78,7 @@ static json_object *params_json(const struct bench_ctx *c)
 	json_object_object_add(o, "bidir", json_object_new_boolean(p->bidir));
 	add_str(o, "connection", p->oob ? "oob" : "rdma_cm");
 	add_str(o, "poll", bench_poll_name(c->l->poll));
+	add_int(o, "pace_ms", c->l->pace_ms);
 	add_int(o, "watchdog_s", c->l->watchdog_s);
 	add_str(o, "clock", bench_clock_name());
 	add_num(o, "clock_mhz", bench_clock_mhz());

@@ -331,6 +331,7 @@ static inline __attribute__((always_inline)) int client_loop(struct bench_ctx *c
 	uint64_t *smp = bench_lat_samples_at(out);
 	const uint64_t repost_min = s->repost_min;
 	uint64_t count = s->count, pending = s->pending_rx, t0, t1 = s->t_end;
+	const unsigned pace = c->l->pace_ms;
 	int r;
 
 	if (!timed && count >= iters)
@@ -339,6 +340,8 @@ static inline __attribute__((always_inline)) int client_loop(struct bench_ctx *c
 		uint64_t *const blk_end = bench_lat_block_end(out, smp, iters, count, timed);
 
 		while (smp != blk_end) {
+			if (pace) /* --pace: before the clock, outside the sample */
+				bench_pace(pace);
 			t0 = bench_lat_ticks(tsc);
 			if (timed && t0 >= end)
 				goto out;
@@ -519,7 +522,8 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 		s->cpu_end = bench_cpu_ns();
 		return r ?: bench_send_done(c, 0, err);
 	}
-	if (c->p->op == BENCH_OP_WRITE || c->l->poll == RK_WAIT_BUSY) {
+	/* Paced, a busy server takes the usual loop: the pause is in it. */
+	if (c->p->op == BENCH_OP_WRITE || (c->l->poll == RK_WAIT_BUSY && !c->l->pace_ms)) {
 		r = c->p->op == BENCH_OP_WRITE ? bench_lat_write_server(c, s, err)
 					       : run_server_busy(c, s, err);
 		if (r < 0)
@@ -532,6 +536,8 @@ static int run_server(struct bench_ctx *c, struct lat_state *s, struct rk_error 
 			return r;
 		if (r == 1)
 			break;
+		if (c->l->pace_ms)
+			bench_pace(c->l->pace_ms);
 		r = post(c, s, err);
 		r = r ?: repost(c, s, s->repost_min, err);
 		if (r)

@@ -25,6 +25,7 @@ enum {
 	OPT_GBITS,
 	OPT_WATCHDOG,
 	OPT_WAIT,
+	OPT_PACE,
 	OPT_JSON,
 	OPT_PLOT,
 	OPT_ADDR,
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
     {"gbits", no_argument, NULL, OPT_GBITS},
     {"watchdog", required_argument, NULL, OPT_WATCHDOG},
     {"wait", required_argument, NULL, OPT_WAIT},
+    {"pace", required_argument, NULL, OPT_PACE},
     {"json", optional_argument, NULL, OPT_JSON},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"help", no_argument, NULL, 'h'},
@@ -116,6 +118,12 @@ static void usage(FILE *out)
 	    "\n"
 	    "this side only:\n"
 	    "      --poll MODE     busy (default) | event | adaptive: how completions are awaited\n"
+	    "      --pace DURATION sleep this long (1ms .. 1s) before each message this side\n"
+	    "                      sends: the client before each ping or call (--mode lat,\n"
+	    "                      send, write-imm, rpc), the server before each answer\n"
+	    "                      (the same ops, and rpc's bw). Latency at a low rate: an\n"
+	    "                      event-mode wait then sleeps every time. The client's\n"
+	    "                      latency holds the server's pace, not its own\n"
 	    "  -d, --dev NAME      RDMA device (default: the one owning --addr, else $RK_DEV,\n"
 	    "                      else the one the route to the server leaves by)\n"
 	    "  -i, --ib-port N     device port (default 1)\n"
@@ -407,6 +415,14 @@ static int apply(int c, const char *arg, struct bench_params *p, struct bench_lo
 		return parse_secs("--watchdog", arg, 1, 3600, &l->watchdog_s);
 	case OPT_WAIT:
 		return parse_secs("--wait", arg, 1, 86400, &l->wait_s);
+	case OPT_PACE: {
+		uint64_t ms;
+
+		if (cli_duration_opt(BENCH_PROG, synopsis, "--pace", arg, 1, 1000, 1, &ms))
+			return -1;
+		l->pace_ms = (unsigned)ms;
+		return 0;
+	}
 	case OPT_PLOT:
 		l->plot_path = arg;
 		return 0;
@@ -536,6 +552,15 @@ int bench_opts_parse(int argc, char **argv, struct bench_params *p, struct bench
 		cli_usage_error(BENCH_PROG, synopsis,
 				"--poll: write latency spins on the buffer; use --op write-imm to "
 				"wait for events");
+		return -1;
+	}
+	/* A server paces whatever answers it sends; a client only its pings and calls. */
+	if (l->pace_ms && l->host &&
+	    (p->mode != BENCH_MODE_LAT ||
+	     (p->op != BENCH_OP_SEND && p->op != BENCH_OP_WRITE_IMM && p->op != BENCH_OP_RPC))) {
+		cli_usage_error(BENCH_PROG, synopsis,
+				"--pace: a client paces its pings and calls, in --mode lat of "
+				"send, write-imm and rpc");
 		return -1;
 	}
 	if (check_rpc_local(p, l))

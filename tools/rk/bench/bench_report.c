@@ -162,21 +162,32 @@ static const char *gid_type(uint32_t roce_v2, const struct bench_ctx *c)
 	return roce_v2 ? "RoCE v2" : "RoCE v1";
 }
 
+/* ", paced 5 ms" after the poll mode when --pace is given, else "". */
+static const char *pace_text(const struct bench_ctx *c, char *buf, size_t len)
+{
+	if (!c->l->pace_ms)
+		return "";
+	snprintf(buf, len, ", paced %u ms", c->l->pace_ms);
+	return buf;
+}
+
 static void verbs_header(const struct bench_report *r)
 {
 	const struct bench_ctx *c = r->c;
 	const struct bench_params *p = c->p;
+	char pace[32];
 
 	printf(" device %s port %u | GID index %d (%s) | MTU %u | QPs %u | tx depth %u | rx depth "
 	       "%u\n",
 	       c->me.dev, c->me.ib_port, c->me.gid_index, gid_type(c->me.roce_v2, c), c->me.mtu,
 	       p->num_qp, p->tx_depth, p->rx_depth);
-	printf(" batch %u | cq-mod %u | inline %u | poll %s | %s %u%s | warm-up %u\n", p->batch,
+	printf(" batch %u | cq-mod %u | inline %u | poll %s%s | %s %u%s | warm-up %u\n", p->batch,
 	       p->cq_mod, p->inline_size,
 	       p->op == BENCH_OP_WRITE && p->mode == BENCH_MODE_LAT ? "busy (buffer)"
 								    : bench_poll_name(c->l->poll),
-	       p->iters ? "iterations" : "duration", p->iters ? p->iters : p->duration_s,
-	       p->iters ? " per QP" : " s per size", p->warmup);
+	       pace_text(c, pace, sizeof(pace)), p->iters ? "iterations" : "duration",
+	       p->iters ? p->iters : p->duration_s, p->iters ? " per QP" : " s per size",
+	       p->warmup);
 	if (p->op == BENCH_OP_READ)
 		printf(" reads in flight %u per QP (the QP's initiator depth, as connected)\n",
 		       c->reads_in_flight);
@@ -208,7 +219,7 @@ static void rpc_header(const struct bench_report *r)
 {
 	const struct bench_ctx *c = r->c;
 	const struct bench_params *p = c->p;
-	char ans[48];
+	char ans[48], pace[32];
 
 	if (p->resp_size == BENCH_RESP_AS_REQ)
 		snprintf(ans, sizeof(ans), "as many bytes as the request");
@@ -218,9 +229,10 @@ static void rpc_header(const struct bench_report *r)
 	       "%u per client\n",
 	       c->me.dev, c->me.ib_port, c->me.gid_index, gid_type(c->me.roce_v2, c), c->me.mtu,
 	       p->num_qp, p->mode == BENCH_MODE_LAT ? 1 : c->rpc_window);
-	printf(" answer %s | poll %s | %s %u%s | warm-up %u\n", ans, bench_poll_name(c->l->poll),
-	       p->iters ? "iterations" : "duration", p->iters ? p->iters : p->duration_s,
-	       p->iters ? " per client" : " s per size", p->warmup);
+	printf(" answer %s | poll %s%s | %s %u%s | warm-up %u\n", ans, bench_poll_name(c->l->poll),
+	       pace_text(c, pace, sizeof(pace)), p->iters ? "iterations" : "duration",
+	       p->iters ? p->iters : p->duration_s, p->iters ? " per client" : " s per size",
+	       p->warmup);
 	printf(" bytes: the request's; %s\n", p->mode == BENCH_MODE_BW
 						  ? "bandwidth counts request + answer per call"
 						  : "latency is the whole round trip");

@@ -57,6 +57,7 @@ struct bench_rpc {
 	uint32_t answer_len; /* this size's answer */
 	uint64_t answered;   /* calls answered this run */
 	uint64_t reply_failed;
+	unsigned pace_ms; /* --pace: before each answer */
 	/* client */
 	struct rpc_client *clients;
 	uint32_t nclients;
@@ -107,6 +108,8 @@ static void answer(struct rk_rpc_req *req, void *arg)
 	struct bench_rpc *r = arg;
 	const void *data = r->answer;
 
+	if (r->pace_ms)
+		bench_pace(r->pace_ms);
 	/*
 	 * Answered from the progress thread: posted at once. One that does not
 	 * fit a slot is built in place, as an application with large answers
@@ -150,6 +153,7 @@ int bench_rpc_listen(struct bench_ctx *c, struct rk_error *err)
 	if (!r)
 		return -ENOMEM;
 	r->window = c->rpc_window = o.window;
+	r->pace_ms = c->l->pace_ms;
 	r->answer = malloc(ans ? ans : 1);
 	if (!r->answer)
 		return bench_fail(err, ENOMEM, "out of memory for a %u-byte answer", ans);
@@ -394,6 +398,7 @@ static int run_lat(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t 
 	uint64_t *smp = bench_lat_samples_at(out);
 	uint64_t count = 0, t0, t1, t_start, end, cpu0, cpu_end;
 	const int timed = !iters;
+	const unsigned pace = c->l->pace_ms;
 	uint32_t len;
 	int rc;
 
@@ -408,6 +413,8 @@ static int run_lat(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t 
 		uint64_t *const blk_end = bench_lat_block_end(out, smp, iters, count, timed);
 
 		while (smp != blk_end) {
+			if (pace) /* --pace: before the clock, outside the sample */
+				bench_pace(pace);
 			t0 = bench_ticks();
 			if (timed && t0 >= end)
 				goto out;
