@@ -57,7 +57,10 @@ EXCLUDE_CALLEES = ("qsort", "qsort_r", "bench_samples_fold",
                    "bench_watch_check",
                    # the one-sided WRITE wait's look every 256th pass (the
                    # clock, the watchdog, after 4,096 passes the CQ)
-                   "bench_lat_wait_long")
+                   "bench_lat_wait_long",
+                   # --pace: the pause before each message a paced side
+                   # sends (the event cells), a sleep the cell asks for
+                   "bench_pace")
 # Functions of the C library among the names above.
 EXCLUDE_EXTERNAL = ("qsort", "qsort_r")
 EXCLUDE_CALLERS_OF = ("__gettimeofday_syscall",)
@@ -893,7 +896,7 @@ def sleep_figures(prof, event="Ir"):
     return out
 
 
-def one_sleep(points, key="ir", rest=None):
+def one_sleep(points, key="ir"):
     """Work per operation of an event-mode side counted as if every
     operation armed its CQ once and slept once (see above). The library
     pieces of a sleep (SLEEP_KINDS) come out of each run at their own cost
@@ -909,11 +912,7 @@ def one_sleep(points, key="ir", rest=None):
     no run made cannot be priced: the side never sleeps, and the figure is
     the plain slope (method "slope"). Returns a dict like fit()'s, with
     the prices, the rest's price (rest_price, or None), and the kinds'
-    calls per operation (the mean over the runs). rest: the rest's price
-    as fitted on another side of the same program and wait (a server whose
-    runs cannot move its share of sleeps: its client's, against a busy
-    server every other rep); taken out at each run's sleeps and put back
-    once per operation (method "sleep_rest")."""
+    calls per operation (the mean over the runs)."""
     raw = slope(points, key)
     prices, per_op = {}, {}
     for kind, _, _ in SLEEP_KINDS:
@@ -931,11 +930,6 @@ def one_sleep(points, key="ir", rest=None):
     cols = [[1.0] * len(n), n]
     adj = [dict(p, _one=yy) for p, yy in zip(points, y)]
     out.update(per_op=slope(adj, "_one") + sum(prices.values()), method="sleep")
-    if rest is not None:
-        adj = [dict(p, _one=yy - rest * s) for p, yy, s in zip(points, y, sleeps)]
-        out.update(per_op=slope(adj, "_one") + rest + sum(prices.values()), rest_price=rest,
-                   method="sleep_rest")
-        return out
     if len(points) >= 4 and residual(cols, sleeps) >= SLEEP_VARIES * sum(n) / len(n):
         coef = lstsq([list(r) for r in zip(*(cols + [sleeps]))], y)
         if coef[2] >= 0:

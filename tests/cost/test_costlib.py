@@ -430,19 +430,6 @@ class Sleeps(unittest.TestCase):
         self.assertAlmostEqual(r["sleep_prices"]["arm"], 238.0)
         self.assertAlmostEqual(r["sleeps_per_op"]["sleep"], sum(shares) / 6, delta=0.001)
 
-    def test_rest_from_another_side(self):
-        # a server whose share of sleeps hardly moves (its rest cannot be
-        # fitted) takes the rest its client's runs priced
-        pts = self.runs(zip((2000, 4000) * 2, (0.55, 0.57, 0.54, 0.58)), work=1000.0, rest=330.0)
-        r = costlib.one_sleep(pts, rest=330.0)
-        self.assertEqual(r["method"], "sleep_rest")
-        self.assertAlmostEqual(r["per_op"], 1000 + 238 + 50 + 330, delta=0.1)
-        self.assertEqual(r["rest_price"], 330.0)
-        # a wrong rest moves the figure by its error times the share's
-        # change between n, not by the whole error
-        off = costlib.one_sleep(pts, rest=300.0)["per_op"]
-        self.assertLess(abs(off - r["per_op"]), 30 * 0.6)
-
     def test_nearly_every_operation_sleeps(self):
         # the count follows n: the rest of a sleep cannot be told from the
         # work and stays as it ran (0.99 of it per operation here)
