@@ -819,12 +819,11 @@ class ExactPasses(unittest.TestCase):
         self.assertAlmostEqual(ucx_cli, 761.9, delta=0.1)
         self.assertAlmostEqual(recv["per_op"], 280.7, delta=0.1)
         # The receiver waits in 2 to 9 passes of ucp_worker_progress a
-        # message; the fit prices a pass at 176.7. Even at 210 (the
-        # receiver then 229) rk's two ends per message of a call stay
-        # below UCX's per one-way message.
-        pts = [dict(p, y=p["ir"] - 210 * p["passes"]["count"]["progress"])
-               for p in doc["anchor_server"]]
-        self.assertLess((rk_cli + rk_srv) / 2, ucx_cli + costlib.slope(pts, "y"))
+        # message, and the fit prices a pass at 176.7 here. The price is
+        # not held from boot to boot: the next two boots gave 247.7 and
+        # 183.0, and the receiver 61.7 and 250.0 (bench/README.md, round
+        # eleven), so no bound on UCX's two ends is asserted.
+        self.assertAlmostEqual(recv["prices"]["progress"]["price"], 176.7, delta=0.1)
 
 
 if __name__ == "__main__":
