@@ -72,6 +72,15 @@ def server_figures(ctx, spec, out, **kw):
                                   passes=spec.get("server_passes"), **kw)}
 
 
+def sides(ctx, spec, cli_out, srv_out):
+    """Both sides' figures of one run of a peer cell (rk_peer or ucx):
+    the client's measured loop on A, the server's (when profiled) on B.
+    ucx_perftest's loop reads the clock itself: its clock callers stay in."""
+    kw = {"exclude_clock_callers": False} if spec["kind"] == "ucx" else {}
+    return dict(server_figures(ctx, spec, srv_out, **kw),
+                client=ctx.figures(cli_out, loop=spec.get("loop"), passes=spec.get("passes"), **kw))
+
+
 def drop(*files):
     for f in files:
         for g in (f, f and f + ".log"):
@@ -102,9 +111,7 @@ def run_ucx(ctx, spec, n, tag, timeout):
         finally:
             stop(srv, timeout)
         if cli.returncode == 0 and (not srv_out or srv.returncode == 0):
-            return dict(server_figures(ctx, spec, srv_out, exclude_clock_callers=False),
-                        client=ctx.figures(out, exclude_clock_callers=False,
-                                           loop=spec.get("loop"), passes=spec.get("passes")))
+            return sides(ctx, spec, out, srv_out)
         last = cli.stdout[-400:]
         drop(out, srv_out)
     raise RuntimeError("ucx_perftest %s failed: %s" % (" ".join(spec["args"]), last))
@@ -131,5 +138,4 @@ def run_rk_peer(ctx, spec, n, tag, timeout):
         drop(srv_out)
         raise RuntimeError("rk bench %s (server on the peer) failed: %s"
                            % (" ".join(spec["args"]), cli.stdout[-400:]))
-    return dict(server_figures(ctx, spec, srv_out),
-                client=ctx.figures(out, loop=spec.get("loop"), passes=spec.get("passes")))
+    return sides(ctx, spec, out, srv_out)

@@ -741,6 +741,32 @@ class Pollers(unittest.TestCase):
             self.assertAlmostEqual(r["prices"]["rk:bench_lat_run"]["fitted"], 53, delta=0.15)
 
 
+class From(unittest.TestCase):
+    """bench/cost --from DIR: the runs' files taken again, in their order."""
+
+    def test_runs_in_the_order_written(self):
+        import json
+        import tempfile
+        cost = load_cost()
+        with tempfile.TemporaryDirectory() as d:
+            for f in ("001-c-rk-2000-srv.cg", "002-c-rk-2000-cli.cg", "003-c-rk-4000-srv.cg",
+                      "004-c-rk-4000-cli.cg", "005-c-rk-2000-srv.cg", "006-c-rk-2000-cli.cg",
+                      "007-xc-rk-2000-cli.cg", "run.json"):
+                open(os.path.join(d, f), "w").close()
+            kept = {"dev": "rxe0", "addr": "10.0.0.1", "toolchain": {},
+                    "probe": {"provider": "/usr/lib/libibverbs/" + RXE, "poll_cq": POLL[0]}}
+            with open(os.path.join(d, cost.RUN_FILE), "w") as f:
+                json.dump(kept, f)
+            r = cost.Replay("build", d, kept)
+            self.assertEqual((r.provider, r.poll_fns), (RXE, POLL))
+            took = [os.path.basename(r.take("c-rk-2000", side)) for side in ("cli", "srv")]
+            self.assertEqual(took, ["002-c-rk-2000-cli.cg", "001-c-rk-2000-srv.cg"])
+            self.assertEqual(os.path.basename(r.take("c-rk-2000", "cli")), "006-c-rk-2000-cli.cg")
+            self.assertIsNone(r.take("c-rk-2000", "cli"))  # not another cell's (xc)
+            with self.assertRaises(RuntimeError):
+                r.replay({"kind": "rk"}, "c-rk-2000")
+
+
 class ExactPasses(unittest.TestCase):
     """Kinds of pass priced from the instruction counts (costlib.pass_price)
     and the rpc_ucx_bw client's figure with them."""
