@@ -306,6 +306,28 @@ def loop_functions(prof, loop):
                    if callee[1] == loop["caller_of"] and caller[1] != loop["caller_of"]})
 
 
+def loop_excluded_callees(prof, fns):
+    """The inclusive cost of the calls into EXCLUDE_CALLEES (by plain name)
+    made by the loop functions fns or by any function they reach, an
+    excluded one's own calls aside (counted at the outer call, as in
+    Profile.excluded). A function the loop reaches and that is called from
+    outside it too would have its outside calls counted here: the loops
+    measured (rk bench's run_once) call the watchdog only from within."""
+    i = prof.ev("Ir")
+    callees = {}
+    for (a, b) in prof.edges:
+        if a != b:
+            callees.setdefault(a, set()).add(b)
+    seen, todo = set(fns), list(fns)
+    while todo:
+        for c in callees.get(todo.pop(), ()):
+            if c not in seen and plain_name(c[1]) not in EXCLUDE_CALLEES:
+                seen.add(c)
+                todo.append(c)
+    return sum(c[1 + i] for (a, b), c in prof.edges.items()
+               if a in seen and a != b and plain_name(b[1]) in EXCLUDE_CALLEES)
+
+
 def loop_excluded(prof, fns, loop):
     """The inclusive cost of the loop's calls that reach loop["minus_callers_of"]
     (at any depth), and of its calls of loop["minus_calls_to"]:
@@ -313,9 +335,12 @@ def loop_excluded(prof, fns, loop):
     work that grows with the run's length (with the passes), not with n;
     and it ends with ucp_worker_flush, a wait for the last message's send
     completion, once a run (from 2 to 226 passes of ucp_worker_progress in
-    runs of the same n). Nothing when the spec names neither."""
+    runs of the same n). And, whatever the spec names, the work
+    EXCLUDE_CALLEES names (rk bench's watchdog: every 10 ms of wall time)
+    at its calls from inside the loop (loop_excluded_callees): a loop's
+    inclusive cost holds it as a whole program's total does."""
     i = prof.ev("Ir")
-    v = 0
+    v = loop_excluded_callees(prof, fns)
     stop = loop.get("minus_calls_to")
     if stop:
         v += sum(c[1 + i] for (a, b), c in prof.edges.items()
