@@ -69,7 +69,8 @@ def server_figures(ctx, spec, out, **kw):
     if not out:
         return {}
     return {"server": ctx.figures(out, loop=spec.get("server_loop"),
-                                  passes=spec.get("server_passes"), **kw)}
+                                  passes=spec.get("server_passes"), once=spec.get("server_once"),
+                                  **kw)}
 
 
 def sides(ctx, spec, cli_out, srv_out):

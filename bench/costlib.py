@@ -1054,6 +1054,49 @@ def instr_counts(path_or_lines, pick):
     return out
 
 
+# An instruction runs "once an operation" in a run when its count is within
+# this share of n (the receiver of ucp_am_bw: 3,984 of 4,000 messages reach
+# its handler from the progress function, 16 from the flow control's).
+ONCE_SHARE = 0.01
+
+
+def counts_under(path_or_lines, prof, root):
+    """The instruction counts of root's calls (root, any object, and every
+    function it reaches), from a --dump-instr=yes profile, as
+    {"object:function:address": count}."""
+    callees = {}
+    for (a, b) in prof.edges:
+        if a != b:
+            callees.setdefault(a, set()).add(b)
+    seen = {f for f in prof.functions() if plain_name(f[1]) == root}
+    if not seen:
+        raise ValueError("no function %r in the profile" % root)
+    todo = list(seen)
+    while todo:
+        for c in callees.get(todo.pop(), ()):
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    counts = instr_counts(path_or_lines, lambda f: f in seen)
+    return {"%s:%s:%x" % (fn[0], fn[1], a): c for fn, cnt in counts.items() for a, c in cnt.items()}
+
+
+def once_floor(points, key="under"):
+    """The instructions that ran once an operation (within ONCE_SHARE of n)
+    in every run (points: {"n", key: counts_under()}): work each operation
+    does, counted exactly, whatever the waiting around it; a floor under
+    the side's work. Returns {"floor": how many, "functions": {function:
+    how many}}."""
+    sets = [{k for k, c in p[key].items() if abs(c - p["n"]) <= ONCE_SHARE * p["n"]}
+            for p in points]
+    both = set.intersection(*sets) if sets else set()
+    fns = {}
+    for k in both:
+        fn = k.rsplit(":", 1)[0]
+        fns[fn] = fns.get(fn, 0) + 1
+    return {"floor": len(both), "functions": fns}
+
+
 def spin_loop(counts):
     """The busy loop of one function's instruction counts ({address: Ir},
     instr_counts()): dict load (the most executed instruction's address),

@@ -547,6 +547,12 @@ class BothEnds(unittest.TestCase):
             "anchor": {"client": dict(side, per_op=700.0), "server": dict(side, per_op=500.0)}}}
         out = cost.table(res, {"rpc_ucx_bw": "op"})
         self.assertIn("both ends, per message: rk 900, anchor 1200, ratio 0.75", out)
+        self.assertNotIn("at least", out)
+        # The receiver held by its floor: the sender's 700 and 158 a message
+        res["rpc_ucx_bw"]["anchor"]["server"]["once"] = {"floor": 158, "functions": {}}
+        self.assertIn("anchor's server: at least 158 a message (what ran once a message in every "
+                      "run); both ends at least 858, ratio at most 1.05",
+                      cost.table(res, {"rpc_ucx_bw": "op"}))
         # One end missing: no line.
         del res["rpc_ucx_bw"]["anchor"]["server"]
         self.assertNotIn("both ends", cost.table(res, {"rpc_ucx_bw": "op"}))
@@ -775,6 +781,34 @@ class Pollers(unittest.TestCase):
             self.assertAlmostEqual(r["per_op"], want, delta=0.1)
             # one empty pass: the loop's 12 and rxe's empty poll, 41
             self.assertAlmostEqual(r["prices"]["rk:bench_lat_run"]["fitted"], 53, delta=0.15)
+
+
+class Once(unittest.TestCase):
+    """A floor under a side's work: what ran once an operation in every run."""
+
+    def test_counts_under_a_function(self):
+        lines = ["version: 1", "positions: instr line", "events: Ir", "ob=(1) /lib/libucp.so",
+                 "fn=(1) main", "0x10 1 5", "cfn=(2) ucp_worker_progress", "calls=300 0x20 2",
+                 "0x11 2 900",
+                 "fn=(2)", "0x20 3 300", "0x21 3 300", "0x22 3 100",
+                 "cfn=(3) handler", "calls=100 0x30 4", "0x22 3 200",
+                 "fn=(3)", "0x30 4 100", "0x31 4 100"]
+        p = costlib.parse(lines)
+        under = costlib.counts_under(lines, p, "ucp_worker_progress")
+        self.assertEqual(under, {"libucp.so:ucp_worker_progress:20": 300,
+                                 "libucp.so:ucp_worker_progress:21": 300,
+                                 "libucp.so:ucp_worker_progress:22": 100,
+                                 "libucp.so:handler:30": 100, "libucp.so:handler:31": 100})
+        # 100 messages: the handler's two and the progress function's one
+        # that runs when something came; at 200 messages one of the
+        # handler's ran 150 times (another path): not once a message
+        runs = [{"n": 100, "under": under},
+                {"n": 200, "under": dict(under, **{"libucp.so:ucp_worker_progress:22": 199,
+                                                    "libucp.so:handler:30": 201,
+                                                    "libucp.so:handler:31": 150})}]
+        self.assertEqual(costlib.once_floor(runs),
+                         {"floor": 2, "functions": {"libucp.so:ucp_worker_progress": 1,
+                                                    "libucp.so:handler": 1}})
 
 
 class From(unittest.TestCase):
