@@ -330,10 +330,13 @@ def loop_excluded_callees(prof, fns):
 
 def loop_excluded(prof, fns, loop):
     """The inclusive cost of the loop's calls that reach loop["minus_callers_of"]
-    (at any depth), and of its calls of loop["minus_calls_to"]:
+    (a name or a list; at any depth), and of its calls of loop["minus_calls_to"]:
     ucx_perftest's loop prints a line of results every second of wall time,
     work that grows with the run's length (with the passes), not with n;
-    and it ends with ucp_worker_flush, a wait for the last message's send
+    it meets its peer at a barrier over the control socket twice a run
+    (the function that calls GOMP_barrier: 15,000 to 88,000 instructions
+    of waiting in runs of the same n, 4.6 % of the sender's figure from
+    boot to boot); and it ends with ucp_worker_flush, a wait for the last message's send
     completion, once a run (from 2 to 226 passes of ucp_worker_progress in
     runs of the same n). And, whatever the spec names, the work
     EXCLUDE_CALLEES names (rk bench's watchdog: every 10 ms of wall time)
@@ -348,6 +351,7 @@ def loop_excluded(prof, fns, loop):
     target = loop.get("minus_callers_of")
     if not target:
         return v
+    targets = {target} if isinstance(target, str) else set(target)
     callees = {}
     for (a, b) in prof.edges:
         if a != b:
@@ -360,13 +364,13 @@ def loop_excluded(prof, fns, loop):
         if f in seen:
             return False
         seen.add(f)
-        r = any(c[1].split("@")[0] == target or reach(c, seen) for c in callees.get(f, ()))
+        r = any(c[1].split("@")[0] in targets or reach(c, seen) for c in callees.get(f, ()))
         reaches[f] = r
         return r
 
     return v + sum(c[1 + i] for (a, b), c in prof.edges.items()
                    if a in fns and a != b and b not in fns
-                   and (b[1].split("@")[0] == target or reach(b, set())))
+                   and (b[1].split("@")[0] in targets or reach(b, set())))
 
 
 def run_figures(prof, provider, poll_fns, exclude_clock_callers=True, loop=None, passes=None):
