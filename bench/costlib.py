@@ -693,6 +693,11 @@ def pass_figures(prof, passes, provider=None, poll_fns=()):
         key = loop_key(p["in"])
         if key not in cost:
             cost[key] = sum(prof.self_cost.get(f, [0] * len(prof.events))[i] for f in ins)
+        if p.get("measured"):
+            # Its waiting is measured whole (measured_waiting): no loop cost.
+            count[p["name"]] = sum(prof.edges[e][0]
+                                   for e in pass_edges(prof, ins, p["call"], provider, poll_fns))
+            continue
         if "via" in p:
             edges = pass_edges(prof, set(loop_functions(prof, p["via"])), p["call"], provider,
                                poll_fns)
@@ -719,6 +724,62 @@ def exact_pass_prices(path_or_lines, prof, passes, provider=None, poll_fns=()):
         if len(loop) != 1 or len(set(callee)) != 1:
             raise ValueError("%s: no single loop and callee (%r, %r)" % (p["name"], loop, callee))
         out[p["name"]] = pass_price(counts, prof, loop[0], callee[0])
+    return out
+
+
+def measured_waiting(path_or_lines, prof, passes, provider=None, poll_fns=()):
+    """{kind: instructions} for the kinds of pass whose waiting is measured
+    whole in each run ("measured": {"work": [names], "found": [names]}):
+    the inclusive cost of the loop's calls of "call" (the RPC client's
+    fallback to its wait set: wait_round), less the work done inside them:
+    the inclusive cost of the calls of a "work" function made there (the
+    answers found in the wait, on_wc_waited), and what each call of a
+    "found" function made there (rk_cq_poll, poll_cqs) cost beyond an empty
+    one (empty_call_price, from the instruction counts): a completion found
+    in the wait costs what finding it costs, and that stays in the work,
+    as it does when the spin finds it. Nothing is fitted: the rounds, the
+    wait set's spins, its looks at the fds and its clock readings are
+    priced by what they ran. {} when there are none."""
+    kinds = [p for p in passes if p.get("measured") is not None]
+    if not kinds:
+        return {}
+    counts = None
+    i = prof.ev("Ir")
+    callees = {}
+    for (a, b) in prof.edges:
+        if a != b:
+            callees.setdefault(a, set()).add(b)
+    out = {}
+    for p in kinds:
+        loop = set(loop_functions(prof, p["in"]))
+        edges = pass_edges(prof, loop, p["call"], provider, poll_fns)
+        total = sum(prof.edges[e][1 + i] for e in edges)
+        inside = {b for (a, b) in edges}
+        todo = list(inside)
+        while todo:
+            for c in callees.get(todo.pop(), ()):
+                if c not in inside and c not in loop:
+                    inside.add(c)
+                    todo.append(c)
+        m = p["measured"]
+        work = sum(c[1 + i] for (a, b), c in prof.edges.items()
+                   if a in inside and a != b and plain_name(b[1]) in m.get("work", ()))
+        # A found function's calls of another (poll_cqs's of rk_cq_poll) are
+        # in its own cost: counted at the outer call only.
+        under = {f for f in inside if plain_name(f[1]) in m.get("found", ())}
+        todo = list(under)
+        while todo:
+            for c in callees.get(todo.pop(), ()):
+                if c not in under:
+                    under.add(c)
+                    todo.append(c)
+        found = 0
+        for (a, b), c in prof.edges.items():
+            if a in inside and a not in under and a != b and plain_name(b[1]) in m.get("found", ()):
+                if counts is None:
+                    counts = instr_counts(path_or_lines, lambda f: True)
+                found += c[1 + i] - c[0] * empty_call_price(counts, prof, b)
+        out[p["name"]] = total - work - found
     return out
 
 
@@ -772,7 +833,8 @@ def pass_prices(points, passes):
     not vary apart from n (unpriced: its waiting stays in the work)."""
     groups = {}
     for p in passes:
-        groups.setdefault(loop_key(p["in"]), []).append(p["name"])
+        if p.get("measured") is None:
+            groups.setdefault(loop_key(p["in"]), []).append(p["name"])
     priced = {p["name"] for p in passes if p.get("kept") is not None}
     cost_only = {p["name"] for p in passes if p.get("cost_only")}
     out = {}
@@ -836,10 +898,12 @@ def pass_prices(points, passes):
 
 def count_fit(points, passes, key="ir"):
     """Work per operation with the waiting counted apart (see above):
-    the plain slope of key - sum(price * (count - kept * n)) over the kinds.
-    Returns a dict like fit()'s: per_op, raw, method "count", prices (per
-    kind), waiting_per_op (the mean of the waiting taken out, per op) and
-    extra passes per op (per kind)."""
+    the plain slope of key - sum(price * (count - kept * n)) over the kinds,
+    less each run's measured waiting of the "measured" kinds
+    (measured_waiting). Returns a dict like fit()'s: per_op, raw, method
+    "count", prices (per kind), waiting_per_op (the mean of the waiting
+    taken out, per op), extra passes per op (per priced kind) and the
+    measured waiting per op (per measured kind)."""
     if len(points) < 4:
         raise ValueError("%d runs cannot price a pass" % len(points))
     # A client whose passes follow n (ucx_perftest's sender, 8 in flight:
@@ -847,10 +911,12 @@ def count_fit(points, passes, key="ir"):
     # priced, and the figure is the plain slope.
     prices = pass_prices(points, passes)
     adj = []
-    waits = [p for p in passes if p.get("kept") is not None]
+    waits = [p for p in passes if p.get("kept") is not None and p.get("measured") is None]
+    measured = [p["name"] for p in passes if p.get("measured") is not None]
     for pt in points:
         w = sum(prices[p["name"]]["price"] * (pt["passes"]["count"][p["name"]] - p["kept"] * pt["n"])
                 for p in waits)
+        w += sum(pt["passes"]["measured"][k] for k in measured)
         adj.append(dict(pt, _work=pt[key] - w, _wait=w))
     return {"raw": slope(points, key), "per_op": slope(adj, "_work"), "method": "count",
             "poll_cost": None, "second": None, "prices": prices,
@@ -858,7 +924,9 @@ def count_fit(points, passes, key="ir"):
             "waiting_per_op": sum(a["_wait"] / a["n"] for a in adj) / len(adj),
             "extra_passes_per_op": {p["name"]: sum((pt["passes"]["count"][p["name"]] - p["kept"] * pt["n"])
                                                    / pt["n"] for pt in points) / len(points)
-                                    for p in waits}}
+                                    for p in waits},
+            "measured_per_op": {k: sum(pt["passes"]["measured"][k] / pt["n"] for pt in points)
+                                / len(points) for k in measured}}
 
 
 # --- event mode: one arming and one sleep per operation -----------------------
