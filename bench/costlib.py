@@ -668,7 +668,8 @@ def pass_edges(prof, ins, call, provider=None, poll_fns=()):
             continue
         if _match(b, call, provider, poll_fns):
             out.append((a, b))
-        elif b in callees and all(_match(c, call, provider, poll_fns) for c in callees[b]):
+        elif b in callees and b not in ins and all(_match(c, call, provider, poll_fns)
+                                                   for c in callees[b]):
             out.append((a, b))
     return out
 

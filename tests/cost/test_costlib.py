@@ -252,6 +252,19 @@ class Passes(unittest.TestCase):
         # the loop's own 1000 and its 40 calls through the stub
         self.assertEqual(f["cost"], {"caller of f_send": 1000 + 2400})
 
+    def test_a_loop_function_is_no_stub(self):
+        # rk bench's run_lat calls lean_look, whose one callee is the look:
+        # both are the loop's, and the look is one call, not two
+        lines = ["events: Ir", "ob=(1) /usr/bin/rk", "fn=(1) run_lat", "0 1000",
+                 "cfn=(2) lean_look", "calls=10 0", "0 900",
+                 "fn=(2)", "0 300", "cfn=(3) rk__rpc_cl_busy_look", "calls=10 0", "0 600",
+                 "fn=(3)", "0 600"]
+        p = costlib.parse(lines)
+        kind = {"name": "look", "in": {"name": ["run_lat", "lean_look"]},
+                "call": "rk__rpc_cl_busy_look", "kept": 0}
+        self.assertEqual(costlib.pass_figures(p, [kind]),
+                         {"count": {"look": 10}, "cost": {"run_lat+lean_look": 1000 + 300 + 600}})
+
     def test_loop_without_its_report(self):
         p = costlib.parse(LOOP_LINES)
         whole = costlib.run_figures(p, RXE, POLL, loop={"caller_of": "f_send"})
