@@ -306,6 +306,27 @@ def loop_functions(prof, loop):
                    if callee[1] == loop["caller_of"] and caller[1] != loop["caller_of"]})
 
 
+def callee_map(prof):
+    """{function: the functions it calls} (a call of itself aside)."""
+    callees = {}
+    for (a, b) in prof.edges:
+        if a != b:
+            callees.setdefault(a, set()).add(b)
+    return callees
+
+
+def reached(callees, start, stop=None):
+    """The functions start holds and every function they call, at any depth
+    (callee_map()), not going into a function stop(f) refuses."""
+    seen, todo = set(start), list(start)
+    while todo:
+        for c in callees.get(todo.pop(), ()):
+            if c not in seen and not (stop and stop(c)):
+                seen.add(c)
+                todo.append(c)
+    return seen
+
+
 def loop_excluded_callees(prof, fns):
     """The inclusive cost of the calls into EXCLUDE_CALLEES (by plain name)
     made by the loop functions fns or by any function they reach, an
@@ -314,16 +335,7 @@ def loop_excluded_callees(prof, fns):
     outside it too would have its outside calls counted here: the loops
     measured (rk bench's run_once) call the watchdog only from within."""
     i = prof.ev("Ir")
-    callees = {}
-    for (a, b) in prof.edges:
-        if a != b:
-            callees.setdefault(a, set()).add(b)
-    seen, todo = set(fns), list(fns)
-    while todo:
-        for c in callees.get(todo.pop(), ()):
-            if c not in seen and plain_name(c[1]) not in EXCLUDE_CALLEES:
-                seen.add(c)
-                todo.append(c)
+    seen = reached(callee_map(prof), fns, lambda f: plain_name(f[1]) in EXCLUDE_CALLEES)
     return sum(c[1 + i] for (a, b), c in prof.edges.items()
                if a in seen and a != b and plain_name(b[1]) in EXCLUDE_CALLEES)
 
@@ -746,34 +758,19 @@ def measured_waiting(path_or_lines, prof, passes, provider=None, poll_fns=()):
         return {}
     counts = None
     i = prof.ev("Ir")
-    callees = {}
-    for (a, b) in prof.edges:
-        if a != b:
-            callees.setdefault(a, set()).add(b)
+    callees = callee_map(prof)
     out = {}
     for p in kinds:
         loop = set(loop_functions(prof, p["in"]))
         edges = pass_edges(prof, loop, p["call"], provider, poll_fns)
         total = sum(prof.edges[e][1 + i] for e in edges)
-        inside = {b for (a, b) in edges}
-        todo = list(inside)
-        while todo:
-            for c in callees.get(todo.pop(), ()):
-                if c not in inside and c not in loop:
-                    inside.add(c)
-                    todo.append(c)
+        inside = reached(callees, {b for (a, b) in edges}, lambda f: f in loop)
         m = p["measured"]
         work = sum(c[1 + i] for (a, b), c in prof.edges.items()
                    if a in inside and a != b and plain_name(b[1]) in m.get("work", ()))
         # A found function's calls of another (poll_cqs's of rk_cq_poll) are
         # in its own cost: counted at the outer call only.
-        under = {f for f in inside if plain_name(f[1]) in m.get("found", ())}
-        todo = list(under)
-        while todo:
-            for c in callees.get(todo.pop(), ()):
-                if c not in under:
-                    under.add(c)
-                    todo.append(c)
+        under = reached(callees, {f for f in inside if plain_name(f[1]) in m.get("found", ())})
         found = 0
         for (a, b), c in prof.edges.items():
             if a in inside and a not in under and a != b and plain_name(b[1]) in m.get("found", ()):
@@ -1137,19 +1134,10 @@ def counts_under(path_or_lines, prof, root):
     """The instruction counts of root's calls (root, any object, and every
     function it reaches), from a --dump-instr=yes profile, as
     {"object:function:address": count}."""
-    callees = {}
-    for (a, b) in prof.edges:
-        if a != b:
-            callees.setdefault(a, set()).add(b)
-    seen = {f for f in prof.functions() if plain_name(f[1]) == root}
-    if not seen:
+    roots = {f for f in prof.functions() if plain_name(f[1]) == root}
+    if not roots:
         raise ValueError("no function %r in the profile" % root)
-    todo = list(seen)
-    while todo:
-        for c in callees.get(todo.pop(), ()):
-            if c not in seen:
-                seen.add(c)
-                todo.append(c)
+    seen = reached(callee_map(prof), roots)
     counts = instr_counts(path_or_lines, lambda f: f in seen)
     return {"%s:%s:%x" % (fn[0], fn[1], a): c for fn, cnt in counts.items() for a, c in cnt.items()}
 
