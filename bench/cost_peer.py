@@ -70,7 +70,7 @@ def server_figures(ctx, spec, out, **kw):
         return {}
     return {"server": ctx.figures(out, loop=spec.get("server_loop"),
                                   passes=spec.get("server_passes"), once=spec.get("server_once"),
-                                  **kw)}
+                                  minus=spec.get("server_minus"), **kw)}
 
 
 def sides(ctx, spec, cli_out, srv_out):

@@ -1313,6 +1313,28 @@ def poller_figures(prof, provider, poll_fns, found=None):
     return out
 
 
+def minus_calls(fig, prof, calls):
+    """Takes out of one run's figures (run_figures' ir, poller_figures'
+    pollers) the calls `calls` names ([{"in": caller, "call": callee}], by
+    plain name): their inclusive cost out of ir, and each poller's polls
+    made under them out of its count and cost (the RPC server's wait for its
+    first request, in rk_wait, before it goes on alone: 0 to 1,029 polls a
+    run, waiting that follows the start's timing). Returns the cost taken
+    out of ir."""
+    i = prof.ev("Ir")
+    edges = [(a, b) for (a, b) in prof.edges for c in calls
+             if a != b and plain_name(a[1]) == c["in"] and plain_name(b[1]) == c["call"]]
+    out = sum(prof.edges[e][1 + i] for e in edges)
+    fig["ir"] -= out
+    under = reached(callee_map(prof), {b for (a, b) in edges})
+    for key, f in fig.get("pollers", {}).items():
+        for (a, b), c in prof.edges.items():
+            if a in under and a != b and "%s:%s" % b == key:
+                f[0] -= c[0]
+                f[1] -= c[1 + i]
+    return out
+
+
 def poller_passes(points, kept):
     """From runs with "pollers" (poller_figures), the pass kinds of
     count_fit (one per poller, its loop its own: the measured loop, the one

@@ -265,6 +265,29 @@ class Passes(unittest.TestCase):
         self.assertEqual(costlib.pass_figures(p, [kind]),
                          {"count": {"look": 10}, "cost": {"run_lat+lean_look": 1000 + 300 + 600}})
 
+    def test_minus_calls_and_their_polls(self):
+        # the server's first wait (rk_wait: 12 polls through rk_cq_poll,
+        # 900 in all) before it goes on alone (solo_wait: 30 polls)
+        lines = ["events: Ir", "ob=(1) /usr/bin/rk", "fn=(1) rk_rpc_server_progress", "0 100",
+                 "cfn=(2) rk_wait", "calls=1 0", "0 900", "cfn=(3) solo_wait", "calls=20 0",
+                 "0 2000", "cfn=(4) drain", "calls=1 0", "0 80",
+                 "fn=(2)", "0 60", "cfn=(5) rk_cq_poll", "calls=12 0", "0 840",
+                 "fn=(4)", "0 5", "cfn=(5)", "calls=1 0", "0 75",
+                 "fn=(5)", "0 420", "cob=(2) /usr/lib/librxe-rdmav34.so", "cfn=(6) 0x2ca0",
+                 "calls=13 0", "0 495",
+                 "fn=(3)", "0 800", "cob=(2)", "cfn=(6)", "calls=30 0", "0 1200",
+                 "ob=(2)", "fn=(6)", "0 1695"]
+        p = costlib.parse(lines)
+        fig = costlib.run_figures(p, RXE, ["0x2ca0"])
+        fig["pollers"] = costlib.poller_figures(p, RXE, ["0x2ca0"])
+        self.assertEqual(fig["pollers"]["rk:rk_cq_poll"][:2], [13, 420 + 495])
+        ir = fig["ir"]
+        out = costlib.minus_calls(fig, p, [{"in": "rk_rpc_server_progress", "call": "rk_wait"}])
+        self.assertEqual((out, fig["ir"]), (900, ir - 900))
+        # drain's poll stays: 1 poll and rk_cq_poll's 75 in it
+        self.assertEqual(fig["pollers"]["rk:rk_cq_poll"][:2], [1, 75])
+        self.assertEqual(fig["pollers"]["rk:solo_wait"][:2], [30, 2000])
+
     def test_loop_without_its_report(self):
         p = costlib.parse(LOOP_LINES)
         whole = costlib.run_figures(p, RXE, POLL, loop={"caller_of": "f_send"})
