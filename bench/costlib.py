@@ -1326,6 +1326,10 @@ def minus_calls(fig, prof, calls):
              if a != b and plain_name(a[1]) == c["in"] and plain_name(b[1]) == c["call"]]
     out = sum(prof.edges[e][1 + i] for e in edges)
     fig["ir"] -= out
+    if "wait_ir" in fig:  # the library's waits: these calls' are out of ir already
+        fig["wait_ir"] -= sum(prof.edges[(a, b)][1 + i] for (a, b) in edges
+                              if plain_name(b[1]) in WAIT_FUNCTIONS
+                              and plain_name(a[1]) not in WAIT_FUNCTIONS)
     under = reached(callee_map(prof), {b for (a, b) in edges})
     for key, f in fig.get("pollers", {}).items():
         for (a, b), c in prof.edges.items():

@@ -281,9 +281,10 @@ class Passes(unittest.TestCase):
         fig = costlib.run_figures(p, RXE, ["0x2ca0"])
         fig["pollers"] = costlib.poller_figures(p, RXE, ["0x2ca0"])
         self.assertEqual(fig["pollers"]["rk:rk_cq_poll"][:2], [13, 420 + 495])
-        ir = fig["ir"]
+        ir, waits = fig["ir"], fig["wait_ir"]
         out = costlib.minus_calls(fig, p, [{"in": "rk_rpc_server_progress", "call": "rk_wait"}])
         self.assertEqual((out, fig["ir"]), (900, ir - 900))
+        self.assertEqual(fig["wait_ir"], waits - 900)  # solo_wait's 2,000 stay
         # drain's poll stays: 1 poll and rk_cq_poll's 75 in it
         self.assertEqual(fig["pollers"]["rk:rk_cq_poll"][:2], [1, 75])
         self.assertEqual(fig["pollers"]["rk:solo_wait"][:2], [30, 2000])
