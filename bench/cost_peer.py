@@ -136,7 +136,7 @@ def run_rk_peer(ctx, spec, n, tag, timeout):
     finally:
         stop(srv, timeout)
     if cli.returncode != 0 or (srv_out and srv.returncode != 0):
-        drop(srv_out)
+        drop(out, srv_out)  # not to be read again by --from
         raise RuntimeError("rk bench %s (server on the peer) failed: %s"
                            % (" ".join(spec["args"]), cli.stdout[-400:]))
     return sides(ctx, spec, out, srv_out)

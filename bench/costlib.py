@@ -695,7 +695,8 @@ def pass_figures(prof, passes, provider=None, poll_fns=()):
     a path through the loop function that the fit must know of (its calls,
     how often it falls back to a slower wait), not a pass. A kind with
     "cost_only" adds its calls' cost to the loop's and is no count of the
-    fit (the clock reading of every fallback: its count is the fallbacks'). Returns
+    fit (rk_cq_take in the spin: its count is the spin's finds). A
+    "measured" kind (measured_waiting) is counted and adds no cost. Returns
     {"count": {kind: calls}, "cost": {in-name: Ir}}."""
     count, cost = {}, {}
     i = prof.ev("Ir")
@@ -706,7 +707,7 @@ def pass_figures(prof, passes, provider=None, poll_fns=()):
         key = loop_key(p["in"])
         if key not in cost:
             cost[key] = sum(prof.self_cost.get(f, [0] * len(prof.events))[i] for f in ins)
-        if p.get("measured"):
+        if p.get("measured") is not None:
             # Its waiting is measured whole (measured_waiting): no loop cost.
             count[p["name"]] = sum(prof.edges[e][0]
                                    for e in pass_edges(prof, ins, p["call"], provider, poll_fns))
@@ -1314,13 +1315,16 @@ def poller_figures(prof, provider, poll_fns, found=None):
 
 
 def minus_calls(fig, prof, calls):
-    """Takes out of one run's figures (run_figures' ir, poller_figures'
-    pollers) the calls `calls` names ([{"in": caller, "call": callee}], by
-    plain name): their inclusive cost out of ir, and each poller's polls
-    made under them out of its count and cost (the RPC server's wait for its
-    first request, in rk_wait, before it goes on alone: 0 to 1,029 polls a
-    run, waiting that follows the start's timing). Returns the cost taken
-    out of ir."""
+    """Takes out of one run's figures (run_figures' ir and wait_ir,
+    poller_figures' pollers) every call `calls` names ([{"in": caller,
+    "call": callee}], by plain name): their inclusive cost out of ir, and
+    out of each poller's figures the calls of it made under them (calls for
+    polls, their inclusive cost for the polls' cost: one poll a call, as
+    rk_cq_poll's). The RPC server's calls of rk_wait: its wait for its first
+    request before it goes on alone (0 to 1,029 polls a run, waiting that
+    follows the start's timing), and the rare later ones (its look at the
+    fds every SOLO_LOOK_EVERY calls, a retry; 0 to 27 a run), what they find
+    with them. Returns the cost taken out of ir."""
     i = prof.ev("Ir")
     edges = [(a, b) for (a, b) in prof.edges for c in calls
              if a != b and plain_name(a[1]) == c["in"] and plain_name(b[1]) == c["call"]]

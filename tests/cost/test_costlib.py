@@ -910,6 +910,11 @@ class ExactPasses(unittest.TestCase):
         self.assertEqual(costlib.measured_waiting(lines, prof, [kind]), {"fb": 2910 - 500 - 10})
         self.assertEqual(costlib.pass_figures(prof, [kind]),
                          {"count": {"fb": 3}, "cost": {"loop": 10}})
+        # measured with nothing to leave in the work ({}): still no loop cost
+        whole = dict(kind, measured={})
+        self.assertEqual(costlib.pass_figures(prof, [whole]),
+                         {"count": {"fb": 3}, "cost": {"loop": 10}})
+        self.assertEqual(costlib.measured_waiting(lines, prof, [whole]), {"fb": 2910})
         # each run's measured waiting comes out whole, nothing priced
         pts = [{"n": n, "ir": 1000 + 700 * n + w,
                 "passes": {"count": {"fb": 3}, "cost": {"loop": 0}, "measured": {"fb": w}}}
