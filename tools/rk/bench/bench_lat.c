@@ -337,11 +337,11 @@ static inline __attribute__((always_inline)) int client_loop(struct bench_ctx *c
 	if (!timed && count >= iters)
 		goto out;
 	for (;;) {
-		uint64_t *const blk_end = bench_lat_block_end(out, smp, iters, count, timed);
+		/* --pace: before the block's clock, outside its sample */
+		uint64_t *const blk_end =
+		    bench_lat_block_paced(out, smp, iters, count, timed, pace);
 
 		while (smp != blk_end) {
-			if (pace) /* --pace: before the clock, outside the sample */
-				bench_pace(pace);
 			t0 = bench_lat_ticks(tsc);
 			if (timed && t0 >= end)
 				goto out;

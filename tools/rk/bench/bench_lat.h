@@ -14,6 +14,7 @@
 
 #include <rdmakit/post.h>
 
+#include "bench_clock.h"
 #include "bench_run.h"
 
 struct lat_state {
@@ -90,6 +91,24 @@ static inline uint64_t *bench_lat_block_end(const struct bench_run *out, uint64_
 	if (!timed && iters - count < (uint64_t)(buf_end - smp))
 		return smp + (iters - count);
 	return buf_end;
+}
+
+/*
+ * bench_lat_block_end() for a loop that --pace may pause (@pace_ms, 0
+ * when unpaced). Paced, a block is one round trip and the pause comes
+ * before it, outside its sample; unpaced, a block is as long as the
+ * buffer or the run allows. The pace is tested once a block, not once a
+ * round trip: an unpaced round trip's instructions hold no test of it.
+ */
+static inline uint64_t *bench_lat_block_paced(const struct bench_run *out, uint64_t *smp,
+					      uint64_t iters, uint64_t count, const int timed,
+					      unsigned pace_ms)
+{
+	if (pace_ms) {
+		bench_pace(pace_ms);
+		return smp + 1;
+	}
+	return bench_lat_block_end(out, smp, iters, count, timed);
 }
 
 /* The first sample of a loop that starts (or goes on) now. */

@@ -399,32 +399,39 @@ static int run_lat(struct bench_ctx *c, uint32_t size, uint64_t iters, uint64_t 
 	uint64_t count = 0, t0, t1, t_start, end, cpu0, cpu_end;
 	const int timed = !iters;
 	const unsigned pace = c->l->pace_ms;
+	/*
+	 * What a call's own work reads, read once (the SEND loop has them as
+	 * constants of its compiled copy, bench_lat.c): the clock source, the
+	 * answer's length, and the run's end, never reached by a counted run.
+	 */
+	const int tsc = bench_clk.tsc;
+	const uint32_t expect = r->expect_len;
 	uint32_t len;
 	int rc;
 
 	call_args(c, q, size, &a);
 	cpu0 = bench_cpu_ns();
 	t_start = t1 = bench_ticks();
-	end = t_start + bench_ticks_for(dur_ns);
+	end = timed ? t_start + bench_ticks_for(dur_ns) : UINT64_MAX;
 	bench_watch_start(&w, c, bench_ns_at(t_start));
 	if (!timed && count >= iters)
 		goto out;
 	for (;;) {
-		uint64_t *const blk_end = bench_lat_block_end(out, smp, iters, count, timed);
+		/* --pace: before the block's clock, outside its sample */
+		uint64_t *const blk_end =
+		    bench_lat_block_paced(out, smp, iters, count, timed, pace);
 
 		while (smp != blk_end) {
-			if (pace) /* --pace: before the clock, outside the sample */
-				bench_pace(pace);
-			t0 = bench_ticks();
-			if (timed && t0 >= end)
+			t0 = bench_lat_ticks(tsc);
+			if (t0 >= end)
 				goto out;
 			rc = rk_rpc_call(q->cl, &a, &len, NULL, err);
-			t1 = bench_ticks();
+			t1 = bench_lat_ticks(tsc);
 			if (rc)
 				return rc;
-			if (len != r->expect_len)
+			if (len != expect)
 				return bench_fail(err, EPROTO, "a %u-byte answer, expected %u", len,
-						  r->expect_len);
+						  expect);
 			/* A clock read backwards (t1 < t0) is a 0 in the fold. */
 			*smp++ = t1 - t0;
 			if (!(++count & (BENCH_LAT_WATCH_EVERY - 1))) {
