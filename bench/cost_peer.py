@@ -64,22 +64,13 @@ def server_cg(ctx, spec, tag):
     return ctx.cg(tag + "-srv", spec.get("server_cg", ()), where=os.environ["RK_PEER_DIR"])
 
 
-def server_figures(ctx, spec, out, **kw):
-    """{"server": figures} of a profiled server on B, or {}."""
-    if not out:
-        return {}
-    return {"server": ctx.figures(out, loop=spec.get("server_loop"),
-                                  passes=spec.get("server_passes"), once=spec.get("server_once"),
-                                  minus=spec.get("server_minus"), **kw)}
-
-
 def sides(ctx, spec, cli_out, srv_out):
     """Both sides' figures of one run of a peer cell (rk_peer or ucx):
-    the client's measured loop on A, the server's (when profiled) on B.
-    ucx_perftest's loop reads the clock itself: its clock callers stay in."""
+    the client's measured loop on A, the server's (when profiled) on B
+    (Ctx.side_figures). ucx_perftest's loop reads the clock itself: its
+    clock callers stay in."""
     kw = {"exclude_clock_callers": False} if spec["kind"] == "ucx" else {}
-    return dict(server_figures(ctx, spec, srv_out, **kw),
-                client=ctx.figures(cli_out, loop=spec.get("loop"), passes=spec.get("passes"), **kw))
+    return ctx.side_figures(spec, cli_out, srv_out, **kw)
 
 
 def drop(*files):

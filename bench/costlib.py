@@ -357,7 +357,7 @@ def loop_excluded(prof, fns, loop):
     i = prof.ev("Ir")
     v = loop_excluded_callees(prof, fns)
     stop = loop.get("minus_calls_to")
-    if stop:
+    if stop and plain_name(stop) not in EXCLUDE_CALLEES:  # those are out already
         v += sum(c[1 + i] for (a, b), c in prof.edges.items()
                  if a in fns and b not in fns and plain_name(b[1]) == stop)
     target = loop.get("minus_callers_of")

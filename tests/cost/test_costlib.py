@@ -401,6 +401,16 @@ class Passes(unittest.TestCase):
         loop = {"caller_of": "f_send", "minus_calls_to": "ucp_worker_flush"}
         self.assertEqual(costlib.run_figures(p, RXE, POLL, loop=loop)["ir"], 1000 + 500 + 2400 + 300)
 
+    def test_an_excluded_call_is_not_taken_out_twice(self):
+        # The examples' loops sort their samples (qsort): out once, as
+        # EXCLUDE_CALLEES has it, whatever the spec also names.
+        lines = LOOP_LINES + ["ob=(1)", "fn=(1)", "cob=(5)", "cfn=(8) qsort", "calls=1 0",
+                              "0 45000", "ob=(5)", "fn=(8)", "0 45000"]
+        p = costlib.parse(lines)
+        for loop in ({"caller_of": "f_send"}, {"caller_of": "f_send", "minus_calls_to": "qsort"}):
+            self.assertEqual(costlib.run_figures(p, RXE, POLL, loop=loop)["ir"],
+                             1000 + 500 + 2400 + 300)
+
     def test_a_kind_that_follows_another_is_priced_with_it(self):
         pts = self.runs(200, 1100, [2000, 4000] * 3, [61323, 154631, 78006, 177011, 82304, 376229])
         for pt in pts:
@@ -611,6 +621,34 @@ class BothEnds(unittest.TestCase):
         self.assertTrue(cell["rk"]["peer_server"] and cell["anchor"]["peer_server"])
         self.assertEqual(cell["messages"], (2, 1))
         self.assertEqual(cell["anchor"]["server_passes"][0]["call"], "ucp_worker_progress")
+
+    def test_one_host_rpc_counted_as_two_hosts(self):
+        # rpc_1mib (one host) is counted as rpc_8 (two hosts): the same
+        # loop, kinds of pass and server calls left out, by one function.
+        cost = load_cost()
+        one, two = cost.CELLS["rpc_1mib"]["rk"], cost.CELLS["rpc_8"]["rk"]
+        for key in ("loop", "passes", "server_minus", "pollers", "server_cg", "callgrind"):
+            self.assertEqual(one[key], two[key], key)
+        self.assertEqual((one["kind"], two["kind"]), ("rk", "rk_peer"))
+        seen = {}
+
+        class Fake(cost.Ctx):
+            def __init__(self):
+                pass
+
+            def figures(self, out, **kw):
+                seen[out] = kw
+                return {}
+
+        self.assertEqual(set(cost.sides(Fake(), one, "c.cg", "s.cg")), {"client", "server"})
+        self.assertEqual((seen["c.cg"]["loop"], seen["c.cg"]["passes"]),
+                         (one["loop"], one["passes"]))
+        self.assertEqual(seen["s.cg"]["minus"], one["server_minus"])
+        self.assertIsNone(seen["s.cg"]["passes"])
+        # The examples' clients: their phase of calls.
+        ex = cost.CELLS["rpc_ex08"]
+        for t in ("rk", "anchor"):
+            self.assertEqual(ex[t]["loop"], {"name": "run_phase"})
 
 
 class Guard(unittest.TestCase):
