@@ -725,7 +725,8 @@ def pass_figures(prof, passes, provider=None, poll_fns=()):
 
 def exact_pass_prices(path_or_lines, prof, passes, provider=None, poll_fns=()):
     """{kind: price} for the kinds of passes priced from the instruction
-    counts of a --dump-instr=yes profile ("exact": see pass_price);
+    counts of a --dump-instr=yes profile ("exact": see pass_price), the
+    loop being the one function of the kind's "in" that makes its calls;
     {} when there are none."""
     kinds = [p for p in passes if p.get("exact")]
     if not kinds:
@@ -733,8 +734,11 @@ def exact_pass_prices(path_or_lines, prof, passes, provider=None, poll_fns=()):
     counts = instr_counts(path_or_lines, lambda f: True)
     out = {}
     for p in kinds:
-        loop = loop_functions(prof, p["in"])
-        callee = [b for (a, b) in pass_edges(prof, set(loop), p["call"], provider, poll_fns)]
+        # The loop is the function that makes the pass's calls: one of the
+        # kind's "in" functions (the others hold its other passes).
+        edges = pass_edges(prof, set(loop_functions(prof, p["in"])), p["call"], provider, poll_fns)
+        loop = sorted({a for (a, b) in edges})
+        callee = [b for (a, b) in edges]
         if len(loop) != 1 or len(set(callee)) != 1:
             raise ValueError("%s: no single loop and callee (%r, %r)" % (p["name"], loop, callee))
         out[p["name"]] = pass_price(counts, prof, loop[0], callee[0])

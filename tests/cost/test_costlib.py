@@ -623,12 +623,24 @@ class BothEnds(unittest.TestCase):
         self.assertEqual(cell["anchor"]["server_passes"][0]["call"], "ucp_worker_progress")
 
     def test_one_host_rpc_counted_as_two_hosts(self):
-        # rpc_1mib (one host) is counted as rpc_8 (two hosts): the same
-        # loop, kinds of pass and server calls left out, by one function.
+        # rpc_1mib (one host, one call in flight) is counted by the function
+        # that counts the two-host cells: the client's measured loop and
+        # its call's kinds of pass (rpc_rtt_busy's, the spin priced
+        # exactly), the server's measured loop, its pollers, and the calls
+        # left out of it (rpc_8's, and the establishment found by a
+        # request's completion).
         cost = load_cost()
         one, two = cost.CELLS["rpc_1mib"]["rk"], cost.CELLS["rpc_8"]["rk"]
-        for key in ("loop", "passes", "server_minus", "pollers", "server_cg", "callgrind"):
+        busy = cost.CELLS["rpc_rtt_busy"]["rk"]
+        self.assertEqual([p["name"] for p in one["passes"]], [p["name"] for p in busy["passes"]])
+        self.assertEqual([p["name"] for p in one["passes"] if p.get("exact")], ["spin"])
+        self.assertEqual(one["loop"], two["loop"])
+        self.assertEqual(one["server_loop"], {"name": "run_once"})
+        self.assertEqual(one["server_minus"][:1], two["server_minus"])
+        self.assertEqual(one["server_minus"][1:], [{"in": "on_wc", "call": "rk_conn_progress"}])
+        for key in ("pollers", "server_cg", "callgrind"):
             self.assertEqual(one[key], two[key], key)
+        self.assertIn("--resp-size", one["args"])
         self.assertEqual((one["kind"], two["kind"]), ("rk", "rk_peer"))
         seen = {}
 
@@ -643,7 +655,8 @@ class BothEnds(unittest.TestCase):
         self.assertEqual(set(cost.sides(Fake(), one, "c.cg", "s.cg")), {"client", "server"})
         self.assertEqual((seen["c.cg"]["loop"], seen["c.cg"]["passes"]),
                          (one["loop"], one["passes"]))
-        self.assertEqual(seen["s.cg"]["minus"], one["server_minus"])
+        self.assertEqual((seen["s.cg"]["minus"], seen["s.cg"]["loop"]),
+                         (one["server_minus"], one["server_loop"]))
         self.assertIsNone(seen["s.cg"]["passes"])
         # The examples' clients: their phase of calls.
         ex = cost.CELLS["rpc_ex08"]
@@ -960,6 +973,29 @@ class ExactPasses(unittest.TestCase):
         r = costlib.count_fit(pts, [kind])
         self.assertAlmostEqual(r["per_op"], 700.0)
         self.assertAlmostEqual(r["measured_per_op"]["fb"], (4.5 + 0.25 + 20 + 1.75) / 4)
+
+    def test_exact_price_in_the_function_that_polls(self):
+        # rpc_1mib's client of 2026-12-06 (32 calls, 1 MiB answers): the
+        # call's kinds of pass name five loop functions; the spin's polls
+        # are made by one of them (rk__rpc_cl_wait_call: a 1 MiB answer
+        # takes the usual wait), whose loop is priced: 13 + rxe's empty
+        # poll 41
+        import gzip
+        cost = load_cost()
+        with gzip.open(data("rk-rpc-1mib-32.cg.gz"), "rt") as f:
+            lines = f.read().splitlines()
+        prof = costlib.parse(lines)
+        spec = cost.CELLS["rpc_1mib"]["rk"]
+        self.assertEqual(costlib.exact_pass_prices(lines, prof, spec["passes"], RXE, POLL),
+                         {"spin": 54})
+        fig = costlib.run_figures(prof, RXE, POLL, loop=spec["loop"], passes=spec["passes"])
+        self.assertEqual(fig["passes"]["count"], {"spin": 269025, "look": 4187, "to_usual": 0})
+        # two functions make the pass's calls: no single loop to price
+        two = [dict(spec["passes"][0], call="rk__rpc_cl_busy_look")]
+        prof.edges[(("rk", "run_lat.lto_priv.0"), ("rk", "rk__rpc_cl_busy_look"))] = \
+            [1] + [0] * len(prof.events)
+        with self.assertRaises(ValueError):
+            costlib.exact_pass_prices(lines, prof, two, RXE, POLL)
 
     def test_empty_call_price(self):
         # 100 calls of f, 90 find nothing: 4 instructions every call, 2 only
