@@ -622,7 +622,7 @@ class BothEnds(unittest.TestCase):
         self.assertEqual(cell["messages"], (2, 1))
         self.assertEqual(cell["anchor"]["server_passes"][0]["call"], "ucp_worker_progress")
 
-    def test_one_host_rpc_counted_as_two_hosts(self):
+    def test_one_host_rpc_counted_by_the_two_host_function(self):
         # rpc_1mib (one host, one call in flight) is counted by the function
         # that counts the two-host cells: the client's measured loop and
         # its call's kinds of pass (rpc_rtt_busy's, the spin priced
@@ -641,6 +641,9 @@ class BothEnds(unittest.TestCase):
         for key in ("pollers", "server_cg", "callgrind"):
             self.assertEqual(one[key], two[key], key)
         self.assertIn("--resp-size", one["args"])
+        # rk's own k: its server keeps the pass that finds each request
+        # (the READ's target, the anchor's server, is passive: the cell's 0)
+        self.assertEqual((one["k"], cost.CELLS["rpc_1mib"]["k"]), ((1, 1), (1, 0)))
         self.assertEqual((one["kind"], two["kind"]), ("rk", "rk_peer"))
         seen = {}
 
